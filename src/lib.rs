@@ -1,0 +1,4 @@
+//! gnosis: a TechEmpower Framework Benchmarks entry.
+//!
+//! `http` parses requests and writes responses, `server` runs the per-thread event loops,
+//! `app` holds the routes and handlers.
