@@ -1,4 +1,9 @@
 //! gnosis: a TechEmpower Framework Benchmarks entry.
 //!
-//! `http` parses requests and writes responses, `server` runs the per-thread event loops,
-//! `app` holds the routes and handlers.
+//! `http` parses requests and writes responses (no I/O), `server` runs the per-thread event
+//! loops, `app` holds the routes and handlers, `config` the command line.
+
+pub mod app;
+pub mod config;
+pub mod http;
+pub mod server;

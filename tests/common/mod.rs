@@ -1,0 +1,216 @@
+//! Shared by the integration tests: start a real server binary on a free port and talk
+//! HTTP/1.1 to it over real sockets.
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const LOAD_GENERATOR_HEADERS: &str = "Host: localhost\r\nAccept: text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7\r\nConnection: keep-alive\r\n";
+
+/// A server process that is killed when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Server {
+    /// Starts `binary --port <free port> --threads 2 <extra>` and waits until it accepts.
+    pub fn start(binary: &str, extra: &[&str]) -> Server {
+        Self::start_with_env(binary, extra, &[])
+    }
+
+    pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let port = free_port();
+        let child = Command::new(binary)
+            .args(["--port", &port.to_string(), "--threads", "2"])
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {binary}: {err}"));
+        let mut server = Server { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("{binary} exited at start-up: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{binary} did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.port)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// Header names lower-cased, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.body).expect("a UTF-8 body")
+    }
+}
+
+pub struct Client {
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Client {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.reader.get_mut().write_all(raw).unwrap();
+    }
+
+    /// Sends a load-generator-style GET.
+    pub fn get(&mut self, target: &str) -> HttpResponse {
+        self.send(get_request(target).as_bytes());
+        self.response().unwrap()
+    }
+
+    /// Reads one response (framed by Content-Length).
+    pub fn response(&mut self) -> io::Result<HttpResponse> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "closed before a response",
+            ));
+        }
+        let mut parts = line.trim_end().splitn(3, ' ');
+        assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {line:?}");
+        let status = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .expect("a status code");
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            assert!(
+                line.ends_with("\r\n"),
+                "header line {line:?} must end in CRLF"
+            );
+            if line == "\r\n" {
+                break;
+            }
+            let (name, value) = line.trim_end().split_once(": ").expect("name: value");
+            headers.push((name.to_ascii_lowercase(), value.to_string()));
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .map(|(_, v)| v.parse().expect("a numeric Content-Length"))
+            .expect("a Content-Length header");
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body)?;
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// True when the server closed the connection (EOF or reset) within `timeout`.
+    pub fn is_closed_by_server(&mut self, timeout: Duration) -> bool {
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(timeout))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        let result = self.reader.read(&mut byte);
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        match result {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(err) => !matches!(
+                err.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        self.reader.get_ref()
+    }
+}
+
+pub fn get_request(target: &str) -> String {
+    format!("GET {target} HTTP/1.1\r\n{LOAD_GENERATOR_HEADERS}\r\n")
+}
+
+/// Asserts the headers every TFB response needs.
+pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
+    assert_eq!(response.header("server"), Some("gnosis"));
+    let date = response.header("date").expect("a Date header");
+    httpdate::parse_http_date(date).unwrap_or_else(|_| panic!("Date {date:?} is not an HTTP date"));
+    assert!(
+        date.ends_with(" GMT") && date.len() == 29,
+        "Date {date:?} is not IMF-fixdate"
+    );
+    assert_eq!(response.header("content-type"), Some(content_type));
+    assert_eq!(
+        response
+            .header("content-length")
+            .map(|v| v.parse::<usize>().unwrap()),
+        Some(response.body.len())
+    );
+    assert!(response.header("transfer-encoding").is_none());
+    assert!(response.header("content-encoding").is_none());
+}

@@ -1,0 +1,322 @@
+//! The HTTP behaviour every server binary shares, over real TCP against the real binary.
+//! `http_suite!` runs the whole suite once per binary.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{assert_general_headers, get_request, Client, Server};
+
+fn json_follows_the_spec(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let response = server.connect().get("/json");
+    assert_eq!(response.status, 200);
+    assert_general_headers(&response, "application/json");
+    assert_eq!(response.text(), r#"{"message":"Hello, World!"}"#);
+}
+
+fn plaintext_follows_the_spec(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let response = server.connect().get("/plaintext");
+    assert_eq!(response.status, 200);
+    assert_general_headers(&response, "text/plain");
+    assert_eq!(response.text(), "Hello, World!");
+}
+
+fn sixteen_pipelined_requests_are_answered_in_order(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let targets: Vec<&str> = (0..16)
+        .map(|i| match i % 3 {
+            0 => "/plaintext",
+            1 => "/json",
+            _ => "/missing",
+        })
+        .collect();
+    let batch: String = targets.iter().map(|t| get_request(t)).collect();
+    client.send(batch.as_bytes());
+    for target in targets {
+        let response = client.response().unwrap();
+        let expected = match target {
+            "/plaintext" => (200, "Hello, World!"),
+            "/json" => (200, r#"{"message":"Hello, World!"}"#),
+            _ => (404, "Not Found"),
+        };
+        assert_eq!(
+            (response.status, response.text()),
+            expected,
+            "answer to {target}"
+        );
+    }
+}
+
+fn many_pipelined_batches_on_many_connections(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let batch = get_request("/plaintext").repeat(16);
+    let mut clients: Vec<Client> = (0..64).map(|_| server.connect()).collect();
+    for _round in 0..20 {
+        for client in &mut clients {
+            client.send(batch.as_bytes());
+        }
+        for client in &mut clients {
+            for _ in 0..16 {
+                assert_eq!(client.response().unwrap().text(), "Hello, World!");
+            }
+        }
+    }
+}
+
+fn a_request_split_across_writes_is_reassembled(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let request = get_request("/json");
+    for chunk in request.as_bytes().chunks(7) {
+        client.send(chunk);
+        client.stream().flush().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(client.response().unwrap().status, 200);
+    // The connection stays usable afterwards.
+    assert_eq!(client.get("/plaintext").text(), "Hello, World!");
+}
+
+fn date_changes_within_a_second_and_a_bit(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let first = client.get("/plaintext").header("date").unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = client.get("/plaintext").header("date").unwrap().to_string();
+    assert_ne!(first, second);
+}
+
+fn unknown_paths_are_404_and_other_methods_405(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let response = client.get("/nothing-here");
+    assert_eq!(response.status, 404);
+    assert_general_headers(&response, "text/plain");
+
+    client.send(b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello");
+    let response = client.response().unwrap();
+    assert_eq!(response.status, 405);
+    assert_general_headers(&response, "text/plain");
+    assert_eq!(response.header("allow"), Some("GET, HEAD"));
+    // The body was consumed, not taken for a request: the connection goes on.
+    assert_eq!(client.get("/json").status, 200);
+
+    client.send(b"HEAD /plaintext HTTP/1.1\r\nHost: a\r\n\r\n");
+    client.send(get_request("/json").as_bytes());
+    // HEAD: the headers of the GET, no body; our reader must not take the next response's
+    // bytes for it, so read the raw head and then the next response.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        client.stream().read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.contains("Content-Length: 13\r\n"));
+}
+
+fn garbage_gets_400_and_close_while_others_carry_on(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut bystander = server.connect();
+    assert_eq!(bystander.get("/json").status, 200);
+
+    let mut attacker = server.connect();
+    attacker.send(b"\x16\x03\x01\x02\x00garbage that is not HTTP\r\n\r\n");
+    let response = attacker.response().unwrap();
+    assert_eq!(response.status, 400);
+    assert_eq!(response.header("connection"), Some("close"));
+    assert_general_headers(&response, "text/plain");
+    assert!(attacker.is_closed_by_server(Duration::from_secs(3)));
+
+    assert_eq!(bystander.get("/json").status, 200);
+}
+
+fn a_valid_request_before_garbage_is_answered_first(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    client.send(
+        format!(
+            "{}GET / HTTP/1.1\r\nHost: a\r\nBad\x00Header\r\n\r\n",
+            get_request("/json")
+        )
+        .as_bytes(),
+    );
+    assert_eq!(client.response().unwrap().status, 200);
+    assert_eq!(client.response().unwrap().status, 400);
+    assert!(client.is_closed_by_server(Duration::from_secs(3)));
+}
+
+fn oversized_headers_get_431_and_close(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let request = format!(
+        "GET /json HTTP/1.1\r\nHost: a\r\nX-Filler: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    // The server may close before taking every byte; what it answered still arrives.
+    let _ = client
+        .stream()
+        .try_clone()
+        .unwrap()
+        .write_all(request.as_bytes());
+    let response = client.response().unwrap();
+    assert_eq!(response.status, 431);
+    assert!(client.is_closed_by_server(Duration::from_secs(3)));
+}
+
+fn connection_close_and_http10_are_honoured(binary: &str) {
+    let server = Server::start(binary, &[]);
+
+    let mut client = server.connect();
+    client.send(b"GET /json HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let response = client.response().unwrap();
+    assert_eq!(
+        (response.status, response.header("connection")),
+        (200, Some("close"))
+    );
+    assert!(client.is_closed_by_server(Duration::from_secs(3)));
+
+    let mut client = server.connect();
+    client.send(b"GET /plaintext HTTP/1.0\r\n\r\n");
+    assert_eq!(client.response().unwrap().text(), "Hello, World!");
+    assert!(client.is_closed_by_server(Duration::from_secs(3)));
+
+    let mut client = server.connect();
+    client.send(b"GET /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    let response = client.response().unwrap();
+    assert_eq!(response.header("connection"), Some("keep-alive"));
+    client.send(b"GET /json HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(client.response().unwrap().status, 200);
+}
+
+fn a_half_closed_client_still_gets_its_answers(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(get_request("/plaintext").repeat(3).as_bytes())
+        .unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut everything = String::new();
+    stream.read_to_string(&mut everything).unwrap();
+    assert_eq!(everything.matches("Hello, World!").count(), 3);
+}
+
+fn a_thousand_concurrent_keep_alive_connections(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut clients: Vec<Client> = (0..1000).map(|_| server.connect()).collect();
+    for round in 0..2 {
+        for client in &mut clients {
+            client.send(get_request("/json").as_bytes());
+        }
+        for (i, client) in clients.iter_mut().enumerate() {
+            let response = client
+                .response()
+                .unwrap_or_else(|err| panic!("connection {i}, round {round}: {err}"));
+            assert_eq!(response.status, 200);
+        }
+    }
+}
+
+fn a_taken_port_is_a_clear_error(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let output = std::process::Command::new(binary)
+        .args(["--port", &server.port.to_string()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("in use"), "stderr: {stderr}");
+}
+
+fn help_and_bad_arguments(binary: &str) {
+    let help = std::process::Command::new(binary)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--port"));
+    let bad = std::process::Command::new(binary)
+        .args(["--threads", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--threads"));
+}
+
+macro_rules! http_suite {
+    ($module:ident, $binary:expr) => {
+        mod $module {
+            const BINARY: &str = $binary;
+            #[test]
+            fn json_follows_the_spec() {
+                super::json_follows_the_spec(BINARY)
+            }
+            #[test]
+            fn plaintext_follows_the_spec() {
+                super::plaintext_follows_the_spec(BINARY)
+            }
+            #[test]
+            fn sixteen_pipelined_requests_are_answered_in_order() {
+                super::sixteen_pipelined_requests_are_answered_in_order(BINARY)
+            }
+            #[test]
+            fn many_pipelined_batches_on_many_connections() {
+                super::many_pipelined_batches_on_many_connections(BINARY)
+            }
+            #[test]
+            fn a_request_split_across_writes_is_reassembled() {
+                super::a_request_split_across_writes_is_reassembled(BINARY)
+            }
+            #[test]
+            fn date_changes_within_a_second_and_a_bit() {
+                super::date_changes_within_a_second_and_a_bit(BINARY)
+            }
+            #[test]
+            fn unknown_paths_are_404_and_other_methods_405() {
+                super::unknown_paths_are_404_and_other_methods_405(BINARY)
+            }
+            #[test]
+            fn garbage_gets_400_and_close_while_others_carry_on() {
+                super::garbage_gets_400_and_close_while_others_carry_on(BINARY)
+            }
+            #[test]
+            fn a_valid_request_before_garbage_is_answered_first() {
+                super::a_valid_request_before_garbage_is_answered_first(BINARY)
+            }
+            #[test]
+            fn oversized_headers_get_431_and_close() {
+                super::oversized_headers_get_431_and_close(BINARY)
+            }
+            #[test]
+            fn connection_close_and_http10_are_honoured() {
+                super::connection_close_and_http10_are_honoured(BINARY)
+            }
+            #[test]
+            fn a_half_closed_client_still_gets_its_answers() {
+                super::a_half_closed_client_still_gets_its_answers(BINARY)
+            }
+            #[test]
+            fn a_thousand_concurrent_keep_alive_connections() {
+                super::a_thousand_concurrent_keep_alive_connections(BINARY)
+            }
+            #[test]
+            fn a_taken_port_is_a_clear_error() {
+                super::a_taken_port_is_a_clear_error(BINARY)
+            }
+            #[test]
+            fn help_and_bad_arguments() {
+                super::help_and_bad_arguments(BINARY)
+            }
+        }
+    };
+}
+
+http_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
