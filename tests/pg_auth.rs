@@ -67,7 +67,10 @@ fn cleartext_over_tcp() {
 #[test]
 fn trust_over_the_socket_directory_in_pghost() {
     let dir = common::socket_dir();
-    let config = common::config(&[("PGHOST", dir.to_str().unwrap()), ("PGUSER", "gnosis_trust")]);
+    let config = common::config(&[
+        ("PGHOST", dir.to_str().unwrap()),
+        ("PGUSER", "gnosis_trust"),
+    ]);
     assert_eq!(config.host, Host::Unix(dir));
     assert_eq!(who(config).unwrap(), ("gnosis_trust".to_string(), true));
 }
@@ -88,7 +91,10 @@ fn wrong_password_is_the_servers_error() {
     match &error {
         DbError::Server { code, message, .. } => {
             assert_eq!(code, "28P01", "{error}");
-            assert!(message.contains("password authentication failed"), "{error}");
+            assert!(
+                message.contains("password authentication failed"),
+                "{error}"
+            );
         }
         other => panic!("expected the server's error, got {other:?}"),
     }
@@ -102,7 +108,10 @@ fn fortunes_come_back_byte_exact() {
     let mut client =
         BlockingClient::connect(common::tfb_tcp(), WHO, Duration::from_secs(10)).unwrap();
     for (id, expected) in [
-        (6, "Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen"),
+        (
+            6,
+            "Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen",
+        ),
         (
             11,
             "<script>alert(\"This should not be displayed in a browser alert box.\");</script>",

@@ -28,7 +28,12 @@ fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     bytes
         .iter()
-        .flat_map(|b| [DIGITS[(b >> 4) as usize] as char, DIGITS[(b & 15) as usize] as char])
+        .flat_map(|b| {
+            [
+                DIGITS[(b >> 4) as usize] as char,
+                DIGITS[(b & 15) as usize] as char,
+            ]
+        })
         .collect()
 }
 

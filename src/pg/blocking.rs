@@ -85,7 +85,10 @@ impl BlockingClient {
                 return Err(error.clone());
             }
             if Instant::now() >= deadline {
-                return Err(self.conn.last_error().map_or(DbError::Timeout, DbError::clone));
+                return Err(self
+                    .conn
+                    .last_error()
+                    .map_or(DbError::Timeout, DbError::clone));
             }
             self.poll_once(deadline, &mut sink);
         }

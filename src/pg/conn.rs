@@ -87,7 +87,11 @@ impl<'a> Row<'a> {
 
     /// A text, varchar, char or name column (binary format: the UTF-8 bytes themselves).
     pub fn text(&self, index: usize) -> Result<&'a str, DbError> {
-        let value = self.column(index, &[TEXT_OID, VARCHAR_OID, BPCHAR_OID, NAME_OID], "text")?;
+        let value = self.column(
+            index,
+            &[TEXT_OID, VARCHAR_OID, BPCHAR_OID, NAME_OID],
+            "text",
+        )?;
         std::str::from_utf8(value)
             .map_err(|_| DbError::Column(format!("column {index} is not UTF-8")))
     }
@@ -143,7 +147,11 @@ impl DbError {
         let field = |kind| fields.field(kind).unwrap_or("").to_string();
         DbError::Server {
             // 'V' is the untranslated severity; older servers send only the localized 'S'.
-            severity: fields.field(b'V').or(fields.field(b'S')).unwrap_or("").to_string(),
+            severity: fields
+                .field(b'V')
+                .or(fields.field(b'S'))
+                .unwrap_or("")
+                .to_string(),
             code: field(b'C'),
             message: field(b'M'),
         }
@@ -275,7 +283,9 @@ impl PgConn {
 
     /// The current socket and a generation number that changes with every new socket.
     pub fn socket(&self) -> Option<(RawFd, u64)> {
-        self.socket.as_ref().map(|s| (s.as_raw_fd(), self.generation))
+        self.socket
+            .as_ref()
+            .map(|s| (s.as_raw_fd(), self.generation))
     }
 
     /// Register EPOLLOUT only while this is true.
@@ -294,7 +304,12 @@ impl PgConn {
     }
 
     /// Appends Bind/Execute/Sync for one query; `flush` sends it.
-    pub fn query(&mut self, statement: usize, params: &[Param], token: u64) -> Result<(), QueryError> {
+    pub fn query(
+        &mut self,
+        statement: usize,
+        params: &[Param],
+        token: u64,
+    ) -> Result<(), QueryError> {
         if self.phase != Phase::Ready {
             return Err(QueryError::NotConnected);
         }
@@ -341,9 +356,8 @@ impl PgConn {
             }
             let room = &mut self.read_buf[self.read_end..];
             // SAFETY: room is a valid writable buffer of room.len() bytes.
-            let n = unsafe {
-                libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT)
-            };
+            let n =
+                unsafe { libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT) };
             if n == 0 {
                 return self.fail(
                     DbError::Protocol("server closed the connection".into()),
@@ -415,7 +429,11 @@ impl PgConn {
             return Err(DbError::Io(io::Error::from_raw_os_error(error)));
         }
         self.phase = Phase::Authenticating;
-        protocol::startup(&mut self.write_buf, &self.config.user, &self.config.database);
+        protocol::startup(
+            &mut self.write_buf,
+            &self.config.user,
+            &self.config.database,
+        );
         self.write_some()
     }
 
@@ -581,7 +599,9 @@ impl PgConn {
             }
             Message::ReadyForQuery(_) => {
                 let Some(front) = self.pending.pop_front() else {
-                    return Err(DbError::Protocol("ReadyForQuery with no query in flight".into()));
+                    return Err(DbError::Protocol(
+                        "ReadyForQuery with no query in flight".into(),
+                    ));
                 };
                 match self.front_error.take() {
                     None => sink(front.token, Event::Done),
@@ -627,16 +647,18 @@ impl PgConn {
                 self.scram = Some(scram);
             }
             Auth::SaslContinue(server_first) => {
-                let scram = self.scram.as_mut().ok_or_else(|| {
-                    DbError::Protocol("SASL continue without SASL".into())
-                })?;
+                let scram = self
+                    .scram
+                    .as_mut()
+                    .ok_or_else(|| DbError::Protocol("SASL continue without SASL".into()))?;
                 let client_final = scram.client_final(server_first).map_err(DbError::Auth)?;
                 protocol::sasl_response(&mut self.write_buf, client_final.as_bytes());
             }
             Auth::SaslFinal(server_final) => {
-                let scram = self.scram.take().ok_or_else(|| {
-                    DbError::Protocol("SASL final without SASL".into())
-                })?;
+                let scram = self
+                    .scram
+                    .take()
+                    .ok_or_else(|| DbError::Protocol("SASL final without SASL".into()))?;
                 scram
                     .verify_server_final(server_final)
                     .map_err(DbError::Auth)?;
@@ -841,11 +863,7 @@ fn new_socket(family: libc::c_int) -> Result<OwnedFd, DbError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn start_connect(
-    socket: &OwnedFd,
-    addr: *const libc::sockaddr,
-    len: usize,
-) -> Result<(), DbError> {
+fn start_connect(socket: &OwnedFd, addr: *const libc::sockaddr, len: usize) -> Result<(), DbError> {
     // SAFETY: addr points to a sockaddr of len bytes owned by the caller.
     let rc = unsafe { libc::connect(socket.as_raw_fd(), addr, len as libc::socklen_t) };
     if rc == 0 {

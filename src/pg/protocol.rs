@@ -157,7 +157,9 @@ pub fn terminate(buf: &mut Vec<u8>) {
 pub enum Auth<'a> {
     Ok,
     Cleartext,
-    Md5 { salt: [u8; 4] },
+    Md5 {
+        salt: [u8; 4],
+    },
     /// The NUL-terminated list of SASL mechanism names, as sent.
     Sasl(&'a [u8]),
     SaslContinue(&'a [u8]),

@@ -76,11 +76,7 @@ pub fn socket_path(dir: &Path, port: u16) -> PathBuf {
 impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.host {
-            Host::Unix(dir) => write!(
-                f,
-                "unix socket {}",
-                socket_path(dir, self.port).display()
-            )?,
+            Host::Unix(dir) => write!(f, "unix socket {}", socket_path(dir, self.port).display())?,
             Host::Tcp(host) => write!(f, "tcp {host}:{}", self.port)?,
         }
         write!(f, " user {} database {}", self.user, self.database)
@@ -122,7 +118,11 @@ mod tests {
     #[test]
     fn env_wins_over_socket_detection() {
         let c = config(
-            &[("PGHOST", "127.0.0.1"), ("PGPORT", "55432"), ("PGUSER", "u")],
+            &[
+                ("PGHOST", "127.0.0.1"),
+                ("PGPORT", "55432"),
+                ("PGUSER", "u"),
+            ],
             &["/tmp/.s.PGSQL.55432"],
         );
         assert_eq!(c.host, Host::Tcp("127.0.0.1".into()));
@@ -137,7 +137,10 @@ mod tests {
         assert_eq!(c.host, Host::Unix("/tmp".into()));
         let c = config(&[], &["/tmp/.s.PGSQL.55432"]);
         assert_eq!(c.host, Host::Tcp("tfb-database".into()));
-        let c = config(&[], &["/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"]);
+        let c = config(
+            &[],
+            &["/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"],
+        );
         assert_eq!(c.host, Host::Unix("/var/run/postgresql".into()));
     }
 

@@ -66,7 +66,11 @@ pub fn drive(
                 if conn.wants_write() {
                     events |= libc::POLLOUT;
                 }
-                let mut pollfd = libc::pollfd { fd, events, revents: 0 };
+                let mut pollfd = libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                };
                 let ms = wait.as_millis().max(1) as i32;
                 // SAFETY: one valid pollfd.
                 let n = unsafe { libc::poll(&mut pollfd, 1, ms) };
