@@ -55,11 +55,14 @@ superuser_psql() {
 
 running_pid() {
     # Prints the postmaster's pid if the one recorded in postmaster.pid is really alive and a
-    # postgres process; a stale file left by a crash (or a recycled pid) does not count.
-    local pid
+    # postgres process; a stale file left by a crash (a dead pid, an unreaped zombie, or a
+    # recycled pid) does not count.
+    local pid state
     [ -f "$DATA/postmaster.pid" ] || return 1
     pid="$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)"
     [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+    state="$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
+    [ -n "$state" ] && [ "$state" != Z ] || return 1
     case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
         postgres|postmaster) echo "$pid" ;;
         *) return 1 ;;
@@ -164,7 +167,7 @@ SQL
 wait_ready() {
     local i
     for i in $(seq 1 100); do
-        if "$BIN/pg_isready" -q -h "$SOCKET" -p "$PORT"; then return 0; fi
+        if "$BIN/pg_isready" -q -h "$SOCKET" -p "$PORT" -U "$SUPERUSER" -d postgres; then return 0; fi
         sleep 0.1
     done
     echo "pg.sh: server did not become ready; see $LOG" >&2
