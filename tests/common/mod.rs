@@ -214,3 +214,4 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
     assert!(response.header("transfer-encoding").is_none());
     assert!(response.header("content-encoding").is_none());
 }
+pub mod pg;

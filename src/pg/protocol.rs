@@ -1,0 +1,568 @@
+//! The PostgreSQL v3 wire protocol, apart from any I/O: encoders that append frontend messages
+//! to a byte buffer, and an incremental decoder that takes backend messages out of one.
+//!
+//! The decoder validates every length before slicing, so any byte sequence yields either a
+//! message, "need more bytes" or an error, never a panic.
+
+/// Type oids the client encodes or decodes.
+pub const INT4_OID: u32 = 23;
+pub const INT4_ARRAY_OID: u32 = 1007;
+pub const TEXT_OID: u32 = 25;
+pub const VARCHAR_OID: u32 = 1043;
+pub const BPCHAR_OID: u32 = 1042;
+pub const NAME_OID: u32 = 19;
+
+/// A backend message longer than this is treated as garbage (the 10,000-row world table is
+/// ~100 KiB in total; no single row this client reads comes near).
+pub const MAX_MESSAGE_LEN: usize = 64 << 20;
+
+const PROTOCOL_VERSION_3: i32 = 196_608;
+
+/// A parameter, always sent in binary.
+#[derive(Debug, Clone, Copy)]
+pub enum Param<'a> {
+    Int4(i32),
+    Int4Array(&'a [i32]),
+}
+
+/// Starts a message with a tag and a placeholder length; returns the length's position.
+fn begin(buf: &mut Vec<u8>, tag: u8) -> usize {
+    buf.push(tag);
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    at
+}
+
+/// Writes the length of the message begun at `at` (the length counts itself, not the tag).
+fn finish(buf: &mut [u8], at: usize) {
+    let len = (buf.len() - at) as u32;
+    buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+fn put_cstr(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(s.as_bytes());
+    buf.push(0);
+}
+
+pub fn startup(buf: &mut Vec<u8>, user: &str, database: &str) {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    buf.extend_from_slice(&PROTOCOL_VERSION_3.to_be_bytes());
+    for (key, value) in [
+        ("user", user),
+        ("database", database),
+        ("client_encoding", "UTF8"),
+        ("application_name", "gnosis"),
+    ] {
+        put_cstr(buf, key);
+        put_cstr(buf, value);
+    }
+    buf.push(0);
+    finish(buf, at);
+}
+
+/// PasswordMessage: a cleartext or MD5-hashed password.
+pub fn password(buf: &mut Vec<u8>, password: &str) {
+    let at = begin(buf, b'p');
+    put_cstr(buf, password);
+    finish(buf, at);
+}
+
+pub fn sasl_initial_response(buf: &mut Vec<u8>, mechanism: &str, data: &[u8]) {
+    let at = begin(buf, b'p');
+    put_cstr(buf, mechanism);
+    buf.extend_from_slice(&(data.len() as i32).to_be_bytes());
+    buf.extend_from_slice(data);
+    finish(buf, at);
+}
+
+pub fn sasl_response(buf: &mut Vec<u8>, data: &[u8]) {
+    let at = begin(buf, b'p');
+    buf.extend_from_slice(data);
+    finish(buf, at);
+}
+
+pub fn parse(buf: &mut Vec<u8>, name: &str, sql: &str, param_types: &[u32]) {
+    let at = begin(buf, b'P');
+    put_cstr(buf, name);
+    put_cstr(buf, sql);
+    buf.extend_from_slice(&(param_types.len() as u16).to_be_bytes());
+    for oid in param_types {
+        buf.extend_from_slice(&oid.to_be_bytes());
+    }
+    finish(buf, at);
+}
+
+/// Bind to the unnamed portal with every parameter and every result column in binary.
+pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) {
+    let at = begin(buf, b'B');
+    buf.push(0); // unnamed portal
+    put_cstr(buf, statement);
+    buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all parameters:
+    buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+    buf.extend_from_slice(&(params.len() as u16).to_be_bytes());
+    for param in params {
+        match *param {
+            Param::Int4(value) => {
+                buf.extend_from_slice(&4i32.to_be_bytes());
+                buf.extend_from_slice(&value.to_be_bytes());
+            }
+            Param::Int4Array(values) => {
+                // ndim, has-nulls flag, element oid, then (length, lower bound) per dimension.
+                let len = 20 + 8 * values.len();
+                buf.extend_from_slice(&(len as i32).to_be_bytes());
+                buf.extend_from_slice(&1i32.to_be_bytes());
+                buf.extend_from_slice(&0i32.to_be_bytes());
+                buf.extend_from_slice(&INT4_OID.to_be_bytes());
+                buf.extend_from_slice(&(values.len() as i32).to_be_bytes());
+                buf.extend_from_slice(&1i32.to_be_bytes());
+                for value in values {
+                    buf.extend_from_slice(&4i32.to_be_bytes());
+                    buf.extend_from_slice(&value.to_be_bytes());
+                }
+            }
+        }
+    }
+    buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all results:
+    buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+    finish(buf, at);
+}
+
+/// Describe a prepared statement (its parameter types and result columns).
+pub fn describe_statement(buf: &mut Vec<u8>, name: &str) {
+    let at = begin(buf, b'D');
+    buf.push(b'S');
+    put_cstr(buf, name);
+    finish(buf, at);
+}
+
+/// Execute the unnamed portal, all rows.
+pub fn execute(buf: &mut Vec<u8>) {
+    let at = begin(buf, b'E');
+    buf.push(0);
+    buf.extend_from_slice(&0i32.to_be_bytes());
+    finish(buf, at);
+}
+
+pub fn sync(buf: &mut Vec<u8>) {
+    buf.extend_from_slice(&[b'S', 0, 0, 0, 4]);
+}
+
+pub fn terminate(buf: &mut Vec<u8>) {
+    buf.extend_from_slice(&[b'X', 0, 0, 0, 4]);
+}
+
+/// What the server asks for in an Authentication message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Auth<'a> {
+    Ok,
+    Cleartext,
+    Md5 {
+        salt: [u8; 4],
+    },
+    /// The NUL-terminated list of SASL mechanism names, as sent.
+    Sasl(&'a [u8]),
+    SaslContinue(&'a [u8]),
+    SaslFinal(&'a [u8]),
+    /// A method this client does not implement (Kerberos, SCM, GSS, SSPI, ...).
+    Unsupported(u32),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Message<'a> {
+    Authentication(Auth<'a>),
+    ParameterStatus,
+    BackendKeyData,
+    ReadyForQuery(u8),
+    ParseComplete,
+    BindComplete,
+    CloseComplete,
+    NoData,
+    PortalSuspended,
+    ParameterDescription,
+    /// The type oid of each result column, as a validated raw slice (see `RowDescription`).
+    RowDescription(RowDescription<'a>),
+    DataRow(DataRow<'a>),
+    CommandComplete,
+    EmptyQueryResponse,
+    /// The raw fields of the error (see `ErrorFields`).
+    ErrorResponse(ErrorFields<'a>),
+    NoticeResponse,
+    NotificationResponse,
+    NegotiateProtocolVersion,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtocolError(pub &'static str);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Takes one backend message off the front of `buf`: `Ok(Some((message, bytes used)))`,
+/// `Ok(None)` if the message is not complete yet, or an error for bytes that cannot be one.
+pub fn decode(buf: &[u8]) -> Result<Option<(Message<'_>, usize)>, ProtocolError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    let tag = buf[0];
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    if len < 4 {
+        return Err(ProtocolError("message length below 4"));
+    }
+    if len > MAX_MESSAGE_LEN {
+        return Err(ProtocolError("message length too large"));
+    }
+    if buf.len() < len + 1 {
+        return Ok(None);
+    }
+    let body = &buf[5..len + 1];
+    let message = decode_body(tag, body)?;
+    Ok(Some((message, len + 1)))
+}
+
+fn expect_empty(body: &[u8], message: Message<'static>) -> Result<Message<'static>, ProtocolError> {
+    if body.is_empty() {
+        Ok(message)
+    } else {
+        Err(ProtocolError("unexpected bytes in an empty message"))
+    }
+}
+
+fn decode_body(tag: u8, body: &[u8]) -> Result<Message<'_>, ProtocolError> {
+    Ok(match tag {
+        b'R' => Message::Authentication(decode_auth(body)?),
+        b'S' => {
+            let mut r = Reader(body);
+            r.cstr()?;
+            r.cstr()?;
+            r.end()?;
+            Message::ParameterStatus
+        }
+        b'K' => {
+            if body.len() != 8 {
+                return Err(ProtocolError("BackendKeyData of the wrong size"));
+            }
+            Message::BackendKeyData
+        }
+        b'Z' => match body {
+            [status @ (b'I' | b'T' | b'E')] => Message::ReadyForQuery(*status),
+            _ => return Err(ProtocolError("bad ReadyForQuery")),
+        },
+        b'1' => expect_empty(body, Message::ParseComplete)?,
+        b'2' => expect_empty(body, Message::BindComplete)?,
+        b'3' => expect_empty(body, Message::CloseComplete)?,
+        b'n' => expect_empty(body, Message::NoData)?,
+        b's' => expect_empty(body, Message::PortalSuspended)?,
+        b'I' => expect_empty(body, Message::EmptyQueryResponse)?,
+        b't' => {
+            let mut r = Reader(body);
+            let count = r.u16()? as usize;
+            r.take(count * 4)?;
+            r.end()?;
+            Message::ParameterDescription
+        }
+        b'T' => Message::RowDescription(RowDescription::validate(body)?),
+        b'D' => Message::DataRow(DataRow::validate(body)?),
+        b'C' => {
+            let mut r = Reader(body);
+            r.cstr()?;
+            r.end()?;
+            Message::CommandComplete
+        }
+        b'E' => Message::ErrorResponse(ErrorFields::validate(body)?),
+        b'N' => {
+            ErrorFields::validate(body)?;
+            Message::NoticeResponse
+        }
+        b'A' => {
+            let mut r = Reader(body);
+            r.take(4)?;
+            r.cstr()?;
+            r.cstr()?;
+            r.end()?;
+            Message::NotificationResponse
+        }
+        b'v' => Message::NegotiateProtocolVersion,
+        _ => return Err(ProtocolError("unknown message type")),
+    })
+}
+
+fn decode_auth(body: &[u8]) -> Result<Auth<'_>, ProtocolError> {
+    let mut r = Reader(body);
+    let code = r.u32()?;
+    let auth = match code {
+        0 => Auth::Ok,
+        3 => Auth::Cleartext,
+        5 => {
+            let salt = r.take(4)?;
+            Auth::Md5 {
+                salt: [salt[0], salt[1], salt[2], salt[3]],
+            }
+        }
+        10 => {
+            let list = r.rest();
+            if list.last() != Some(&0) {
+                return Err(ProtocolError("unterminated SASL mechanism list"));
+            }
+            return Ok(Auth::Sasl(list));
+        }
+        11 => return Ok(Auth::SaslContinue(r.rest())),
+        12 => return Ok(Auth::SaslFinal(r.rest())),
+        other => return Ok(Auth::Unsupported(other)),
+    };
+    r.end()?;
+    Ok(auth)
+}
+
+/// A bounds-checked cursor over a message body.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
+        if self.0.len() < n {
+            return Err(ProtocolError("message shorter than its contents"));
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    fn u16(&mut self) -> Result<u16, ProtocolError> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, ProtocolError> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn cstr(&mut self) -> Result<&'a [u8], ProtocolError> {
+        let end = self
+            .0
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(ProtocolError("unterminated string"))?;
+        let s = &self.0[..end];
+        self.0 = &self.0[end + 1..];
+        Ok(s)
+    }
+
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.0)
+    }
+
+    fn end(&self) -> Result<(), ProtocolError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtocolError("trailing bytes in message"))
+        }
+    }
+}
+
+/// A DataRow body whose column lengths have been checked against its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataRow<'a> {
+    count: u16,
+    columns: &'a [u8],
+}
+
+impl<'a> DataRow<'a> {
+    fn validate(body: &'a [u8]) -> Result<Self, ProtocolError> {
+        let mut r = Reader(body);
+        let count = r.u16()?;
+        let columns = r.0;
+        for _ in 0..count {
+            let len = r.u32()? as i32;
+            if len >= 0 {
+                r.take(len as usize)?;
+            } else if len != -1 {
+                return Err(ProtocolError("negative column length"));
+            }
+        }
+        r.end()?;
+        Ok(DataRow { count, columns })
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Column `index`: `None` past the end, `Some(None)` for NULL.
+    pub fn get(&self, index: usize) -> Option<Option<&'a [u8]>> {
+        if index >= self.len() {
+            return None;
+        }
+        let mut rest = self.columns;
+        let mut i = 0;
+        loop {
+            // validate() checked every length, so these slices are in bounds.
+            let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
+            rest = &rest[4..];
+            let value = if len < 0 {
+                None
+            } else {
+                let (value, tail) = rest.split_at(len as usize);
+                rest = tail;
+                Some(value)
+            };
+            if i == index {
+                return Some(value);
+            }
+            i += 1;
+        }
+    }
+}
+
+/// A RowDescription body, validated; yields each column's type oid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowDescription<'a>(&'a [u8]);
+
+impl<'a> RowDescription<'a> {
+    fn validate(body: &'a [u8]) -> Result<Self, ProtocolError> {
+        let mut r = Reader(body);
+        let count = r.u16()?;
+        for _ in 0..count {
+            r.cstr()?;
+            r.take(18)?; // table oid, column number, type oid, type size, type modifier, format
+        }
+        r.end()?;
+        Ok(RowDescription(body))
+    }
+
+    pub fn type_oids(&self) -> Vec<u32> {
+        let mut r = Reader(self.0);
+        let count = r.u16().unwrap_or(0);
+        let mut oids = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            // Validated above: these cannot fail, but stay panic-free regardless.
+            let (Ok(_), Ok(field)) = (r.cstr(), r.take(18)) else {
+                break;
+            };
+            oids.push(u32::from_be_bytes([field[6], field[7], field[8], field[9]]));
+        }
+        oids
+    }
+}
+
+/// The fields of an ErrorResponse or NoticeResponse, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorFields<'a>(&'a [u8]);
+
+impl<'a> ErrorFields<'a> {
+    fn validate(body: &'a [u8]) -> Result<Self, ProtocolError> {
+        let mut r = Reader(body);
+        loop {
+            let kind = r.take(1)?[0];
+            if kind == 0 {
+                break;
+            }
+            r.cstr()?;
+        }
+        r.end()?;
+        Ok(ErrorFields(body))
+    }
+
+    /// The field of the given type (`b'C'` code, `b'M'` message, `b'V'` severity, ...).
+    pub fn field(&self, wanted: u8) -> Option<&'a str> {
+        let mut r = Reader(self.0);
+        loop {
+            let kind = r.take(1).ok()?[0];
+            if kind == 0 {
+                return None;
+            }
+            let value = r.cstr().ok()?;
+            if kind == wanted {
+                return std::str::from_utf8(value).ok();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn data_row_columns_and_nulls() {
+        let mut body = vec![0, 3];
+        body.extend_from_slice(&4u32.to_be_bytes());
+        body.extend_from_slice(&7i32.to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&2u32.to_be_bytes());
+        body.extend_from_slice(b"hi");
+        let bytes = message(b'D', &body);
+        let (msg, used) = decode(&bytes).unwrap().unwrap();
+        assert_eq!(used, bytes.len());
+        let Message::DataRow(row) = msg else {
+            panic!("not a DataRow: {msg:?}")
+        };
+        assert_eq!(row.len(), 3);
+        assert_eq!(row.get(0), Some(Some(&7i32.to_be_bytes()[..])));
+        assert_eq!(row.get(1), Some(None));
+        assert_eq!(row.get(2), Some(Some(&b"hi"[..])));
+        assert_eq!(row.get(3), None);
+    }
+
+    #[test]
+    fn partial_messages_wait_for_more() {
+        let bytes = message(b'Z', b"I");
+        for cut in 0..bytes.len() {
+            assert_eq!(decode(&bytes[..cut]), Ok(None));
+        }
+        assert_eq!(
+            decode(&bytes),
+            Ok(Some((Message::ReadyForQuery(b'I'), bytes.len())))
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(decode(&[b'D', 0, 0, 0, 2]).is_err());
+        assert!(decode(&[b'D', 0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(decode(&message(b'?', b"")).is_err());
+        // A column claiming more bytes than the row holds.
+        let mut body = vec![0, 1];
+        body.extend_from_slice(&100u32.to_be_bytes());
+        assert!(decode(&message(b'D', &body)).is_err());
+        assert!(decode(&message(b'Z', b"X")).is_err());
+    }
+
+    #[test]
+    fn bind_encodes_binary_params() {
+        let mut buf = Vec::new();
+        bind(&mut buf, "w", &[Param::Int4(42), Param::Int4Array(&[1, 2])]);
+        assert_eq!(buf[0], b'B');
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        assert_eq!(len + 1, buf.len());
+        let expected_tail: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 2, 0, 1, 0, 1];
+        assert!(buf.ends_with(expected_tail));
+        assert!(buf.windows(4).any(|w| w == 42i32.to_be_bytes()));
+    }
+
+    #[test]
+    fn error_fields() {
+        let bytes = message(b'E', b"SERROR\0C22012\0Mdivision by zero\0\0");
+        let (Message::ErrorResponse(fields), _) = decode(&bytes).unwrap().unwrap() else {
+            panic!("not an ErrorResponse")
+        };
+        assert_eq!(fields.field(b'C'), Some("22012"));
+        assert_eq!(fields.field(b'M'), Some("division by zero"));
+        assert_eq!(fields.field(b'D'), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! Shared by the tests/pg_*.rs files: where the private cluster of `scripts/pg.sh start` is,
+//! and a small poll(2) loop that drives a `PgConn` the way the server's event loop does.
+
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gnosis::pg::{Config, Event, PgConn};
+
+pub fn port() -> String {
+    std::env::var("GNOSIS_PG_PORT").unwrap_or_else(|_| "55432".to_string())
+}
+
+pub fn socket_dir() -> PathBuf {
+    let dir = std::env::var("GNOSIS_PG_DIR").unwrap_or_else(|_| "/tmp/gnosis-pg".to_string());
+    PathBuf::from(dir).join("socket")
+}
+
+/// A config read like the app reads it, from PG* variables given here (not the process
+/// environment, which parallel tests would share) and the real file system.
+pub fn config(vars: &[(&str, &str)]) -> Arc<Config> {
+    let port = port();
+    Arc::new(Config::from_vars(
+        |name| {
+            if name == "PGPORT" {
+                return Some(port.clone());
+            }
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        },
+        |path| path.exists(),
+    ))
+}
+
+/// TFB's user over TCP (SCRAM-SHA-256).
+pub fn tfb_tcp() -> Arc<Config> {
+    config(&[("PGHOST", "127.0.0.1")])
+}
+
+/// Drives `conn` with poll(2) until `done` says so; panics after `timeout`.
+pub fn drive(
+    conn: &mut PgConn,
+    timeout: Duration,
+    sink: &mut impl FnMut(u64, Event<'_>),
+    mut done: impl FnMut(&PgConn) -> bool,
+) {
+    let deadline = Instant::now() + timeout;
+    conn.flush(sink);
+    while !done(conn) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out; last error: {:?}",
+            conn.last_error().map(|e| e.to_string())
+        );
+        let wait = conn
+            .next_timer()
+            .map_or(Duration::from_millis(100), |t| {
+                t.saturating_duration_since(Instant::now())
+            })
+            .min(Duration::from_millis(100));
+        match conn.socket() {
+            Some((fd, _)) => {
+                let mut events = libc::POLLIN;
+                if conn.wants_write() {
+                    events |= libc::POLLOUT;
+                }
+                let mut pollfd = libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                };
+                let ms = wait.as_millis().max(1) as i32;
+                // SAFETY: one valid pollfd.
+                let n = unsafe { libc::poll(&mut pollfd, 1, ms) };
+                if n > 0 {
+                    if pollfd.revents & libc::POLLOUT != 0 {
+                        conn.on_writable(sink);
+                    }
+                    if pollfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
+                        conn.on_readable(sink);
+                    }
+                }
+            }
+            None => std::thread::sleep(wait.max(Duration::from_millis(1))),
+        }
+        conn.on_timer(Instant::now(), sink);
+        conn.flush(sink);
+    }
+}
+
+pub fn ignore_events(_: u64, _: Event<'_>) {}

@@ -1,0 +1,143 @@
+//! Start-up against the private cluster (`scripts/pg.sh start`): every authentication method
+//! it is set up with, both transports, socket auto-detection, and a wrong password.
+
+mod common;
+
+use std::time::Duration;
+
+use gnosis::pg::protocol::INT4_OID;
+use gnosis::pg::{BlockingClient, Config, DbError, Host, Statement};
+
+static WHO: &[Statement] = &[
+    Statement {
+        name: "who",
+        // inet_server_addr() is NULL over a Unix socket.
+        sql: "SELECT current_user::text, (inet_server_addr() IS NULL)::int4, \
+              (SELECT count(*)::int4 FROM world), $1::int4 + 1",
+        param_types: &[INT4_OID],
+    },
+    Statement {
+        name: "fortune",
+        sql: "SELECT id, message FROM fortune WHERE id = $1",
+        param_types: &[INT4_OID],
+    },
+];
+
+/// Connects, runs `who`, returns (current_user, over a Unix socket).
+fn who(config: std::sync::Arc<Config>) -> Result<(String, bool), DbError> {
+    let mut client = BlockingClient::connect(config, WHO, Duration::from_secs(10))?;
+    let mut answer = None;
+    client.query(0, &[gnosis::pg::Param::Int4(41)], |row| {
+        assert_eq!(row.len(), 4);
+        assert_eq!(row.int4(2)?, 10_000);
+        assert_eq!(row.int4(3)?, 42);
+        answer = Some((row.text(0)?.to_string(), row.int4(1)? == 1));
+        Ok(())
+    })?;
+    Ok(answer.expect("one row"))
+}
+
+#[test]
+fn scram_sha_256_over_tcp() {
+    let config = common::pg::tfb_tcp();
+    assert_eq!(config.host, Host::Tcp("127.0.0.1".into()));
+    assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), false));
+}
+
+#[test]
+fn md5_over_tcp() {
+    let config = common::pg::config(&[
+        ("PGHOST", "127.0.0.1"),
+        ("PGUSER", "gnosis_md5"),
+        ("PGPASSWORD", "gnosis_md5_pass"),
+    ]);
+    assert_eq!(who(config).unwrap(), ("gnosis_md5".to_string(), false));
+}
+
+#[test]
+fn cleartext_over_tcp() {
+    let config = common::pg::config(&[
+        ("PGHOST", "127.0.0.1"),
+        ("PGUSER", "gnosis_clear"),
+        ("PGPASSWORD", "gnosis_clear_pass"),
+    ]);
+    assert_eq!(who(config).unwrap(), ("gnosis_clear".to_string(), false));
+}
+
+#[test]
+fn trust_over_the_socket_directory_in_pghost() {
+    let dir = common::pg::socket_dir();
+    let config = common::pg::config(&[
+        ("PGHOST", dir.to_str().unwrap()),
+        ("PGUSER", "gnosis_trust"),
+    ]);
+    assert_eq!(config.host, Host::Unix(dir));
+    assert_eq!(who(config).unwrap(), ("gnosis_trust".to_string(), true));
+}
+
+#[test]
+fn socket_found_by_auto_detection() {
+    // PGHOST unset, PGPORT set: the cluster's socket in /tmp is found.
+    let config = common::pg::config(&[]);
+    assert_eq!(config.host, Host::Unix("/tmp".into()));
+    assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), true));
+}
+
+#[test]
+fn wrong_password_is_the_servers_error() {
+    let config = common::pg::config(&[("PGHOST", "127.0.0.1"), ("PGPASSWORD", "not-the-password")]);
+    let started = std::time::Instant::now();
+    let error = who(config).unwrap_err();
+    match &error {
+        DbError::Server { code, message, .. } => {
+            assert_eq!(code, "28P01", "{error}");
+            assert!(
+                message.contains("password authentication failed"),
+                "{error}"
+            );
+        }
+        other => panic!("expected the server's error, got {other:?}"),
+    }
+    assert!(!error.to_string().contains("not-the-password"));
+    // A permanent error: no waiting for the timeout.
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn fortunes_come_back_byte_exact() {
+    let mut client =
+        BlockingClient::connect(common::pg::tfb_tcp(), WHO, Duration::from_secs(10)).unwrap();
+    for (id, expected) in [
+        (
+            6,
+            "Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen",
+        ),
+        (
+            11,
+            "<script>alert(\"This should not be displayed in a browser alert box.\");</script>",
+        ),
+        (12, "フレームワークのベンチマーク"),
+    ] {
+        let mut seen = Vec::new();
+        client
+            .query(1, &[gnosis::pg::Param::Int4(id)], |row| {
+                seen.push((row.int4(0)?, row.text(1)?.to_string()));
+                // Reading a column as the wrong type is an error, not a panic.
+                assert!(row.int4(1).is_err());
+                assert!(row.text(0).is_err());
+                assert!(row.int4(2).is_err());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, vec![(id, expected.to_string())]);
+    }
+}
+
+#[test]
+fn a_missing_database_fails_at_once() {
+    let config = common::pg::config(&[("PGHOST", "127.0.0.1"), ("PGDATABASE", "no_such_db")]);
+    match who(config) {
+        Err(DbError::Server { code, .. }) => assert_eq!(code, "3D000"),
+        other => panic!("expected 3D000, got {other:?}"),
+    }
+}

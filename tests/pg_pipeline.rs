@@ -1,0 +1,266 @@
+//! The pipelined connection against the private cluster (`scripts/pg.sh start`): many
+//! queries in flight, answers in order, a failing query failing alone, a killed backend
+//! failing what it held and reconnecting, and the queue bound.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use gnosis::pg::protocol::INT4_OID;
+use gnosis::pg::{BlockingClient, DbError, Event, Param, PgConn, QueryError, Statement};
+
+const WORLD: usize = 0;
+const DIVIDE: usize = 1;
+const SLOW: usize = 2;
+const BACKEND_PID: usize = 3;
+const ALL_WORLDS: usize = 4;
+const TERMINATE: usize = 5;
+
+static STATEMENTS: &[Statement] = &[
+    Statement {
+        name: "world",
+        sql: "SELECT id, randomnumber FROM world WHERE id = $1",
+        param_types: &[INT4_OID],
+    },
+    Statement {
+        name: "divide",
+        sql: "SELECT 1000 / $1::int4",
+        param_types: &[INT4_OID],
+    },
+    Statement {
+        name: "slow",
+        sql: "SELECT $1::int4 FROM pg_sleep(0.2)",
+        param_types: &[INT4_OID],
+    },
+    Statement {
+        name: "backend_pid",
+        sql: "SELECT pg_backend_pid()",
+        param_types: &[],
+    },
+    Statement {
+        name: "all_worlds",
+        sql: "SELECT id, randomnumber FROM world",
+        param_types: &[],
+    },
+    Statement {
+        name: "terminate",
+        sql: "SELECT pg_terminate_backend($1)::int4",
+        param_types: &[INT4_OID],
+    },
+];
+
+/// What one query came to: its rows' int4 columns, then Ok or the error.
+#[derive(Debug, Default)]
+struct Outcome {
+    rows: Vec<Vec<i32>>,
+    result: Option<Result<(), DbError>>,
+}
+
+/// Records every event per token and the order in which queries finished.
+#[derive(Default)]
+struct Recorder {
+    outcomes: HashMap<u64, Outcome>,
+    finished: Vec<u64>,
+}
+
+impl Recorder {
+    fn record(&mut self, token: u64, event: Event<'_>) {
+        let outcome = self.outcomes.entry(token).or_default();
+        assert!(outcome.result.is_none(), "event after the end of {token}");
+        match event {
+            Event::Row(row) => outcome
+                .rows
+                .push((0..row.len()).map(|i| row.int4(i).unwrap()).collect()),
+            Event::Done => {
+                outcome.result = Some(Ok(()));
+                self.finished.push(token);
+            }
+            Event::Failed(error) => {
+                outcome.result = Some(Err(error.clone()));
+                self.finished.push(token);
+            }
+        }
+    }
+}
+
+/// Drives `conn` until `count` queries have finished.
+fn drive_until_finished(conn: &mut PgConn, recorder: &RefCell<Recorder>, count: usize) {
+    common::pg::drive(
+        conn,
+        Duration::from_secs(60),
+        &mut |token, event| recorder.borrow_mut().record(token, event),
+        |_| recorder.borrow().finished.len() >= count,
+    );
+}
+
+fn ready_conn() -> PgConn {
+    let mut conn = PgConn::new(common::pg::tfb_tcp(), STATEMENTS);
+    common::pg::drive(
+        &mut conn,
+        Duration::from_secs(10),
+        &mut common::pg::ignore_events,
+        |c| c.is_ready(),
+    );
+    conn
+}
+
+fn blocking() -> BlockingClient {
+    BlockingClient::connect(common::pg::tfb_tcp(), STATEMENTS, Duration::from_secs(10)).unwrap()
+}
+
+fn world_table() -> HashMap<i32, i32> {
+    let mut table = HashMap::new();
+    blocking()
+        .query(ALL_WORLDS, &[], |row| {
+            table.insert(row.int4(0)?, row.int4(1)?);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(table.len(), 10_000);
+    table
+}
+
+#[test]
+fn ten_thousand_pipelined_queries_come_back_right_and_in_order() {
+    let table = world_table();
+    let mut conn = ready_conn();
+    let ids: Vec<i32> = (0..10_000).map(|_| fastrand::i32(1..=10_000)).collect();
+    let recorder = RefCell::new(Recorder::default());
+    // Hand queries out in bursts with a flush after each, as the event loop does.
+    for (burst, chunk) in ids.chunks(500).enumerate() {
+        for (i, &id) in chunk.iter().enumerate() {
+            let token = (burst * 500 + i) as u64;
+            conn.query(WORLD, &[Param::Int4(id)], token).unwrap();
+        }
+        conn.flush(&mut |token, event| recorder.borrow_mut().record(token, event));
+    }
+    drive_until_finished(&mut conn, &recorder, ids.len());
+    let recorder = recorder.into_inner();
+    let in_order: Vec<u64> = (0..ids.len() as u64).collect();
+    assert_eq!(recorder.finished, in_order);
+    for (token, &id) in ids.iter().enumerate() {
+        let outcome = &recorder.outcomes[&(token as u64)];
+        assert!(matches!(outcome.result, Some(Ok(()))), "{outcome:?}");
+        assert_eq!(outcome.rows, vec![vec![id, table[&id]]], "query {token}");
+    }
+}
+
+#[test]
+fn a_failing_query_fails_alone() {
+    let mut conn = ready_conn();
+    let divisors: Vec<i32> = (0..1_000)
+        .map(|i| if i % 97 == 13 { 0 } else { i % 50 + 1 })
+        .collect();
+    let recorder = RefCell::new(Recorder::default());
+    for (token, &d) in divisors.iter().enumerate() {
+        conn.query(DIVIDE, &[Param::Int4(d)], token as u64).unwrap();
+    }
+    drive_until_finished(&mut conn, &recorder, divisors.len());
+    let recorder = recorder.into_inner();
+    assert_eq!(
+        recorder.finished,
+        (0..divisors.len() as u64).collect::<Vec<_>>()
+    );
+    for (token, &d) in divisors.iter().enumerate() {
+        let outcome = &recorder.outcomes[&(token as u64)];
+        if d == 0 {
+            match &outcome.result {
+                Some(Err(DbError::Server { code, message, .. })) => {
+                    assert_eq!(code, "22012");
+                    assert_eq!(message, "division by zero");
+                }
+                other => panic!("query {token}: expected division by zero, got {other:?}"),
+            }
+            assert!(outcome.rows.is_empty());
+        } else {
+            assert!(matches!(outcome.result, Some(Ok(()))), "{outcome:?}");
+            assert_eq!(outcome.rows, vec![vec![1000 / d]]);
+        }
+    }
+    assert!(conn.is_ready());
+}
+
+#[test]
+fn a_terminated_backend_fails_its_queries_then_reconnects() {
+    let mut conn = ready_conn();
+    let generation = conn.socket().unwrap().1;
+    let recorder = RefCell::new(Recorder::default());
+    conn.query(BACKEND_PID, &[], 0).unwrap();
+    drive_until_finished(&mut conn, &recorder, 1);
+    let pid = recorder.borrow().outcomes[&0].rows[0][0];
+
+    // Ten queries of 0.2 s each: the backend is killed while they are in flight.
+    for token in 1..=10 {
+        conn.query(SLOW, &[Param::Int4(token as i32)], token)
+            .unwrap();
+    }
+    drive_until_finished(&mut conn, &recorder, 2);
+    let mut killed = false;
+    blocking()
+        .query(TERMINATE, &[Param::Int4(pid)], |row| {
+            killed = row.int4(0)? == 1;
+            Ok(())
+        })
+        .unwrap();
+    assert!(killed);
+    drive_until_finished(&mut conn, &recorder, 11);
+
+    let recorder = recorder.into_inner();
+    assert_eq!(recorder.finished, (0..=10).collect::<Vec<u64>>());
+    let lost: Vec<u64> = (1..=10)
+        .filter(|t| {
+            matches!(
+                recorder.outcomes[t].result,
+                Some(Err(DbError::ConnectionLost))
+            )
+        })
+        .collect();
+    assert!(!lost.is_empty(), "no query failed");
+    // Those before the kill succeeded, every one after it was failed.
+    let first_lost = lost[0];
+    assert_eq!(lost, (first_lost..=10).collect::<Vec<u64>>());
+    for token in 1..first_lost {
+        assert_eq!(recorder.outcomes[&token].rows, vec![vec![token as i32]]);
+    }
+
+    // Not ready until the new connection has started up; then it works again.
+    assert_eq!(
+        conn.query(WORLD, &[Param::Int4(1)], 99),
+        Err(QueryError::NotConnected)
+    );
+    common::pg::drive(
+        &mut conn,
+        Duration::from_secs(10),
+        &mut common::pg::ignore_events,
+        |c| c.is_ready(),
+    );
+    assert_ne!(conn.socket().unwrap().1, generation);
+    let recorder = RefCell::new(Recorder::default());
+    conn.query(BACKEND_PID, &[], 100).unwrap();
+    drive_until_finished(&mut conn, &recorder, 1);
+    let new_pid = recorder.borrow().outcomes[&100].rows[0][0];
+    assert_ne!(new_pid, pid);
+}
+
+#[test]
+fn the_queue_is_bounded() {
+    let mut conn = ready_conn();
+    let max = gnosis::pg::conn::MAX_QUEUED;
+    for token in 0..max as u64 {
+        conn.query(WORLD, &[Param::Int4(1)], token).unwrap();
+    }
+    assert_eq!(
+        conn.query(WORLD, &[Param::Int4(1)], max as u64),
+        Err(QueryError::QueueFull)
+    );
+    let recorder = RefCell::new(Recorder::default());
+    drive_until_finished(&mut conn, &recorder, max);
+    assert!(recorder
+        .borrow()
+        .outcomes
+        .values()
+        .all(|o| matches!(o.result, Some(Ok(())))));
+    conn.query(WORLD, &[Param::Int4(1)], 0).unwrap();
+}
