@@ -6,6 +6,15 @@ use std::num::NonZeroUsize;
 pub struct Config {
     pub port: u16,
     pub threads: usize,
+    /// PostgreSQL connections per worker thread (servers with the database tests only).
+    pub pg_conns: usize,
+}
+
+/// Which server the command line is for: only `gnosis` serves the database tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    WithDatabase,
+    WithoutDatabase,
 }
 
 /// Why the command line did not produce a [`Config`]: print the text and exit.
@@ -17,23 +26,35 @@ pub enum CliExit {
     Invalid(String),
 }
 
-fn usage(program: &str) -> String {
+fn usage(program: &str, server: Server) -> String {
+    let (synopsis, database) = match server {
+        Server::WithDatabase => (
+            " [--pg-conns N]",
+            "  --pg-conns N  PostgreSQL connections per thread (default 1)\n\n\
+             PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
+             without PGHOST, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n",
+        ),
+        Server::WithoutDatabase => ("", ""),
+    };
     format!(
-        "usage: {program} [--port N] [--threads N]\n\n  \
+        "usage: {program} [--port N] [--threads N]{synopsis}\n\n  \
          --port N      TCP port to listen on, on all addresses (default 8080)\n  \
          --threads N   worker threads, one event loop each (default: one per core)\n  \
-         --help        print this help\n"
+         --help        print this help\n{database}"
     )
 }
 
 impl Config {
     pub fn from_args(
         program: &str,
+        server: Server,
         args: impl IntoIterator<Item = String>,
     ) -> Result<Config, CliExit> {
+        let usage = || usage(program, server);
         let mut config = Config {
             port: 8080,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+            pg_conns: 1,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -42,20 +63,24 @@ impl Config {
                 None => (arg, None),
             };
             let mut value = |name: &str| {
-                inline.clone().or_else(|| args.next()).ok_or_else(|| {
-                    CliExit::Invalid(format!("{name} needs a value\n\n{}", usage(program)))
-                })
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or_else(|| CliExit::Invalid(format!("{name} needs a value\n\n{}", usage())))
             };
             match flag.as_str() {
-                "--help" | "-h" => return Err(CliExit::Help(usage(program))),
-                "--port" => config.port = parse_number(&value("--port")?, "--port", 1, program)?,
+                "--help" | "-h" => return Err(CliExit::Help(usage())),
+                "--port" => config.port = parse_number(&value("--port")?, "--port", &usage)?,
                 "--threads" => {
-                    config.threads = parse_number(&value("--threads")?, "--threads", 1, program)?
+                    config.threads = parse_number(&value("--threads")?, "--threads", &usage)?
+                }
+                "--pg-conns" if server == Server::WithDatabase => {
+                    config.pg_conns = parse_number(&value("--pg-conns")?, "--pg-conns", &usage)?
                 }
                 other => {
                     return Err(CliExit::Invalid(format!(
                         "unknown argument '{other}'\n\n{}",
-                        usage(program)
+                        usage()
                     )))
                 }
             }
@@ -64,17 +89,17 @@ impl Config {
     }
 }
 
+/// A whole number of at least 1.
 fn parse_number<T: std::str::FromStr + PartialOrd + From<u8>>(
     text: &str,
     flag: &str,
-    min: u8,
-    program: &str,
+    usage: &dyn Fn() -> String,
 ) -> Result<T, CliExit> {
     match text.parse::<T>() {
-        Ok(n) if n >= T::from(min) => Ok(n),
+        Ok(n) if n >= T::from(1) => Ok(n),
         _ => Err(CliExit::Invalid(format!(
-            "{flag} takes a whole number of at least {min}, not '{text}'\n\n{}",
-            usage(program)
+            "{flag} takes a whole number of at least 1, not '{text}'\n\n{}",
+            usage()
         ))),
     }
 }
@@ -84,7 +109,11 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Config, CliExit> {
-        Config::from_args("gnosis", args.iter().map(|s| s.to_string()))
+        Config::from_args(
+            "gnosis",
+            Server::WithDatabase,
+            args.iter().map(|s| s.to_string()),
+        )
     }
 
     #[test]
@@ -100,10 +129,11 @@ mod tests {
     #[test]
     fn takes_values_separately_or_after_an_equals_sign() {
         assert_eq!(
-            parse(&["--port", "9000", "--threads=3"]).unwrap(),
+            parse(&["--port", "9000", "--threads=3", "--pg-conns", "2"]).unwrap(),
             Config {
                 port: 9000,
-                threads: 3
+                threads: 3,
+                pg_conns: 2
             }
         );
     }
@@ -120,5 +150,14 @@ mod tests {
             assert!(matches!(parse(args), Err(CliExit::Invalid(_))), "{args:?}");
         }
         assert!(matches!(parse(&["--help"]), Err(CliExit::Help(_))));
+    }
+
+    #[test]
+    fn only_the_database_server_takes_pg_conns() {
+        let args = ["--pg-conns", "2"].map(String::from);
+        assert!(matches!(
+            Config::from_args("gnosis-uring", Server::WithoutDatabase, args),
+            Err(CliExit::Invalid(_))
+        ));
     }
 }

@@ -1,10 +1,14 @@
-//! The epoll server for all of TFB's tests.
+//! The epoll server for all seven TFB tests.
 
+use std::sync::Arc;
+
+use gnosis::app::db::Database;
+use gnosis::app::world::WorldCache;
 use gnosis::app::App;
-use gnosis::config::{CliExit, Config};
+use gnosis::config::{CliExit, Config, Server};
 
 fn main() {
-    let config = match Config::from_args("gnosis", std::env::args().skip(1)) {
+    let config = match Config::from_args("gnosis", Server::WithDatabase, std::env::args().skip(1)) {
         Ok(config) => config,
         Err(CliExit::Help(text)) => {
             print!("{text}");
@@ -23,10 +27,15 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis: serving on 0.0.0.0:{} with {} threads (epoll)",
-        config.port, config.threads
+        "gnosis: serving on 0.0.0.0:{} with {} threads (epoll), {} PostgreSQL connection(s) each",
+        config.port, config.threads, config.pg_conns
     );
-    if let Err(err) = gnosis::server::run_epoll(listeners, App::new) {
+    let database = Arc::new(gnosis::pg::Config::from_env());
+    let cache = WorldCache::load_in_background(database.clone());
+    let pg_conns = config.pg_conns;
+    let new_app =
+        move || App::with_database(Database::new(database.clone(), pg_conns), cache.clone());
+    if let Err(err) = gnosis::server::run_epoll(listeners, new_app) {
         eprintln!("gnosis: {err}");
         std::process::exit(1);
     }

@@ -1,21 +1,53 @@
 //! One HTTP connection's buffers and request handling, independent of how bytes move.
+//!
+//! Responses leave in request order. A request answered at once goes straight to the output
+//! unless an earlier one is still waiting (for the database); then it waits in line behind
+//! it, already written, and the line moves into the output as its front completes.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::http::{parse, HttpDate, Parsed, Request, Response, Status};
+use crate::http::{parse, ContentType, HttpDate, Parsed, Request, Response, Status};
 
 /// Answers requests. Each worker thread owns one.
 pub trait Handler {
-    /// Appends the whole response to `request` to `out`.
+    /// Appends the whole response to `request` to `out` and returns [`Reply::Now`], or starts
+    /// work whose response arrives later through [`Connection::complete`] with `ticket`.
     fn handle(
         &mut self,
         request: &Request<'_>,
         response: Response,
+        ticket: Ticket,
         out: &mut Vec<u8>,
         date: &HttpDate,
-    );
+    ) -> Reply;
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Now,
+    Later,
+}
+
+/// Names one request that waits for its response: which connection (a slot index and the
+/// slot's generation, so that a reused slot is not mistaken for its earlier peer) and which
+/// request on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    pub slot: u32,
+    pub generation: u32,
+    pub seq: u32,
+}
+
+/// A response waiting in line: still in the works, or written and waiting for an earlier one.
+struct Queued {
+    response: Response,
+    done: bool,
+    bytes: Vec<u8>,
+}
+
+/// Requests waiting for responses above which no further requests are read.
+const MAX_QUEUED: usize = 64;
 /// Unsent output above which no further requests are read, so that a client that does
 /// not read its responses cannot make the server buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
@@ -23,8 +55,15 @@ const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 const KEEP_CAPACITY: usize = 64 * 1024;
 
 pub struct Connection {
+    slot: u32,
+    generation: u32,
     input: Vec<u8>,
     output: Vec<u8>,
+    /// Responses that cannot go to `output` yet; the front one has sequence number `front_seq`.
+    queue: VecDeque<Queued>,
+    front_seq: u32,
+    /// Emptied buffers of `queue` entries, kept for the next ones.
+    spare: Vec<Vec<u8>>,
     /// How much of `output` has been sent.
     sent: usize,
     /// No further requests will be read: the last response closes the connection.
@@ -35,10 +74,15 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(now: Instant) -> Self {
+    pub fn new(slot: u32, now: Instant) -> Self {
         Connection {
+            slot,
+            generation: 0,
             input: Vec::with_capacity(4096),
             output: Vec::with_capacity(4096),
+            queue: VecDeque::new(),
+            front_seq: 0,
+            spare: Vec::new(),
             sent: 0,
             closing: false,
             partial_since: None,
@@ -48,8 +92,13 @@ impl Connection {
 
     /// Makes a closed connection's buffers ready for a new peer.
     pub fn reset(&mut self, now: Instant) {
+        self.generation = self.generation.wrapping_add(1);
         self.input.clear();
         self.output.clear();
+        while let Some(mut queued) = self.queue.pop_front() {
+            queued.bytes.clear();
+            self.spare.push(queued.bytes);
+        }
         self.sent = 0;
         self.closing = false;
         self.partial_since = None;
@@ -67,12 +116,37 @@ impl Connection {
     pub fn process(&mut self, handler: &mut impl Handler, date: &HttpDate, now: Instant) {
         self.last_active = now;
         let mut consumed = 0;
-        while !self.closing && self.output.len() - self.sent < OUTPUT_HIGH_WATER {
+        while self.wants_input() {
             match parse(&self.input[consumed..]) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
                     let response = Response::to(&request);
-                    handler.handle(&request, response, &mut self.output, date);
+                    let ticket = Ticket {
+                        slot: self.slot,
+                        generation: self.generation,
+                        seq: self.front_seq.wrapping_add(self.queue.len() as u32),
+                    };
+                    if self.queue.is_empty() {
+                        let reply =
+                            handler.handle(&request, response, ticket, &mut self.output, date);
+                        if reply == Reply::Later {
+                            let bytes = self.spare.pop().unwrap_or_default();
+                            self.queue.push_back(Queued {
+                                response,
+                                done: false,
+                                bytes,
+                            });
+                        }
+                    } else {
+                        let mut bytes = self.spare.pop().unwrap_or_default();
+                        let reply = handler.handle(&request, response, ticket, &mut bytes, date);
+                        let done = reply == Reply::Now;
+                        self.queue.push_back(Queued {
+                            response,
+                            done,
+                            bytes,
+                        });
+                    }
                     self.closing = !response.keep_alive();
                 }
                 Parsed::Partial => break,
@@ -94,8 +168,51 @@ impl Connection {
 
     /// Answers with an error status and closes once it is sent.
     pub fn fail(&mut self, status: Status, date: &HttpDate) {
-        Response::closing().write_error(&mut self.output, date, status);
+        if self.queue.is_empty() {
+            Response::closing().write_error(&mut self.output, date, status);
+        } else {
+            let mut bytes = self.spare.pop().unwrap_or_default();
+            Response::closing().write_error(&mut bytes, date, status);
+            self.queue.push_back(Queued {
+                response: Response::closing(),
+                done: true,
+                bytes,
+            });
+        }
         self.closing = true;
+    }
+
+    /// Writes the response for `ticket` and moves every finished response at the front of the
+    /// line to the output. A ticket of an earlier peer of this slot, or one already answered,
+    /// is ignored.
+    pub fn complete(
+        &mut self,
+        ticket: Ticket,
+        date: &HttpDate,
+        status: Status,
+        content_type: ContentType,
+        body: &[u8],
+    ) {
+        if ticket.slot != self.slot || ticket.generation != self.generation {
+            return;
+        }
+        let index = ticket.seq.wrapping_sub(self.front_seq) as usize;
+        let Some(queued) = self.queue.get_mut(index).filter(|queued| !queued.done) else {
+            return;
+        };
+        queued
+            .response
+            .write(&mut queued.bytes, date, status, content_type, body);
+        queued.done = true;
+        while self.queue.front().is_some_and(|queued| queued.done) {
+            let Some(mut queued) = self.queue.pop_front() else {
+                break;
+            };
+            self.output.extend_from_slice(&queued.bytes);
+            queued.bytes.clear();
+            self.spare.push(queued.bytes);
+            self.front_seq = self.front_seq.wrapping_add(1);
+        }
     }
 
     /// The peer sent its last byte: answer what was complete, then close.
@@ -125,7 +242,9 @@ impl Connection {
 
     /// Whether the server should read more from this peer now.
     pub fn wants_input(&self) -> bool {
-        !self.closing && self.output.len() - self.sent < OUTPUT_HIGH_WATER
+        !self.closing
+            && self.output.len() - self.sent < OUTPUT_HIGH_WATER
+            && self.queue.len() < MAX_QUEUED
     }
 
     /// Requests are waiting in the input for the output to drain.
@@ -135,7 +254,7 @@ impl Connection {
 
     /// Everything is answered and sent and no more will be read.
     pub fn is_finished(&self) -> bool {
-        self.closing && self.sent == self.output.len()
+        self.closing && self.queue.is_empty() && self.sent == self.output.len()
     }
 
     /// Whether the connection has been idle, or stuck in one request, for too long.
@@ -143,7 +262,9 @@ impl Connection {
         if let Some(since) = self.partial_since {
             return now.duration_since(since) > limits.request;
         }
-        self.sent == self.output.len() && now.duration_since(self.last_active) > limits.idle
+        self.queue.is_empty()
+            && self.sent == self.output.len()
+            && now.duration_since(self.last_active) > limits.idle
     }
 }
 

@@ -1,15 +1,22 @@
-//! The epoll server: one thread per core, each with its own listener, epoll instance and
-//! connections. Nothing is shared between threads.
+//! The epoll server: one thread per core, each with its own listener, epoll instance, HTTP
+//! connections and PostgreSQL connections. Nothing is shared between threads.
+//!
+//! An iteration: wait for events; read and answer HTTP requests (database requests queue
+//! their queries); read PostgreSQL answers and hand finished responses to their HTTP
+//! connections; then send every queued query with one write per PostgreSQL connection.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use super::connection::{Connection, Handler, TIMEOUTS};
+use super::connection::{Connection, TIMEOUTS};
 use super::sys::{self, Epoll, READABLE, WRITABLE};
+use crate::app::App;
 use crate::http::HttpDate;
 
 const LISTENER: u64 = u64::MAX;
+/// Tokens from here up name PostgreSQL connections; below, HTTP connection slots.
+const DATABASE: u64 = 1 << 32;
 /// Bytes of free space a read asks for.
 const READ_CHUNK: usize = 4096;
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
@@ -26,20 +33,31 @@ struct Slot {
     lingering_since: Option<Instant>,
 }
 
-pub struct Worker<H: Handler> {
+/// What epoll watches of one PostgreSQL connection: its socket's generation and the events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Registered {
+    generation: u64,
+    interest: u32,
+}
+
+pub struct Worker {
     epoll: Epoll,
     listener: OwnedFd,
     accepting: bool,
     slots: Vec<Slot>,
     free: Vec<usize>,
-    handler: H,
+    app: App,
+    /// Per PostgreSQL connection of the app.
+    registered: Vec<Option<Registered>>,
+    /// Slots that received responses from the database and need a flush.
+    completed: Vec<usize>,
     date: HttpDate,
     now: Instant,
     next_sweep: Instant,
 }
 
-impl<H: Handler> Worker<H> {
-    pub fn new(listener: OwnedFd, handler: H) -> io::Result<Self> {
+impl Worker {
+    pub fn new(listener: OwnedFd, mut app: App) -> io::Result<Self> {
         let epoll = Epoll::new()?;
         epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
         let now = Instant::now();
@@ -49,7 +67,9 @@ impl<H: Handler> Worker<H> {
             accepting: true,
             slots: Vec::new(),
             free: Vec::new(),
-            handler,
+            registered: vec![None; app.database().map_or(0, |db| db.connections().len())],
+            app,
+            completed: Vec::new(),
             date: HttpDate::new(),
             now,
             next_sweep: now + SWEEP_EVERY,
@@ -59,22 +79,136 @@ impl<H: Handler> Worker<H> {
     pub fn run(mut self) -> io::Result<()> {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
         loop {
-            let timeout = self.next_sweep.saturating_duration_since(self.now);
+            self.register_database()?;
+            let wake_at = match self.app.database().and_then(|db| db.next_timer()) {
+                Some(timer) => timer.min(self.next_sweep),
+                None => self.next_sweep,
+            };
+            let timeout = wake_at.saturating_duration_since(self.now);
             let ready = self
                 .epoll
                 .wait(&mut events, timeout.as_millis() as i32 + 1)?;
             self.now = Instant::now();
             self.date.refresh();
             for event in &events[..ready] {
-                match event.u64 {
+                // epoll_event is packed: copy the fields out before matching on them.
+                let (token, flags) = (event.u64, event.events);
+                match token {
                     LISTENER => self.accept_all(),
-                    token => self.on_event(token as usize, event.events),
+                    token if token >= DATABASE => {
+                        self.on_database_event((token - DATABASE) as usize, flags)
+                    }
+                    token => self.on_event(token as usize, flags),
                 }
             }
+            if let Some(db) = self.app.database() {
+                db.on_timer(self.now);
+            }
+            self.flush_database();
             if self.now >= self.next_sweep {
                 self.sweep();
             }
         }
+    }
+
+    fn on_database_event(&mut self, connection: usize, events: u32) {
+        let Some(db) = self.app.database() else {
+            return;
+        };
+        if events & WRITABLE != 0 {
+            db.on_writable(connection);
+        }
+        if events & (READABLE | libc::EPOLLHUP as u32 | libc::EPOLLERR as u32) != 0 {
+            db.on_readable(connection);
+        }
+        self.deliver_responses();
+    }
+
+    /// Sends the queries queued in this iteration. Sending can fail requests, and answering
+    /// them can let held-back requests queue more queries, so repeat until nothing changes.
+    fn flush_database(&mut self) {
+        loop {
+            let Some(db) = self.app.database() else {
+                return;
+            };
+            db.flush();
+            if !self.deliver_responses() {
+                return;
+            }
+        }
+    }
+
+    /// Hands the database's finished responses to their HTTP connections and sends them;
+    /// returns whether there were any.
+    fn deliver_responses(&mut self) -> bool {
+        let Worker {
+            app,
+            slots,
+            completed,
+            date,
+            ..
+        } = self;
+        let Some(db) = app.database() else {
+            return false;
+        };
+        db.take_finished(|ticket, status, content_type, body| {
+            let slot = &mut slots[ticket.slot as usize];
+            if slot.socket.is_some() {
+                slot.conn.complete(ticket, date, status, content_type, body);
+                completed.push(ticket.slot as usize);
+            }
+        });
+        if completed.is_empty() {
+            return false;
+        }
+        let mut completed = std::mem::take(&mut self.completed);
+        for &index in &completed {
+            self.flush(index);
+        }
+        completed.clear();
+        self.completed = completed;
+        true
+    }
+
+    /// Keeps epoll watching each PostgreSQL connection's current socket for what it waits on.
+    fn register_database(&mut self) -> io::Result<()> {
+        let Some(db) = self.app.database() else {
+            return Ok(());
+        };
+        for (index, pg) in db.connections().iter().enumerate() {
+            let wanted = pg.socket().map(|(fd, generation)| {
+                let interest = match pg.wants_write() {
+                    true => READABLE | WRITABLE,
+                    false => READABLE,
+                };
+                (
+                    fd,
+                    Registered {
+                        generation,
+                        interest,
+                    },
+                )
+            });
+            let registered = &mut self.registered[index];
+            let (fd, wanted) = match (wanted, *registered) {
+                (None, _) => {
+                    *registered = None;
+                    continue;
+                }
+                (Some((_, wanted)), Some(current)) if wanted == current => continue,
+                (Some(wanted), _) => wanted,
+            };
+            let token = DATABASE + index as u64;
+            // A new socket is added; the old one left epoll when it was closed.
+            match *registered {
+                Some(current) if current.generation == wanted.generation => {
+                    self.epoll.modify(fd, wanted.interest, token)?
+                }
+                _ => self.epoll.add(fd, wanted.interest, token)?,
+            }
+            *registered = Some(wanted);
+        }
+        Ok(())
     }
 
     fn accept_all(&mut self) {
@@ -105,7 +239,7 @@ impl<H: Handler> Worker<H> {
             None => {
                 self.slots.push(Slot {
                     socket: None,
-                    conn: Connection::new(self.now),
+                    conn: Connection::new(self.slots.len() as u32, self.now),
                     interest: 0,
                     lingering_since: None,
                 });
@@ -161,7 +295,7 @@ impl<H: Handler> Worker<H> {
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                     Err(_) => return self.close(index),
                 }
-                slot.conn.process(&mut self.handler, &self.date, self.now);
+                slot.conn.process(&mut self.app, &self.date, self.now);
             }
         }
         self.flush(index);
@@ -186,7 +320,7 @@ impl<H: Handler> Worker<H> {
             }
             // Requests held back while the output was full can be answered now.
             if slot.conn.unsent().is_empty() && slot.conn.has_backlog() {
-                slot.conn.process(&mut self.handler, &self.date, self.now);
+                slot.conn.process(&mut self.app, &self.date, self.now);
             }
         }
         if slot.conn.is_finished() && slot.lingering_since.is_none() {

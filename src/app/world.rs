@@ -1,0 +1,181 @@
+//! The `world` table's rows, random ids, and the in-memory cache of all of them.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::pg::{BlockingClient, Config, DbError, Statement};
+
+/// TFB's `world` table holds ids 1..=10000, and random numbers are drawn from the same range.
+pub const WORLD_ROWS: i32 = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct World {
+    pub id: i32,
+    #[serde(rename = "randomNumber")]
+    pub random_number: i32,
+}
+
+/// A uniformly random id (or random number): 1..=10000.
+pub fn random_id(rng: &mut fastrand::Rng) -> i32 {
+    rng.i32(1..=WORLD_ROWS)
+}
+
+/// `count` distinct random ids: an update request must not name one row twice, or one bulk
+/// UPDATE would keep only one of the two new values.
+pub fn distinct_random_ids(rng: &mut fastrand::Rng, count: usize, ids: &mut Vec<i32>) {
+    ids.clear();
+    while ids.len() < count {
+        let id = random_id(rng);
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+}
+
+/// A new random number that differs from `old`, so that every updated row really changes.
+pub fn new_random_number(rng: &mut fastrand::Rng, old: i32) -> i32 {
+    loop {
+        let number = random_id(rng);
+        if number != old {
+            return number;
+        }
+    }
+}
+
+static ALL_WORLDS: &[Statement] = &[Statement {
+    name: "all_worlds",
+    sql: "SELECT id, randomnumber FROM world",
+    param_types: &[],
+}];
+
+/// Every `world` row, read once from the database, then shared read-only by all threads.
+#[derive(Default)]
+pub struct WorldCache {
+    /// Indexed by id; index 0 is unused.
+    worlds: OnceLock<Box<[World]>>,
+}
+
+impl WorldCache {
+    /// A cache that a background thread fills as soon as the database answers, retrying
+    /// until it does; requests find it empty until then.
+    pub fn load_in_background(config: Arc<Config>) -> Arc<WorldCache> {
+        let cache = Arc::new(WorldCache::default());
+        let filling = cache.clone();
+        std::thread::Builder::new()
+            .name("gnosis-cache".into())
+            .spawn(move || filling.load_until_done(&config))
+            .expect("spawning the cache loader");
+        cache
+    }
+
+    fn load_until_done(&self, config: &Arc<Config>) {
+        let mut delay = Duration::from_millis(50);
+        let mut reported = false;
+        loop {
+            match Self::read_all(config) {
+                Ok(worlds) => {
+                    eprintln!("gnosis: cached {} world rows", worlds.len() - 1);
+                    let _ = self.worlds.set(worlds);
+                    return;
+                }
+                Err(err) if !reported => {
+                    eprintln!("gnosis: cannot load the world cache yet ({err}); retrying");
+                    reported = true;
+                }
+                Err(_) => {}
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    fn read_all(config: &Arc<Config>) -> Result<Box<[World]>, DbError> {
+        let mut client =
+            BlockingClient::connect(config.clone(), ALL_WORLDS, Duration::from_secs(10))?;
+        let mut worlds = vec![
+            World {
+                id: 0,
+                random_number: 0
+            };
+            WORLD_ROWS as usize + 1
+        ];
+        client.query(0, &[], |row| {
+            let (id, random_number) = (row.int4(0)?, row.int4(1)?);
+            let slot = usize::try_from(id)
+                .ok()
+                .filter(|&index| index > 0)
+                .and_then(|index| worlds.get_mut(index))
+                .ok_or_else(|| DbError::Column(format!("world id {id} is outside 1..=10000")))?;
+            *slot = World { id, random_number };
+            Ok(())
+        })?;
+        if worlds[1..].iter().any(|world| world.id == 0) {
+            return Err(DbError::Column(
+                "the world table lacks some of the ids 1..=10000".into(),
+            ));
+        }
+        Ok(worlds.into_boxed_slice())
+    }
+
+    /// Replaces `into` with `count` worlds picked at random; false while not loaded yet.
+    pub fn pick_random(
+        &self,
+        rng: &mut fastrand::Rng,
+        count: usize,
+        into: &mut Vec<World>,
+    ) -> bool {
+        let Some(worlds) = self.worlds.get() else {
+            return false;
+        };
+        into.clear();
+        // Loading checked that index i holds id i for every id 1..=10000.
+        into.extend((0..count).map(|_| worlds[random_id(rng) as usize]));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_ids_cover_the_range_and_stay_in_it() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200_000 {
+            let id = random_id(&mut rng);
+            assert!((1..=WORLD_ROWS).contains(&id));
+            seen.insert(id);
+        }
+        assert_eq!(seen.len(), WORLD_ROWS as usize);
+    }
+
+    #[test]
+    fn distinct_ids_are_distinct() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut ids = Vec::new();
+        distinct_random_ids(&mut rng, 500, &mut ids);
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!((ids.len(), unique.len()), (500, 500));
+    }
+
+    #[test]
+    fn new_numbers_differ_from_the_old() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        for old in 1..=1000 {
+            assert_ne!(new_random_number(&mut rng, old), old);
+        }
+    }
+
+    #[test]
+    fn serializes_with_tfb_field_names() {
+        let json = serde_json::to_string(&World {
+            id: 3217,
+            random_number: 2149,
+        })
+        .unwrap();
+        assert_eq!(json, r#"{"id":3217,"randomNumber":2149}"#);
+    }
+}
