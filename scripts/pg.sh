@@ -12,12 +12,18 @@
 #   gnosis_md5      / gnosis_md5_pass  MD5 over TCP
 #   gnosis_clear    / gnosis_clear_pass cleartext ("password") over TCP
 #   gnosis_trust                       trust over the Unix socket (every local connection is trust)
+#   gnosis_count                       like gnosis_trust, may update world: tests that count
+#                                      statements in pg_stat_statements run as this role alone
+#
+# GNOSIS_PG_SOCKET_DIRS overrides the socket directories (comma-separated; the first is the
+# one this script uses), e.g. to keep /tmp free of a socket that auto-detection would find.
 set -euo pipefail
 
 DIR="${GNOSIS_PG_DIR:-/tmp/gnosis-pg}"
 PORT="${GNOSIS_PG_PORT:-55432}"
 DATA="$DIR/data"
-SOCKET="$DIR/socket"
+SOCKET_DIRS="${GNOSIS_PG_SOCKET_DIRS:-$DIR/socket,/tmp}"
+SOCKET="${SOCKET_DIRS%%,*}"
 LOG="$DIR/postgres.log"
 
 find_bindir() {
@@ -95,7 +101,7 @@ init_cluster() {
 # --- gnosis benchmark cluster ---
 listen_addresses = '127.0.0.1'
 port = $PORT
-unix_socket_directories = '$SOCKET,/tmp'
+unix_socket_directories = '$SOCKET_DIRS'
 max_connections = 200
 password_encryption = 'scram-sha-256'
 shared_preload_libraries = 'pg_stat_statements'
@@ -125,6 +131,8 @@ DROP ROLE IF EXISTS benchmarkdbuser;
 DROP ROLE IF EXISTS gnosis_md5;
 DROP ROLE IF EXISTS gnosis_clear;
 DROP ROLE IF EXISTS gnosis_trust;
+DROP ROLE IF EXISTS gnosis_count;
+CREATE ROLE gnosis_count LOGIN;
 CREATE ROLE benchmarkdbuser LOGIN PASSWORD 'benchmarkdbpass';
 CREATE ROLE gnosis_clear LOGIN PASSWORD 'gnosis_clear_pass';
 CREATE ROLE gnosis_trust LOGIN;
@@ -156,7 +164,8 @@ INSERT INTO fortune (id, message) VALUES
 ALTER TABLE world OWNER TO benchmarkdbuser;
 ALTER TABLE fortune OWNER TO benchmarkdbuser;
 GRANT ALL PRIVILEGES ON world, fortune TO benchmarkdbuser;
-GRANT SELECT ON world, fortune TO gnosis_md5, gnosis_clear, gnosis_trust;
+GRANT SELECT ON world, fortune TO gnosis_md5, gnosis_clear, gnosis_trust, gnosis_count;
+GRANT UPDATE ON world TO gnosis_count;
 GRANT pg_read_all_stats TO benchmarkdbuser;
 ANALYZE world;
 ANALYZE fortune;

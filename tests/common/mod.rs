@@ -29,12 +29,12 @@ impl Server {
         Self::start_with_env(binary, extra, &[])
     }
 
-    pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
         let port = free_port();
         let child = Command::new(binary)
             .args(["--port", &port.to_string(), "--threads", "2"])
             .args(extra)
-            .envs(env.iter().copied())
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -214,4 +214,5 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
     assert!(response.header("transfer-encoding").is_none());
     assert!(response.header("content-encoding").is_none());
 }
+pub mod cluster;
 pub mod pg;

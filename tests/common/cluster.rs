@@ -1,0 +1,64 @@
+//! A PostgreSQL cluster of a test's own (data directory, port, socket directory), made with
+//! `scripts/pg.sh` like the shared one, for tests that stop and start the database.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+pub struct Cluster {
+    dir: PathBuf,
+    pub port: u16,
+}
+
+impl Cluster {
+    /// A cluster that is not started yet; `start` creates it.
+    pub fn new(name: &str) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("gnosis-pg-{name}-{}", std::process::id()));
+        Cluster {
+            dir,
+            port: super::free_port(),
+        }
+    }
+
+    fn pg_sh(&self, command: &str) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
+        let socket_dir = self.dir.join("socket");
+        let status = Command::new("bash")
+            .args([script, command])
+            .env("GNOSIS_PG_DIR", &self.dir)
+            .env("GNOSIS_PG_PORT", self.port.to_string())
+            .env("GNOSIS_PG_SOCKET_DIRS", &socket_dir)
+            .status()
+            .expect("running scripts/pg.sh");
+        assert!(status.success(), "scripts/pg.sh {command} failed");
+    }
+
+    pub fn start(&self) {
+        self.pg_sh("start");
+    }
+
+    pub fn stop(&self) {
+        self.pg_sh("stop");
+    }
+
+    pub fn restart(&self) {
+        self.pg_sh("restart");
+    }
+
+    /// TFB's user over TCP with SCRAM.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("PGHOST", "127.0.0.1".to_string()),
+            ("PGPORT", self.port.to_string()),
+            ("PGUSER", "benchmarkdbuser".to_string()),
+            ("PGPASSWORD", "benchmarkdbpass".to_string()),
+            ("PGDATABASE", "hello_world".to_string()),
+        ]
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

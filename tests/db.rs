@@ -1,0 +1,369 @@
+//! The database tests against the real binary and the shared private cluster
+//! (`scripts/pg.sh start`), checked the way TFB's verifier checks them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::{assert_general_headers, get_request, Client, Server};
+use serde_json::Value;
+
+const GNOSIS: &str = env!("CARGO_BIN_EXE_gnosis");
+
+/// The shared cluster as `user` over its Unix socket (trust), like a local deployment.
+fn env_for(user: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("PGHOST", common::pg::socket_dir().display().to_string()),
+        ("PGPORT", common::pg::port()),
+        ("PGUSER", user.to_string()),
+        ("PGDATABASE", "hello_world".to_string()),
+    ]
+}
+
+/// The shared cluster as TFB connects: benchmarkdbuser over TCP with SCRAM.
+fn tfb_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("PGHOST", "127.0.0.1".to_string()),
+        ("PGPORT", common::pg::port()),
+        ("PGUSER", "benchmarkdbuser".to_string()),
+        ("PGPASSWORD", "benchmarkdbpass".to_string()),
+        ("PGDATABASE", "hello_world".to_string()),
+    ]
+}
+
+/// Starts gnosis and waits until its cache is loaded and its database connections answer.
+fn start_gnosis(env: &[(&str, String)]) -> Server {
+    let server = Server::start_with_env(GNOSIS, &[], env);
+    let mut client = server.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get("/cached-queries").status != 200 || client.get("/db").status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "gnosis did not reach the database"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// Runs SQL with psql as `user` on the shared cluster; returns the unaligned output.
+fn psql(user: &str, sql: &str) -> String {
+    let output = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            "hello_world",
+            "-c",
+            sql,
+        ])
+        .envs(env_for(user))
+        .output()
+        .expect("running psql");
+    assert!(
+        output.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn world_table() -> HashMap<i64, i64> {
+    psql("gnosis_trust", "SELECT id, randomnumber FROM world")
+        .lines()
+        .map(|line| {
+            let (id, number) = line.split_once('|').unwrap();
+            (id.parse().unwrap(), number.parse().unwrap())
+        })
+        .collect()
+}
+
+/// A `{"id":..,"randomNumber":..}` object with both in 1..=10000 and no other key.
+fn assert_world(value: &Value) -> (i64, i64) {
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{value} is not an object"));
+    assert_eq!(object.len(), 2, "{value} has extra keys");
+    let id = object["id"].as_i64().expect("an integer id");
+    let number = object["randomNumber"]
+        .as_i64()
+        .expect("an integer randomNumber");
+    assert!(
+        (1..=10_000).contains(&id) && (1..=10_000).contains(&number),
+        "{value}"
+    );
+    (id, number)
+}
+
+fn json_of(client: &mut Client, target: &str) -> Value {
+    let response = client.get(target);
+    assert_eq!(response.status, 200, "{target}: {}", response.text());
+    assert_general_headers(&response, "application/json");
+    serde_json::from_slice(&response.body).unwrap_or_else(|err| panic!("{target}: {err}"))
+}
+
+/// The verifier's cases for the count parameter, with the array length each must give.
+const COUNT_CASES: [(&str, usize); 6] = [
+    ("2", 2),
+    ("0", 1),
+    ("foo", 1),
+    ("501", 500),
+    ("", 1),
+    ("20", 20),
+];
+
+#[test]
+fn db_answers_one_world_object() {
+    let server = start_gnosis(&tfb_env());
+    let mut client = server.connect();
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..50 {
+        let (id, _) = assert_world(&json_of(&mut client, "/db"));
+        ids.insert(id);
+    }
+    assert!(ids.len() > 40, "ids are not random: {ids:?}");
+}
+
+#[test]
+fn queries_and_cached_queries_follow_the_count_rules() {
+    let server = start_gnosis(&tfb_env());
+    let mut client = server.connect();
+    for (route, name) in [("/queries", "queries"), ("/cached-queries", "count")] {
+        for (value, expected) in COUNT_CASES {
+            let body = json_of(&mut client, &format!("{route}?{name}={value}"));
+            let array = body
+                .as_array()
+                .unwrap_or_else(|| panic!("{route}?{name}={value}: not an array"));
+            assert_eq!(array.len(), expected, "{route}?{name}={value}");
+            for world in array {
+                assert_world(world);
+            }
+        }
+        assert_eq!(json_of(&mut client, route).as_array().unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn cached_queries_answer_from_the_table() {
+    let server = start_gnosis(&tfb_env());
+    let mut client = server.connect();
+    let body = json_of(&mut client, "/cached-queries?count=100");
+    // Rows change only through /updates, which no test runs concurrently on these ids often;
+    // the cache must hold real rows: every id exists in the table.
+    let table = world_table();
+    for world in body.as_array().unwrap() {
+        let (id, _) = assert_world(world);
+        assert!(table.contains_key(&id));
+    }
+}
+
+#[test]
+fn updates_change_the_rows_they_return() {
+    let server = start_gnosis(&tfb_env());
+    let mut client = server.connect();
+    for (value, expected) in COUNT_CASES {
+        let body = json_of(&mut client, &format!("/updates?queries={value}"));
+        assert_eq!(body.as_array().unwrap().len(), expected, "queries={value}");
+    }
+
+    let before = world_table();
+    let body = json_of(&mut client, "/updates?queries=500");
+    let after = world_table();
+    let worlds: Vec<(i64, i64)> = body.as_array().unwrap().iter().map(assert_world).collect();
+    assert_eq!(worlds.len(), 500);
+    let distinct: std::collections::HashSet<_> = worlds.iter().map(|(id, _)| id).collect();
+    assert_eq!(distinct.len(), 500, "an update request names a row twice");
+    let changed = worlds
+        .iter()
+        .filter(|(id, _)| before[id] != after[id])
+        .count();
+    let stored = worlds
+        .iter()
+        .filter(|(id, number)| after[id] == *number)
+        .count();
+    assert!(changed >= 475, "only {changed} of 500 rows changed");
+    assert!(
+        stored >= 475,
+        "only {stored} of 500 answered numbers are in the table"
+    );
+}
+
+#[test]
+fn fortunes_page_is_byte_exact() {
+    let server = start_gnosis(&tfb_env());
+    let response = server.connect().get("/fortunes");
+    assert_eq!(response.status, 200);
+    assert_general_headers(&response, "text/html; charset=utf-8");
+    let expected = concat!(
+        "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table><tr><th>id</th><th>message</th></tr>",
+        "<tr><td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;</td></tr>",
+        "<tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>",
+        "<tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do.</td></tr>",
+        "<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken.</td></tr>",
+        "<tr><td>8</td><td>A list is only as strong as its weakest link. — Donald Knuth</td></tr>",
+        "<tr><td>0</td><td>Additional fortune added at request time.</td></tr>",
+        "<tr><td>3</td><td>After enough decimal places, nobody gives a damn.</td></tr>",
+        "<tr><td>7</td><td>Any program that runs right is obsolete.</td></tr>",
+        "<tr><td>10</td><td>Computers make very fast, very accurate mistakes.</td></tr>",
+        "<tr><td>6</td><td>Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen</td></tr>",
+        "<tr><td>9</td><td>Feature: A bug with seniority.</td></tr>",
+        "<tr><td>1</td><td>fortune: No such file or directory</td></tr>",
+        "<tr><td>12</td><td>フレームワークのベンチマーク</td></tr>",
+        "</table></body></html>"
+    );
+    assert_eq!(response.text(), expected);
+}
+
+#[test]
+fn pipelined_database_requests_are_answered_in_order() {
+    let server = start_gnosis(&tfb_env());
+    let mut client = server.connect();
+    let targets = [
+        "/db",
+        "/plaintext",
+        "/fortunes",
+        "/json",
+        "/queries?queries=3",
+        "/cached-queries?count=2",
+        "/updates?queries=2",
+        "/missing",
+    ];
+    for _ in 0..10 {
+        let batch: String = targets
+            .iter()
+            .chain(&targets)
+            .map(|t| get_request(t))
+            .collect();
+        client.send(batch.as_bytes());
+        for target in targets.iter().chain(&targets) {
+            let response = client.response().unwrap();
+            let ok = match *target {
+                "/db" => {
+                    serde_json::from_slice::<Value>(&response.body).is_ok_and(|v| v.is_object())
+                }
+                "/plaintext" => response.text() == "Hello, World!",
+                "/fortunes" => response.text().contains("フレームワークのベンチマーク"),
+                "/json" => response.text() == r#"{"message":"Hello, World!"}"#,
+                "/queries?queries=3" => json_len(&response.body) == Some(3),
+                "/cached-queries?count=2" | "/updates?queries=2" => {
+                    json_len(&response.body) == Some(2)
+                }
+                _ => response.status == 404,
+            };
+            assert!(
+                ok,
+                "out of order or wrong: {target} got {}",
+                response.text()
+            );
+        }
+    }
+}
+
+fn json_len(body: &[u8]) -> Option<usize> {
+    Some(
+        serde_json::from_slice::<Value>(body)
+            .ok()?
+            .as_array()?
+            .len(),
+    )
+}
+
+/// Sends `target` once on each of 512 connections at the same time, like the verifier's
+/// siege run, and checks every answer is 200.
+fn hit_512_times(server: &Server, target: &str) {
+    let mut clients: Vec<Client> = (0..512).map(|_| server.connect()).collect();
+    for client in &mut clients {
+        client.send(get_request(target).as_bytes());
+    }
+    for client in &mut clients {
+        assert_eq!(client.response().unwrap().status, 200, "{target}");
+    }
+}
+
+/// Calls and rows so far of `gnosis_count`'s statements of one kind on one table.
+fn statement_totals(kind: &str, table: &str) -> (i64, i64) {
+    let sql = format!(
+        "SELECT coalesce(sum(calls), 0), coalesce(sum(rows), 0) FROM pg_stat_statements \
+         WHERE userid = 'gnosis_count'::regrole AND query ILIKE '{kind}%' AND query ILIKE '%{table}%'"
+    );
+    let output = psql("gnosis_count", &sql);
+    let (calls, rows) = output.trim().split_once('|').unwrap();
+    (calls.parse().unwrap(), rows.parse().unwrap())
+}
+
+fn counted(target: &str, server: &Server, kind: &str, table: &str) -> (i64, i64) {
+    let (calls, rows) = statement_totals(kind, table);
+    hit_512_times(server, target);
+    let (calls_after, rows_after) = statement_totals(kind, table);
+    (calls_after - calls, rows_after - rows)
+}
+
+/// Exactly what TFB's verifier expects of 512 concurrent requests: one statement per row,
+/// no cache, no multi-row read. Runs as its own role so other tests do not count.
+#[test]
+fn statement_counts_match_the_verifier() {
+    let server = start_gnosis(&env_for("gnosis_count"));
+    assert_eq!(counted("/db", &server, "select", "world"), (512, 512));
+    assert_eq!(
+        counted("/queries?queries=20", &server, "select", "world"),
+        (10_240, 10_240)
+    );
+    assert_eq!(
+        counted("/fortunes", &server, "select", "fortune"),
+        (512, 6_144)
+    );
+
+    let (selects, _) = statement_totals("select", "world");
+    assert_eq!(
+        counted("/updates?queries=20", &server, "update", "world"),
+        (512, 10_240)
+    );
+    let (selects_after, _) = statement_totals("select", "world");
+    assert_eq!(selects_after - selects, 10_240);
+}
+
+#[test]
+fn serves_without_a_database_and_recovers_when_it_starts() {
+    let cluster = Cluster::new("late");
+    let server = Server::start_with_env(GNOSIS, &[], &cluster.env());
+    let mut client = server.connect();
+    assert_eq!(client.get("/plaintext").status, 200);
+    assert_eq!(client.get("/json").status, 200);
+    for target in [
+        "/db",
+        "/queries?queries=2",
+        "/updates?queries=2",
+        "/fortunes",
+        "/cached-queries",
+    ] {
+        let started = Instant::now();
+        let response = client.get(target);
+        assert_eq!(response.status, 503, "{target}");
+        assert_general_headers(&response, "text/plain");
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{target} was slow to fail"
+        );
+    }
+
+    cluster.start();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for target in [
+        "/db",
+        "/fortunes",
+        "/updates?queries=2",
+        "/cached-queries?count=3",
+    ] {
+        while client.get(target).status != 200 {
+            assert!(Instant::now() < deadline, "{target} did not recover");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
