@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Runs every test of gnosis on this machine, installing what they need first:
-# formatting and lints, unit tests, and the integration suites against the real binaries.
+# Runs every test of gnosis on this machine, installing what they need first (PostgreSQL
+# through scripts/pg.sh): formatting and lints, unit tests, and the integration suites against
+# the real binaries and a real private PostgreSQL cluster set up like TFB's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
+
+command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
+
+step "PostgreSQL: the private cluster (scripts/pg.sh)"
+bash scripts/pg.sh start
 
 step "format and lints"
 cargo fmt --all -- --check
