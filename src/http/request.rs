@@ -2,7 +2,7 @@ use std::mem::MaybeUninit;
 
 use super::Status;
 
-/// The largest request head (request line and headers) accepted; larger gets 431.
+/// The largest request head (request line and headers) accepted; larger gets 414 or 431.
 pub const MAX_HEAD: usize = 8 * 1024;
 /// The largest request body accepted; no route takes one, so larger gets 413.
 pub const MAX_BODY: usize = 8 * 1024;
@@ -48,7 +48,11 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
         Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD => len,
         Ok(httparse::Status::Complete(_)) => return Parsed::Invalid(Status::HeaderTooLarge),
         Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
-            return Parsed::Invalid(Status::HeaderTooLarge)
+            // No end of line yet: it is the request line, so the target, that is too long.
+            return match buf[..MAX_HEAD].contains(&b'\n') {
+                true => Parsed::Invalid(Status::HeaderTooLarge),
+                false => Parsed::Invalid(Status::UriTooLong),
+            };
         }
         Ok(httparse::Status::Partial) => return Parsed::Partial,
         Err(httparse::Error::TooManyHeaders) => return Parsed::Invalid(Status::HeaderTooLarge),
@@ -253,7 +257,11 @@ mod tests {
     }
 
     #[test]
-    fn oversized_heads_are_431_and_bodies_413() {
+    fn oversized_targets_are_414_heads_431_and_bodies_413() {
+        let mut target = b"GET /".to_vec();
+        target.resize(100 * 1024, b'a');
+        assert_eq!(parse(&target), Parsed::Invalid(Status::UriTooLong));
+
         let mut long = b"GET /json HTTP/1.1\r\nHost: a\r\nX-Long: ".to_vec();
         long.resize(MAX_HEAD + 10, b'a');
         assert_eq!(parse(&long), Parsed::Invalid(Status::HeaderTooLarge));

@@ -27,7 +27,9 @@ pub use super::protocol::Param;
 /// case is 512 connections x 20 queries spread over the threads.
 pub const MAX_QUEUED: usize = 16_384;
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Low enough that a restarted database is back in use within about a second of accepting
+/// connections; a refused connect costs next to nothing.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Connect + authenticate + prepare must finish within this, or the attempt counts as failed.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_BUF_INITIAL: usize = 64 * 1024;

@@ -1,0 +1,217 @@
+//! Hostile and broken HTTP clients: each gets a clear answer or a clean close, the server
+//! never goes down, and other clients carry on. `hostile_suite!` runs it per binary.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{get_request, Client, Server};
+
+/// Sends `raw` on a fresh connection and returns the status of the answer, asserting that the
+/// connection is closed after it.
+fn status_then_close(server: &Server, raw: &[u8]) -> u16 {
+    let mut client = server.connect();
+    // The server may close before taking every byte; what it answered still arrives.
+    let _ = client.stream().try_clone().unwrap().write_all(raw);
+    let response = client.response().unwrap();
+    assert_eq!(response.header("connection"), Some("close"));
+    assert!(client.is_closed_by_server(Duration::from_secs(3)));
+    response.status
+}
+
+fn still_serving(server: &mut Server) {
+    assert!(server.is_running(), "the server died");
+    assert_eq!(server.connect().get("/plaintext").text(), "Hello, World!");
+}
+
+fn bad_framing_and_bad_bytes_get_4xx_and_close(binary: &str) {
+    let mut server = Server::start(binary, &[]);
+    let cases: [(&[u8], u16); 7] = [
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        (b"G@T /json HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET /js\0on HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET /json HTTP/1.1\r\nHost: a\0b\r\n\r\n", 400),
+        (b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: 12abc\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 501),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999\r\n\r\n", 413),
+    ];
+    for (raw, expected) in cases {
+        assert_eq!(
+            status_then_close(&server, raw),
+            expected,
+            "{}",
+            String::from_utf8_lossy(raw)
+        );
+    }
+    still_serving(&mut server);
+}
+
+fn oversized_request_lines_and_heads(binary: &str) {
+    let mut server = Server::start(binary, &[]);
+    let long_target = format!(
+        "GET /{} HTTP/1.1\r\nHost: a\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    assert_eq!(status_then_close(&server, long_target.as_bytes()), 414);
+    let many_headers: String = (0..2000).map(|i| format!("X-{i}: {i}\r\n")).collect();
+    let raw = format!("GET /json HTTP/1.1\r\nHost: a\r\n{many_headers}\r\n");
+    assert_eq!(status_then_close(&server, raw.as_bytes()), 431);
+    still_serving(&mut server);
+}
+
+fn unknown_methods_are_405_and_keep_the_connection(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    for method in ["BREW", "DELETE", "OPTIONS", "PUT"] {
+        client.send(format!("{method} /json HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+        assert_eq!(client.response().unwrap().status, 405, "{method}");
+    }
+    assert_eq!(client.get("/json").status, 200);
+}
+
+fn bare_lf_line_ends_are_understood(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    client.send(b"GET /plaintext HTTP/1.1\nHost: a\n\n");
+    assert_eq!(client.response().unwrap().text(), "Hello, World!");
+}
+
+fn a_slow_client_is_cut_off_and_others_are_not_affected(binary: &str) {
+    let mut server = Server::start(binary, &[]);
+    let mut slow = server.connect();
+    slow.send(b"GET /json HTTP/1.1\r\nHost: a\r\n");
+    let mut bystander = server.connect();
+    let started = Instant::now();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(15) {
+        // One more byte of a header that never ends, twice a second.
+        if slow.stream().write_all(b"X").is_err()
+            || slow.is_closed_by_server(Duration::from_millis(500))
+        {
+            closed = true;
+            break;
+        }
+        assert_eq!(bystander.get("/json").status, 200);
+    }
+    assert!(closed, "a request that never completes was not cut off");
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "cut off too early"
+    );
+    still_serving(&mut server);
+}
+
+fn a_client_that_does_not_read_is_not_buffered_without_bound(binary: &str) {
+    let mut server = Server::start(binary, &[]);
+    let rss_before = rss_kib(server.pid());
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let batch = get_request("/plaintext").repeat(256);
+    let mut sent = 0usize;
+    // Write until the server stops taking requests: both sockets' buffers fill up.
+    while sent < 512 * 1024 * 1024 {
+        match stream.write(batch.as_bytes()) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    assert!(
+        sent < 512 * 1024 * 1024,
+        "the server read everything without the client reading"
+    );
+    let grown = rss_kib(server.pid()).saturating_sub(rss_before);
+    assert!(
+        grown < 64 * 1024,
+        "the server grew by {grown} KiB for one client"
+    );
+    still_serving(&mut server);
+    // The client can still read what it was owed, in order.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut head = [0u8; 17];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 OK\r\n");
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
+
+fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
+    let mut server = Server::start(binary, &[]);
+    let fds_before = open_fds(server.pid());
+    for i in 0..300 {
+        let mut client = Client::connect(server.port);
+        match i % 3 {
+            0 => client.send(b"GET /json HTTP/1.1\r\nHo"),
+            1 => client.send(get_request("/plaintext").repeat(50).as_bytes()),
+            _ => {}
+        }
+        // Dropped: closed with or without unread responses.
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while open_fds(server.pid()) > fds_before + 2 {
+        assert!(
+            Instant::now() < deadline,
+            "descriptors leaked: {} before, {} after",
+            fds_before,
+            open_fds(server.pid())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    still_serving(&mut server);
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+macro_rules! hostile_suite {
+    ($module:ident, $binary:expr) => {
+        mod $module {
+            const BINARY: &str = $binary;
+            #[test]
+            fn bad_framing_and_bad_bytes_get_4xx_and_close() {
+                super::bad_framing_and_bad_bytes_get_4xx_and_close(BINARY)
+            }
+            #[test]
+            fn oversized_request_lines_and_heads() {
+                super::oversized_request_lines_and_heads(BINARY)
+            }
+            #[test]
+            fn unknown_methods_are_405_and_keep_the_connection() {
+                super::unknown_methods_are_405_and_keep_the_connection(BINARY)
+            }
+            #[test]
+            fn bare_lf_line_ends_are_understood() {
+                super::bare_lf_line_ends_are_understood(BINARY)
+            }
+            #[test]
+            fn a_slow_client_is_cut_off_and_others_are_not_affected() {
+                super::a_slow_client_is_cut_off_and_others_are_not_affected(BINARY)
+            }
+            #[test]
+            fn a_client_that_does_not_read_is_not_buffered_without_bound() {
+                super::a_client_that_does_not_read_is_not_buffered_without_bound(BINARY)
+            }
+            #[test]
+            fn many_clients_vanishing_mid_request_leave_nothing_behind() {
+                super::many_clients_vanishing_mid_request_leave_nothing_behind(BINARY)
+            }
+        }
+    };
+}
+
+hostile_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
