@@ -20,16 +20,21 @@ impl Cluster {
     }
 
     fn pg_sh(&self, command: &str) {
+        self.pg_sh_with(&[command]);
+    }
+
+    fn pg_sh_with(&self, args: &[&str]) {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
         let socket_dir = self.dir.join("socket");
         let status = Command::new("bash")
-            .args([script, command])
+            .arg(script)
+            .args(args)
             .env("GNOSIS_PG_DIR", &self.dir)
             .env("GNOSIS_PG_PORT", self.port.to_string())
             .env("GNOSIS_PG_SOCKET_DIRS", &socket_dir)
             .status()
             .expect("running scripts/pg.sh");
-        assert!(status.success(), "scripts/pg.sh {command} failed");
+        assert!(status.success(), "scripts/pg.sh {args:?} failed");
     }
 
     pub fn start(&self) {
@@ -42,6 +47,11 @@ impl Cluster {
 
     pub fn restart(&self) {
         self.pg_sh("restart");
+    }
+
+    /// Runs SQL as the cluster's superuser.
+    pub fn psql(&self, sql: &str) {
+        self.pg_sh_with(&["psql", "-d", "hello_world", "-c", sql]);
     }
 
     /// TFB's user over TCP with SCRAM.

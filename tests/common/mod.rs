@@ -117,8 +117,15 @@ impl Client {
 
     /// Sends a load-generator-style GET.
     pub fn get(&mut self, target: &str) -> HttpResponse {
-        self.send(get_request(target).as_bytes());
-        self.response().unwrap()
+        self.try_get(target).unwrap()
+    }
+
+    /// `get` that reports a broken connection instead of panicking.
+    pub fn try_get(&mut self, target: &str) -> io::Result<HttpResponse> {
+        self.reader
+            .get_mut()
+            .write_all(get_request(target).as_bytes())?;
+        self.response()
     }
 
     /// Reads one response (framed by Content-Length).
