@@ -134,7 +134,7 @@ proptest! {
             from = point;
         }
         let date = HttpDate::new();
-        let at_once = serve(&[whole.clone()], &date);
+        let at_once = serve(std::slice::from_ref(&whole), &date);
         prop_assert_eq!(statuses(&at_once).len(), requests.len());
         prop_assert_eq!(serve(&chunks, &date), at_once);
     }
