@@ -141,3 +141,51 @@ fn a_missing_database_fails_at_once() {
         other => panic!("expected 3D000, got {other:?}"),
     }
 }
+
+/// Methods the private cluster cannot offer (GSSAPI needs Kerberos, SCRAM-SHA-256-PLUS needs
+/// TLS): a listener answers the StartupMessage with that request, as such a server would.
+fn offered(request: &'static [u8]) -> DbError {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).unwrap();
+        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+        stream.read_exact(&mut startup).unwrap();
+        stream.write_all(request).unwrap();
+        // Hold the connection open until the client hangs up.
+        let _ = stream.read(&mut [0u8; 64]);
+    });
+    let config = Config {
+        host: Host::Tcp("127.0.0.1".into()),
+        port,
+        user: "benchmarkdbuser".into(),
+        password: "benchmarkdbpass".into(),
+        database: "hello_world".into(),
+    };
+    let error = match BlockingClient::connect(config.into(), WHO, Duration::from_secs(5)) {
+        Ok(_) => panic!("connected to a server asking for an unsupported method"),
+        Err(error) => error,
+    };
+    server.join().unwrap();
+    error
+}
+
+#[test]
+fn unsupported_methods_are_named() {
+    let gss = offered(b"R\0\0\0\x08\0\0\0\x07");
+    assert!(matches!(gss, DbError::Auth(_)), "{gss:?}");
+    assert!(gss.to_string().contains("GSSAPI"), "{gss}");
+
+    let sspi = offered(b"R\0\0\0\x08\0\0\0\x09");
+    assert!(sspi.to_string().contains("SSPI"), "{sspi}");
+
+    let plus_only = offered(b"R\0\0\0\x1c\0\0\0\x0aSCRAM-SHA-256-PLUS\0\0");
+    assert!(matches!(plus_only, DbError::Auth(_)), "{plus_only:?}");
+    assert!(
+        plus_only.to_string().contains("SCRAM-SHA-256-PLUS"),
+        "{plus_only}"
+    );
+}

@@ -344,7 +344,7 @@ impl PgConn {
         }
     }
 
-    /// Reads until EAGAIN, decoding and delivering as it goes.
+    /// Reads until the socket is empty, decoding and delivering as it goes.
     pub fn on_readable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
         while let Some(fd) = self.socket.as_ref().map(|s| s.as_raw_fd()) {
             if self.phase == Phase::Connecting {
@@ -372,9 +372,15 @@ impl PgConn {
                     _ => return self.fail(DbError::Io(e), sink),
                 }
             }
+            let drained = (n as usize) < room.len();
             self.read_end += n as usize;
             if let Err(e) = self.process(sink) {
                 return self.fail(e, sink);
+            }
+            // A short read emptied the socket: skip the recv that would say EAGAIN. Data
+            // arriving later raises a new readiness event, edge- or level-triggered.
+            if drained {
+                return;
             }
         }
     }
