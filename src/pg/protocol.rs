@@ -18,6 +18,9 @@ pub const MAX_MESSAGE_LEN: usize = 64 << 20;
 
 const PROTOCOL_VERSION_3: i32 = 196_608;
 
+/// The type bytes of every backend message `decode` knows.
+const BACKEND_TAGS: &[u8] = b"RSKZ123nsItTDCENAv";
+
 /// A parameter, always sent in binary.
 #[derive(Debug, Clone, Copy)]
 pub enum Param<'a> {
@@ -208,6 +211,9 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message<'_>, usize)>, ProtocolError>
         return Ok(None);
     }
     let tag = buf[0];
+    if !BACKEND_TAGS.contains(&tag) {
+        return Err(ProtocolError("unknown message type"));
+    }
     let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
     if len < 4 {
         return Err(ProtocolError("message length below 4"));
