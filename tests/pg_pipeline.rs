@@ -17,6 +17,8 @@ const SLOW: usize = 2;
 const BACKEND_PID: usize = 3;
 const ALL_WORLDS: usize = 4;
 const TERMINATE: usize = 5;
+const WORLD_REVERSED: usize = 6;
+const STATS: usize = 7;
 
 static STATEMENTS: &[Statement] = &[
     Statement {
@@ -48,6 +50,19 @@ static STATEMENTS: &[Statement] = &[
         name: "terminate",
         sql: "SELECT pg_terminate_backend($1)::int4",
         param_types: &[INT4_OID],
+    },
+    // Its own pg_stat_statements entry: no other test runs this shape.
+    Statement {
+        name: "world_reversed",
+        sql: "SELECT randomnumber, id FROM world WHERE id = $1",
+        param_types: &[INT4_OID],
+    },
+    Statement {
+        name: "stats",
+        sql: "SELECT coalesce(sum(calls), 0)::int4, coalesce(sum(rows), 0)::int4 \
+              FROM pg_stat_statements \
+              WHERE query = 'SELECT randomnumber, id FROM world WHERE id = $1'",
+        param_types: &[],
     },
 ];
 
@@ -263,4 +278,32 @@ fn the_queue_is_bounded() {
         .values()
         .all(|o| matches!(o.result, Some(Ok(())))));
     conn.query(WORLD, &[Param::Int4(1)], 0).unwrap();
+}
+
+/// What TFB's verifier checks: each pipelined query is one statement in pg_stat_statements
+/// with its one row (the server counts an Execute per Sync, not a batch).
+#[test]
+fn pg_stat_statements_counts_each_pipelined_query() {
+    let mut client = blocking();
+    let mut stats = || {
+        let mut counts = (0, 0);
+        client
+            .query(STATS, &[], |row| {
+                counts = (row.int4(0)?, row.int4(1)?);
+                Ok(())
+            })
+            .unwrap();
+        counts
+    };
+    let before = stats();
+    let mut conn = ready_conn();
+    let recorder = RefCell::new(Recorder::default());
+    for token in 0..512 {
+        let id = fastrand::i32(1..=10_000);
+        conn.query(WORLD_REVERSED, &[Param::Int4(id)], token)
+            .unwrap();
+    }
+    drive_until_finished(&mut conn, &recorder, 512);
+    let after = stats();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (512, 512));
 }
