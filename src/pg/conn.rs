@@ -298,7 +298,8 @@ impl PgConn {
         self.deadline
     }
 
-    /// Why the last connection attempt failed or the last connection was lost.
+    /// Why the last connection attempt failed or the last connection was lost; `None` again
+    /// once a start-up succeeds.
     pub fn last_error(&self) -> Option<&DbError> {
         self.last_error.as_ref()
     }
