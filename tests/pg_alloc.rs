@@ -58,7 +58,7 @@ fn pipeline(conn: &mut PgConn, rounds: u64) -> u64 {
     let mut sink = |token: u64, event: Event<'_>| match event {
         Event::Row(row) => {
             let value = row.int4(0).unwrap() as i64;
-            let extra = if token % 2 == 0 {
+            let extra = if token.is_multiple_of(2) {
                 row.int4(1).unwrap() as i64
             } else {
                 row.text(1).unwrap().len() as i64
