@@ -1,6 +1,7 @@
 //! The hot path allocates nothing: once the buffers have grown, queueing queries, flushing,
 //! reading and delivering rows do not touch the heap. Runs against `scripts/pg.sh start`.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -1,6 +1,7 @@
 //! Start-up against the private cluster (`scripts/pg.sh start`): every authentication method
 //! it is set up with, both transports, socket auto-detection, and a wrong password.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::time::Duration;

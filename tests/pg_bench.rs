@@ -6,6 +6,7 @@
 //!
 //! GNOSIS_PG_BENCH_SECS (default 5) sets the time per depth.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::cell::Cell;

@@ -2,6 +2,7 @@
 //! from the private cluster, `scripts/pg.sh start`) cut at random places, and on that traffic
 //! with random bytes changed.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::io::{Read, Write};

@@ -2,6 +2,7 @@
 //! queries in flight, answers in order, a failing query failing alone, a killed backend
 //! failing what it held and reconnecting, and the queue bound.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::cell::RefCell;
