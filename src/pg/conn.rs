@@ -757,9 +757,7 @@ impl Drop for PgConn {
 }
 
 fn unexpected(message: &Message<'_>, when: &str) -> DbError {
-    let name = format!("{message:?}");
-    let name = name.split(['(', ' ', '{']).next().unwrap_or("?");
-    DbError::Protocol(format!("unexpected {name} {when}"))
+    DbError::Protocol(format!("unexpected {} {when}", message.name()))
 }
 
 /// A non-blocking socket with a connect started (TCP) or done (Unix).

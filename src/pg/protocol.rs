@@ -183,16 +183,40 @@ pub enum Message<'a> {
     NoData,
     PortalSuspended,
     ParameterDescription,
-    /// The type oid of each result column, as a validated raw slice (see `RowDescription`).
     RowDescription(RowDescription<'a>),
     DataRow(DataRow<'a>),
     CommandComplete,
     EmptyQueryResponse,
-    /// The raw fields of the error (see `ErrorFields`).
     ErrorResponse(ErrorFields<'a>),
     NoticeResponse,
     NotificationResponse,
     NegotiateProtocolVersion,
+}
+
+impl Message<'_> {
+    /// The message's name, for error reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Authentication(_) => "Authentication",
+            Message::ParameterStatus => "ParameterStatus",
+            Message::BackendKeyData => "BackendKeyData",
+            Message::ReadyForQuery(_) => "ReadyForQuery",
+            Message::ParseComplete => "ParseComplete",
+            Message::BindComplete => "BindComplete",
+            Message::CloseComplete => "CloseComplete",
+            Message::NoData => "NoData",
+            Message::PortalSuspended => "PortalSuspended",
+            Message::ParameterDescription => "ParameterDescription",
+            Message::RowDescription(_) => "RowDescription",
+            Message::DataRow(_) => "DataRow",
+            Message::CommandComplete => "CommandComplete",
+            Message::EmptyQueryResponse => "EmptyQueryResponse",
+            Message::ErrorResponse(_) => "ErrorResponse",
+            Message::NoticeResponse => "NoticeResponse",
+            Message::NotificationResponse => "NotificationResponse",
+            Message::NegotiateProtocolVersion => "NegotiateProtocolVersion",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
