@@ -191,7 +191,11 @@ start() {
         remove_stale_lock
         mkdir -p "$SOCKET"
         if [ "$(id -u)" = 0 ]; then chown postgres: "$DIR" "$SOCKET"; touch "$LOG"; chown postgres: "$LOG"; fi
-        as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 30 start >/dev/null
+        if ! as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 30 start >/dev/null; then
+            echo "pg.sh: pg_ctl start failed; the end of $LOG:" >&2
+            tail -n 20 "$LOG" >&2 || true
+            exit 1
+        fi
     fi
     wait_ready
     setup_database

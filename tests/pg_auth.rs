@@ -1,6 +1,7 @@
 //! Start-up against the private cluster (`scripts/pg.sh start`): every authentication method
 //! it is set up with, both transports, socket auto-detection, and a wrong password.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::time::Duration;
@@ -39,14 +40,14 @@ fn who(config: std::sync::Arc<Config>) -> Result<(String, bool), DbError> {
 
 #[test]
 fn scram_sha_256_over_tcp() {
-    let config = common::pg::tfb_tcp();
+    let config = common::tfb_tcp();
     assert_eq!(config.host, Host::Tcp("127.0.0.1".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), false));
 }
 
 #[test]
 fn md5_over_tcp() {
-    let config = common::pg::config(&[
+    let config = common::config(&[
         ("PGHOST", "127.0.0.1"),
         ("PGUSER", "gnosis_md5"),
         ("PGPASSWORD", "gnosis_md5_pass"),
@@ -56,7 +57,7 @@ fn md5_over_tcp() {
 
 #[test]
 fn cleartext_over_tcp() {
-    let config = common::pg::config(&[
+    let config = common::config(&[
         ("PGHOST", "127.0.0.1"),
         ("PGUSER", "gnosis_clear"),
         ("PGPASSWORD", "gnosis_clear_pass"),
@@ -66,8 +67,8 @@ fn cleartext_over_tcp() {
 
 #[test]
 fn trust_over_the_socket_directory_in_pghost() {
-    let dir = common::pg::socket_dir();
-    let config = common::pg::config(&[
+    let dir = common::socket_dir();
+    let config = common::config(&[
         ("PGHOST", dir.to_str().unwrap()),
         ("PGUSER", "gnosis_trust"),
     ]);
@@ -78,14 +79,14 @@ fn trust_over_the_socket_directory_in_pghost() {
 #[test]
 fn socket_found_by_auto_detection() {
     // PGHOST unset, PGPORT set: the cluster's socket in /tmp is found.
-    let config = common::pg::config(&[]);
+    let config = common::config(&[]);
     assert_eq!(config.host, Host::Unix("/tmp".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), true));
 }
 
 #[test]
 fn wrong_password_is_the_servers_error() {
-    let config = common::pg::config(&[("PGHOST", "127.0.0.1"), ("PGPASSWORD", "not-the-password")]);
+    let config = common::config(&[("PGHOST", "127.0.0.1"), ("PGPASSWORD", "not-the-password")]);
     let started = std::time::Instant::now();
     let error = who(config).unwrap_err();
     match &error {
@@ -106,7 +107,7 @@ fn wrong_password_is_the_servers_error() {
 #[test]
 fn fortunes_come_back_byte_exact() {
     let mut client =
-        BlockingClient::connect(common::pg::tfb_tcp(), WHO, Duration::from_secs(10)).unwrap();
+        BlockingClient::connect(common::tfb_tcp(), WHO, Duration::from_secs(10)).unwrap();
     for (id, expected) in [
         (
             6,
@@ -135,9 +136,57 @@ fn fortunes_come_back_byte_exact() {
 
 #[test]
 fn a_missing_database_fails_at_once() {
-    let config = common::pg::config(&[("PGHOST", "127.0.0.1"), ("PGDATABASE", "no_such_db")]);
+    let config = common::config(&[("PGHOST", "127.0.0.1"), ("PGDATABASE", "no_such_db")]);
     match who(config) {
         Err(DbError::Server { code, .. }) => assert_eq!(code, "3D000"),
         other => panic!("expected 3D000, got {other:?}"),
     }
+}
+
+/// Methods the private cluster cannot offer (GSSAPI needs Kerberos, SCRAM-SHA-256-PLUS needs
+/// TLS): a listener answers the StartupMessage with that request, as such a server would.
+fn offered(request: &'static [u8]) -> DbError {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).unwrap();
+        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+        stream.read_exact(&mut startup).unwrap();
+        stream.write_all(request).unwrap();
+        // Hold the connection open until the client hangs up.
+        let _ = stream.read(&mut [0u8; 64]);
+    });
+    let config = Config {
+        host: Host::Tcp("127.0.0.1".into()),
+        port,
+        user: "benchmarkdbuser".into(),
+        password: "benchmarkdbpass".into(),
+        database: "hello_world".into(),
+    };
+    let error = match BlockingClient::connect(config.into(), WHO, Duration::from_secs(5)) {
+        Ok(_) => panic!("connected to a server asking for an unsupported method"),
+        Err(error) => error,
+    };
+    server.join().unwrap();
+    error
+}
+
+#[test]
+fn unsupported_methods_are_named() {
+    let gss = offered(b"R\0\0\0\x08\0\0\0\x07");
+    assert!(matches!(gss, DbError::Auth(_)), "{gss:?}");
+    assert!(gss.to_string().contains("GSSAPI"), "{gss}");
+
+    let sspi = offered(b"R\0\0\0\x08\0\0\0\x09");
+    assert!(sspi.to_string().contains("SSPI"), "{sspi}");
+
+    let plus_only = offered(b"R\0\0\0\x1c\0\0\0\x0aSCRAM-SHA-256-PLUS\0\0");
+    assert!(matches!(plus_only, DbError::Auth(_)), "{plus_only:?}");
+    assert!(
+        plus_only.to_string().contains("SCRAM-SHA-256-PLUS"),
+        "{plus_only}"
+    );
 }

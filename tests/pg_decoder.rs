@@ -2,6 +2,7 @@
 //! from the private cluster, `scripts/pg.sh start`) cut at random places, and on that traffic
 //! with random bytes changed.
 
+#[path = "common/pg.rs"]
 mod common;
 
 use std::io::{Read, Write};
@@ -51,7 +52,7 @@ fn decode_all(buf: &[u8]) -> (Vec<String>, usize) {
 fn real_traffic() -> &'static [u8] {
     static TRAFFIC: OnceLock<Vec<u8>> = OnceLock::new();
     TRAFFIC.get_or_init(|| {
-        let path = common::pg::socket_dir().join(format!(".s.PGSQL.{}", common::pg::port()));
+        let path = common::socket_dir().join(format!(".s.PGSQL.{}", common::port()));
         let mut stream = UnixStream::connect(path).expect("scripts/pg.sh start");
         let mut out = Vec::new();
         protocol::startup(&mut out, "gnosis_trust", "hello_world");
@@ -198,10 +199,10 @@ fn a_server_speaking_garbage_is_a_protocol_error_then_a_retry() {
     let mut conn = PgConn::new(std::sync::Arc::new(config), &[]);
     // Done once the second socket has been dropped for a protocol error.
     let mut sockets = 0;
-    common::pg::drive(
+    common::drive(
         &mut conn,
         Duration::from_secs(10),
-        &mut common::pg::ignore_events,
+        &mut common::ignore_events,
         |c| {
             if let Some((_, generation)) = c.socket() {
                 sockets = generation;

@@ -300,7 +300,8 @@ impl PgConn {
         self.deadline
     }
 
-    /// Why the last connection attempt failed or the last connection was lost.
+    /// Why the last connection attempt failed or the last connection was lost; `None` again
+    /// once a start-up succeeds.
     pub fn last_error(&self) -> Option<&DbError> {
         self.last_error.as_ref()
     }
@@ -346,7 +347,7 @@ impl PgConn {
         }
     }
 
-    /// Reads until EAGAIN, decoding and delivering as it goes.
+    /// Reads until the socket is empty, decoding and delivering as it goes.
     pub fn on_readable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
         while let Some(fd) = self.socket.as_ref().map(|s| s.as_raw_fd()) {
             if self.phase == Phase::Connecting {
@@ -374,9 +375,15 @@ impl PgConn {
                     _ => return self.fail(DbError::Io(e), sink),
                 }
             }
+            let drained = (n as usize) < room.len();
             self.read_end += n as usize;
             if let Err(e) = self.process(sink) {
                 return self.fail(e, sink);
+            }
+            // A short read emptied the socket: skip the recv that would say EAGAIN. Data
+            // arriving later raises a new readiness event, edge- or level-triggered.
+            if drained {
+                return;
             }
         }
     }
@@ -752,9 +759,7 @@ impl Drop for PgConn {
 }
 
 fn unexpected(message: &Message<'_>, when: &str) -> DbError {
-    let name = format!("{message:?}");
-    let name = name.split(['(', ' ', '{']).next().unwrap_or("?");
-    DbError::Protocol(format!("unexpected {name} {when}"))
+    DbError::Protocol(format!("unexpected {} {when}", message.name()))
 }
 
 /// A non-blocking socket with a connect started (TCP) or done (Unix).

@@ -18,6 +18,9 @@ pub const MAX_MESSAGE_LEN: usize = 64 << 20;
 
 const PROTOCOL_VERSION_3: i32 = 196_608;
 
+/// The type bytes of every backend message `decode` knows.
+const BACKEND_TAGS: &[u8] = b"RSKZ123nsItTDCENAv";
+
 /// A parameter, always sent in binary.
 #[derive(Debug, Clone, Copy)]
 pub enum Param<'a> {
@@ -180,16 +183,40 @@ pub enum Message<'a> {
     NoData,
     PortalSuspended,
     ParameterDescription,
-    /// The type oid of each result column, as a validated raw slice (see `RowDescription`).
     RowDescription(RowDescription<'a>),
     DataRow(DataRow<'a>),
     CommandComplete,
     EmptyQueryResponse,
-    /// The raw fields of the error (see `ErrorFields`).
     ErrorResponse(ErrorFields<'a>),
     NoticeResponse,
     NotificationResponse,
     NegotiateProtocolVersion,
+}
+
+impl Message<'_> {
+    /// The message's name, for error reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Authentication(_) => "Authentication",
+            Message::ParameterStatus => "ParameterStatus",
+            Message::BackendKeyData => "BackendKeyData",
+            Message::ReadyForQuery(_) => "ReadyForQuery",
+            Message::ParseComplete => "ParseComplete",
+            Message::BindComplete => "BindComplete",
+            Message::CloseComplete => "CloseComplete",
+            Message::NoData => "NoData",
+            Message::PortalSuspended => "PortalSuspended",
+            Message::ParameterDescription => "ParameterDescription",
+            Message::RowDescription(_) => "RowDescription",
+            Message::DataRow(_) => "DataRow",
+            Message::CommandComplete => "CommandComplete",
+            Message::EmptyQueryResponse => "EmptyQueryResponse",
+            Message::ErrorResponse(_) => "ErrorResponse",
+            Message::NoticeResponse => "NoticeResponse",
+            Message::NotificationResponse => "NotificationResponse",
+            Message::NegotiateProtocolVersion => "NegotiateProtocolVersion",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,6 +235,9 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message<'_>, usize)>, ProtocolError>
         return Ok(None);
     }
     let tag = buf[0];
+    if !BACKEND_TAGS.contains(&tag) {
+        return Err(ProtocolError("unknown message type"));
+    }
     let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
     if len < 4 {
         return Err(ProtocolError("message length below 4"));

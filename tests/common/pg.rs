@@ -1,5 +1,7 @@
-//! Shared by the tests/pg_*.rs files: where the private cluster of `scripts/pg.sh start` is,
-//! and a small poll(2) loop that drives a `PgConn` the way the server's event loop does.
+//! Shared by the tests/pg_*.rs files (as `#[path = "common/pg.rs"] mod common;`): where the
+//! private cluster of `scripts/pg.sh start` is, and a small poll(2) loop that drives a
+//! `PgConn` the way the server's event loop does.
+#![allow(dead_code)] // each test file uses a different part of this module
 
 use std::path::PathBuf;
 use std::sync::Arc;
