@@ -303,7 +303,7 @@ class Server:
     def __init__(self, url):
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
-            raise SystemExit("verify: --url must look like http://127.0.0.1:8080")
+            die("verify: --url must look like http://127.0.0.1:8080")
         self.host = parts.hostname
         self.port = parts.port or 80
         self.host_header = "%s:%d" % (self.host, self.port)
@@ -997,6 +997,12 @@ def check_ordered_pipeline(report, server, kind_path):
 # ---------------------------------------------------------------------------------------------
 
 
+def die(message):
+    """Cannot run at all: exit 2, distinct from a check's FAIL."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def load_entry(config_path, entry):
     with open(config_path, encoding="utf-8") as config_file:
         config = json.load(config_file)
@@ -1004,7 +1010,7 @@ def load_entry(config_path, entry):
     for group in config["tests"]:
         tests.update(group)
     if entry not in tests:
-        raise SystemExit("verify: no test %r in %s (has %s)" % (entry, config_path, sorted(tests)))
+        die("verify: no test %r in %s (has %s)" % (entry, config_path, sorted(tests)))
     settings = tests[entry]
     return {test: settings[key] for test, key in TEST_URL_KEYS.items() if key in settings}
 
@@ -1016,10 +1022,10 @@ def parse_tests(text, available):
             continue
         name = ALIASES.get(name, name)
         if name not in TEST_URL_KEYS:
-            raise SystemExit("verify: unknown test %r (known: %s)" % (name, ", ".join(
+            die("verify: unknown test %r (known: %s)" % (name, ", ".join(
                 TEST_URL_KEYS)))
         if name not in available:
-            raise SystemExit("verify: the entry has no %s URL" % name)
+            die("verify: the entry has no %s URL" % name)
         chosen.append(name)
     return chosen
 
@@ -1032,7 +1038,7 @@ def wait_for_server(server, seconds):
             return
         except OSError as error:
             if time.monotonic() >= deadline:
-                raise SystemExit("verify: nothing answers on %s:%d (%s)" % (
+                die("verify: nothing answers on %s:%d (%s)" % (
                     server.host, server.port, error))
             time.sleep(0.2)
 
