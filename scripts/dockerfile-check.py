@@ -345,7 +345,8 @@ def start_database():
     sockets = visible_sockets(PG_PORT)
     if port_in_use(PG_PORT) or sockets:
         raise CheckFailed("port %d or a socket %s is already in use: stop that PostgreSQL "
-                          "first (the check needs its own, reachable only as tfb-database)"
+                          "first (the check needs its own, reachable only as tfb-database; a "
+                          "Debian cluster: pg_lsclusters, then pg_ctlcluster VERSION main stop)"
                           % (PG_PORT, sockets or ""))
     ensure_tfb_database_host()
     pg_sh("start")
