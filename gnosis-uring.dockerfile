@@ -1,0 +1,14 @@
+# gnosis-uring: json and plaintext on io_uring (TFB runs the container privileged).
+FROM rust:1.95.0-slim-bookworm AS builder
+WORKDIR /build
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+ENV RUSTFLAGS="-C target-cpu=native"
+RUN cargo build --release --locked --bin gnosis-uring
+
+FROM debian:bookworm-slim
+WORKDIR /app
+COPY --from=builder /build/target/release/gnosis-uring /app/gnosis-uring
+EXPOSE 8080
+# One io_uring thread per core is the default.
+CMD ["/app/gnosis-uring"]
