@@ -22,3 +22,25 @@ fi
 
 step "unit and integration tests"
 cargo test --locked
+
+step "TFB: scripts/verify.py against both binaries"
+cargo build --release --locked --bins
+eval "$(bash scripts/pg.sh env)"
+verify_binary() { # binary, then verify.py's arguments
+    local binary=$1 pid status=0
+    shift
+    "target/release/$binary" --port 8080 &
+    pid=$!
+    python3 scripts/verify.py --wait 30 "$@" || status=$?
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    return "$status"
+}
+verify_binary gnosis
+verify_binary gnosis-uring --entry uring
+
+step "TFB: the verifier's own tests"
+python3 -m unittest discover -s scripts/verify
+
+step "TFB: both dockerfiles, followed without Docker"
+python3 scripts/dockerfile-check.py
