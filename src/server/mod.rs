@@ -3,8 +3,10 @@
 mod connection;
 mod epoll;
 mod sys;
+mod uring;
 
 pub use connection::{Connection, Handler};
+pub use uring::UringOptions;
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -44,4 +46,18 @@ where
             .map_err(|_| io::Error::other("a worker thread panicked"))??;
     }
     Ok(())
+}
+
+/// Runs one io_uring worker per listener, each with its own ring and handler, until one
+/// fails; fails at once, naming the cause, when io_uring cannot be used.
+pub fn run_uring<H, F>(
+    listeners: Vec<OwnedFd>,
+    new_handler: F,
+    options: UringOptions,
+) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn() -> H + Send + Sync + 'static,
+{
+    uring::run(listeners, new_handler, options)
 }

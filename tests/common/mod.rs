@@ -62,6 +62,15 @@ impl Server {
         Client::connect(self.port)
     }
 
+    /// Sends `signal` to the server process.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child, which has not been reaped.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, signal) },
+            0
+        );
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -188,6 +197,30 @@ impl Client {
 
     pub fn stream(&self) -> &TcpStream {
         self.reader.get_ref()
+    }
+}
+
+/// Raises this process's open-files soft limit to at least `needed`, failing the test
+/// clearly when the hard limit does not allow it.
+pub fn raise_open_files_limit(needed: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to fill.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    assert!(
+        limit.rlim_max >= needed,
+        "the test needs {needed} open files, the hard limit is {} (raise it with ulimit -Hn)",
+        limit.rlim_max
+    );
+    if limit.rlim_cur < needed {
+        limit.rlim_cur = needed;
+        // SAFETY: `limit` is a valid rlimit to read.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
     }
 }
 
