@@ -226,6 +226,35 @@ fn a_thousand_concurrent_keep_alive_connections(binary: &str) {
     }
 }
 
+/// A client that writes many pipelined requests before reading any answer: the server
+/// stops reading while its unsent output is large, resumes when the client reads, and
+/// every answer arrives, in order.
+fn a_client_that_reads_late_gets_every_answer(binary: &str) {
+    const REQUESTS: usize = 100_000;
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let targets = ["/plaintext", "/json"];
+    let batch: String = (0..REQUESTS).map(|i| get_request(targets[i % 2])).collect();
+    let mut writer = client.stream().try_clone().unwrap();
+    let writing = std::thread::spawn(move || writer.write_all(batch.as_bytes()));
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..REQUESTS {
+        let response = client
+            .response()
+            .unwrap_or_else(|err| panic!("response {i}: {err}"));
+        let expected = match i % 2 {
+            0 => "Hello, World!",
+            _ => r#"{"message":"Hello, World!"}"#,
+        };
+        assert_eq!(
+            (response.status, response.text()),
+            (200, expected),
+            "response {i}"
+        );
+    }
+    writing.join().unwrap().unwrap();
+}
+
 /// One huge test at a time: two would need more descriptors than the test process may
 /// have, and more ports than the loopback's ephemeral range.
 static HUGE_TESTS: Mutex<()> = Mutex::new(());
@@ -356,6 +385,10 @@ macro_rules! http_suite {
             #[test]
             fn a_thousand_concurrent_keep_alive_connections() {
                 super::a_thousand_concurrent_keep_alive_connections(BINARY)
+            }
+            #[test]
+            fn a_client_that_reads_late_gets_every_answer() {
+                super::a_client_that_reads_late_gets_every_answer(BINARY)
             }
             #[test]
             fn sixteen_thousand_connections_with_pipelined_plaintext() {
