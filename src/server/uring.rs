@@ -411,15 +411,7 @@ impl<H: Handler> Worker<H> {
         let args = types::SubmitArgs::new().timespec(&timeout);
         match self.ring.submitter().submit_with_args(1, &args) {
             Ok(_) => Ok(()),
-            // Timed out, interrupted, or completions to reap first.
-            Err(err)
-                if matches!(
-                    err.raw_os_error(),
-                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
-                ) =>
-            {
-                Ok(())
-            }
+            Err(err) if err.raw_os_error() == Some(libc::ETIME) || is_transient(&err) => Ok(()),
             Err(err) => Err(err),
         }
     }
@@ -435,10 +427,15 @@ impl<H: Handler> Worker<H> {
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 return Ok(());
             }
-            if self.ring.params().is_setup_sqpoll() {
-                self.ring.submitter().squeue_wait()?;
+            let made_room = if self.ring.params().is_setup_sqpoll() {
+                self.ring.submitter().squeue_wait()
             } else {
-                self.ring.submit()?;
+                self.ring.submit()
+            };
+            match made_room {
+                Ok(_) => {}
+                Err(err) if is_transient(&err) => {}
+                Err(err) => return Err(err),
             }
         }
     }
@@ -482,7 +479,7 @@ impl<H: Handler> Worker<H> {
             return Err(unusable("multishot accept", err));
         }
         if is_out_of_descriptors(&err) {
-            eprintln!("gnosis: cannot accept: {err}; pausing accepts for a second");
+            eprintln!("gnosis-uring: cannot accept: {err}; pausing accepts for a second");
             self.accept_paused = true;
             if self.accept_armed {
                 let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
@@ -725,6 +722,14 @@ impl<H: Handler> Worker<H> {
         self.accept_paused = false;
         Ok(())
     }
+}
+
+/// Interrupted, or the kernel wants completions reaped first: try again.
+fn is_transient(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+    )
 }
 
 /// What a worker tells the thread that started it.
