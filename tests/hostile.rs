@@ -215,3 +215,4 @@ macro_rules! hostile_suite {
 }
 
 hostile_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
+hostile_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));

@@ -5,7 +5,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use common::{assert_general_headers, get_request, Client, Server};
 
@@ -225,6 +226,84 @@ fn a_thousand_concurrent_keep_alive_connections(binary: &str) {
     }
 }
 
+/// A client that writes many pipelined requests before reading any answer: the server
+/// stops reading while its unsent output is large, resumes when the client reads, and
+/// every answer arrives, in order.
+fn a_client_that_reads_late_gets_every_answer(binary: &str) {
+    const REQUESTS: usize = 100_000;
+    let server = Server::start(binary, &[]);
+    let mut client = server.connect();
+    let targets = ["/plaintext", "/json"];
+    let batch: String = (0..REQUESTS).map(|i| get_request(targets[i % 2])).collect();
+    let mut writer = client.stream().try_clone().unwrap();
+    let writing = std::thread::spawn(move || writer.write_all(batch.as_bytes()));
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..REQUESTS {
+        let response = client
+            .response()
+            .unwrap_or_else(|err| panic!("response {i}: {err}"));
+        let expected = match i % 2 {
+            0 => "Hello, World!",
+            _ => r#"{"message":"Hello, World!"}"#,
+        };
+        assert_eq!(
+            (response.status, response.text()),
+            (200, expected),
+            "response {i}"
+        );
+    }
+    writing.join().unwrap().unwrap();
+}
+
+/// One huge test at a time: two would need more descriptors than the test process may
+/// have, and more ports than the loopback's ephemeral range.
+static HUGE_TESTS: Mutex<()> = Mutex::new(());
+
+/// TFB's highest plaintext level: 16,384 connections, each sending 16 pipelined requests
+/// in one write, all at once, twice. The second time the server is stopped while the
+/// requests arrive, so that it finds all of them waiting at once when it resumes (for
+/// gnosis-uring: more receives than it has buffers).
+fn sixteen_thousand_connections_with_pipelined_plaintext(binary: &str) {
+    const CONNECTIONS: usize = 16_384;
+    let _one_at_a_time = HUGE_TESTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Ours, plus room for the tests running beside this one.
+    common::raise_open_files_limit(CONNECTIONS as u64 + 3_000);
+    let server = Server::start(binary, &[]);
+    let started = Instant::now();
+    let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| server.connect()).collect();
+    let batch = get_request("/plaintext").repeat(16);
+    for round in 0..2 {
+        let stalled = round == 1;
+        if stalled {
+            server.signal(libc::SIGSTOP);
+        }
+        for client in &mut clients {
+            client.send(batch.as_bytes());
+        }
+        if stalled {
+            server.signal(libc::SIGCONT);
+        }
+        for (i, client) in clients.iter_mut().enumerate() {
+            for n in 0..16 {
+                let response = client.response().unwrap_or_else(|err| {
+                    panic!("connection {i}, round {round}, response {n}: {err}")
+                });
+                assert_eq!((response.status, response.text()), (200, "Hello, World!"));
+            }
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The server closes first, so that the TIME_WAIT states stay on its port rather than
+    // on 16,384 of the ephemeral ports the next test needs.
+    drop(server);
+}
+
 fn a_taken_port_is_a_clear_error(binary: &str) {
     let server = Server::start(binary, &[]);
     let output = std::process::Command::new(binary)
@@ -308,6 +387,14 @@ macro_rules! http_suite {
                 super::a_thousand_concurrent_keep_alive_connections(BINARY)
             }
             #[test]
+            fn a_client_that_reads_late_gets_every_answer() {
+                super::a_client_that_reads_late_gets_every_answer(BINARY)
+            }
+            #[test]
+            fn sixteen_thousand_connections_with_pipelined_plaintext() {
+                super::sixteen_thousand_connections_with_pipelined_plaintext(BINARY)
+            }
+            #[test]
             fn a_taken_port_is_a_clear_error() {
                 super::a_taken_port_is_a_clear_error(BINARY)
             }
@@ -320,3 +407,4 @@ macro_rules! http_suite {
 }
 
 http_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
+http_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));

@@ -44,12 +44,14 @@ pub enum Parsed<'a> {
 pub fn parse(buf: &[u8]) -> Parsed<'_> {
     let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
-    let head_len = match req.parse_with_uninit_headers(buf, &mut headers) {
-        Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD => len,
-        Ok(httparse::Status::Complete(_)) => return Parsed::Invalid(Status::HeaderTooLarge),
-        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+    // The head must fit in MAX_HEAD bytes, however much has arrived: the answer must not
+    // depend on how the bytes were split into reads.
+    let head = &buf[..buf.len().min(MAX_HEAD)];
+    let head_len = match req.parse_with_uninit_headers(head, &mut headers) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if head.len() == MAX_HEAD => {
             // No end of line yet: it is the request line, so the target, that is too long.
-            return match buf[..MAX_HEAD].contains(&b'\n') {
+            return match head.contains(&b'\n') {
                 true => Parsed::Invalid(Status::HeaderTooLarge),
                 false => Parsed::Invalid(Status::UriTooLong),
             };
@@ -260,6 +262,8 @@ mod tests {
     fn oversized_targets_are_414_heads_431_and_bodies_413() {
         let mut target = b"GET /".to_vec();
         target.resize(100 * 1024, b'a');
+        assert_eq!(parse(&target), Parsed::Invalid(Status::UriTooLong));
+        target.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(parse(&target), Parsed::Invalid(Status::UriTooLong));
 
         let mut long = b"GET /json HTTP/1.1\r\nHost: a\r\nX-Long: ".to_vec();

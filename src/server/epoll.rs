@@ -20,8 +20,8 @@ const DATABASE: u64 = 1 << 32;
 /// Bytes of free space a read asks for.
 const READ_CHUNK: usize = 4096;
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
-const LINGER: Duration = Duration::from_secs(2);
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
+pub(super) const LINGER: Duration = Duration::from_secs(2);
+pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 struct Slot {
     /// `None` while the slot is free.
@@ -376,7 +376,7 @@ impl Worker {
     }
 }
 
-fn is_out_of_descriptors(err: &io::Error) -> bool {
+pub(super) fn is_out_of_descriptors(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
         Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)

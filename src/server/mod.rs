@@ -3,8 +3,10 @@
 mod connection;
 mod epoll;
 mod sys;
+mod uring;
 
 pub use connection::{Connection, Handler, Reply, Ticket};
+pub use uring::UringOptions;
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -46,4 +48,15 @@ where
             .map_err(|_| io::Error::other("a worker thread panicked"))??;
     }
     Ok(())
+}
+
+/// Runs one io_uring worker per listener, each with its own ring and the app `new_app`
+/// makes on its thread, until one fails; fails at once, naming the cause, when io_uring
+/// cannot be used. The app must answer every request at once (no database): a response
+/// written while a send is in flight would break the ring's ordering.
+pub fn run_uring<F>(listeners: Vec<OwnedFd>, new_app: F, options: UringOptions) -> io::Result<()>
+where
+    F: Fn() -> App + Send + Sync + 'static,
+{
+    uring::run(listeners, new_app, options)
 }

@@ -132,8 +132,13 @@ pub fn accept(listener: &OwnedFd) -> io::Result<Option<OwnedFd>> {
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    set_int_option(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+    set_nodelay(&fd)?;
     Ok(Some(fd))
+}
+
+/// Sends small responses at once instead of waiting to coalesce them (Nagle).
+pub fn set_nodelay(socket: &OwnedFd) -> io::Result<()> {
+    set_int_option(socket.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
 }
 
 /// Reads into the spare capacity of `buf` (at least `min_spare` bytes of it), appending

@@ -13,6 +13,8 @@ pub const LOAD_GENERATOR_HEADERS: &str = "Host: localhost\r\nAccept: text/plain,
 pub struct Server {
     child: Child,
     pub port: u16,
+    /// The server's stderr, shown when the test fails.
+    log: std::path::PathBuf,
 }
 
 pub fn free_port() -> u16 {
@@ -31,15 +33,16 @@ impl Server {
 
     pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
         let port = free_port();
+        let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
         let child = Command::new(binary)
             .args(["--port", &port.to_string(), "--threads", "2"])
             .args(extra)
             .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(std::fs::File::create(&log).expect("creating the server log"))
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {binary}: {err}"));
-        let mut server = Server { child, port };
+        let mut server = Server { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Some(status) = server.child.try_wait().unwrap() {
@@ -62,6 +65,15 @@ impl Server {
         Client::connect(self.port)
     }
 
+    /// Sends `signal` to the server process.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child, which has not been reaped.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, signal) },
+            0
+        );
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -72,6 +84,11 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- server log ({}) ---\n{log}", self.log.display());
+        }
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
@@ -195,6 +212,30 @@ impl Client {
 
     pub fn stream(&self) -> &TcpStream {
         self.reader.get_ref()
+    }
+}
+
+/// Raises this process's open-files soft limit to at least `needed`, failing the test
+/// clearly when the hard limit does not allow it.
+pub fn raise_open_files_limit(needed: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to fill.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    assert!(
+        limit.rlim_max >= needed,
+        "the test needs {needed} open files, the hard limit is {} (raise it with ulimit -Hn)",
+        limit.rlim_max
+    );
+    if limit.rlim_cur < needed {
+        limit.rlim_cur = needed;
+        // SAFETY: `limit` is a valid rlimit to read.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
     }
 }
 

@@ -1,0 +1,55 @@
+//! The io_uring server for TFB's plaintext and json tests.
+//!
+//! Same command line as gnosis; io_uring's own settings come from the environment (see
+//! `--help`).
+
+use gnosis::app::App;
+use gnosis::config::{CliExit, Config, Server};
+use gnosis::server::UringOptions;
+
+const ENVIRONMENT: &str = "\nenvironment:\n  \
+    GNOSIS_SQPOLL=1         a kernel thread per ring polls for submissions (default 0)\n  \
+    GNOSIS_URING_BUFFERS=N  4 KiB receive buffers per thread, a power of two (default 1024)\n";
+
+fn main() {
+    let config = match Config::from_args(
+        "gnosis-uring",
+        Server::WithoutDatabase,
+        std::env::args().skip(1),
+    ) {
+        Ok(config) => config,
+        Err(CliExit::Help(text)) => {
+            print!("{text}{ENVIRONMENT}");
+            return;
+        }
+        Err(CliExit::Invalid(text)) => {
+            eprint!("gnosis-uring: {text}");
+            std::process::exit(2);
+        }
+    };
+    let options = match UringOptions::from_env(|name| std::env::var(name).ok()) {
+        Ok(options) => options,
+        Err(text) => {
+            eprint!("gnosis-uring: {text}\n{ENVIRONMENT}");
+            std::process::exit(2);
+        }
+    };
+    let listeners = match gnosis::server::listeners(config.port, config.threads) {
+        Ok(listeners) => listeners,
+        Err(err) => {
+            eprintln!("gnosis-uring: cannot listen on port {}: {err}", config.port);
+            std::process::exit(1);
+        }
+    };
+    eprintln!(
+        "gnosis-uring: serving on 0.0.0.0:{} with {} threads (io_uring{}, {} receive buffers each)",
+        config.port,
+        config.threads,
+        if options.sqpoll { ", SQPOLL" } else { "" },
+        options.buffers
+    );
+    if let Err(err) = gnosis::server::run_uring(listeners, App::without_database, options) {
+        eprintln!("gnosis-uring: {err}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,848 @@
+//! The io_uring server for plaintext and json: one ring per thread, each with its own
+//! listener, connections and buffers. Nothing is shared between threads.
+//!
+//! Per connection there is at most one multishot receive (into the ring's provided buffers)
+//! and at most one send in flight. Completions are handled in batches: received bytes are
+//! appended to the connection's input and the buffer goes straight back to the kernel;
+//! after the batch each touched connection answers all its complete requests and sends
+//! them with one send, which the next wait submits together with everything else.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use super::connection::{Connection, Handler, TIMEOUTS};
+use super::epoll::{is_out_of_descriptors, LINGER, SWEEP_EVERY};
+use super::sys;
+use crate::http::HttpDate;
+
+const SUBMISSION_ENTRIES: u32 = 2048;
+/// Room for a receive and a send completion from thousands of connections per wait; more
+/// are held by the kernel (overflow) and delivered on the next wait, never dropped.
+const COMPLETION_ENTRIES: u32 = 16 * 1024;
+/// The size of each receive buffer: a pipelined batch of 16 TFB requests is about 2.7 KB.
+const BUFFER_SIZE: usize = 4096;
+const BUFFER_GROUP: u16 = 0;
+/// Received but unanswered bytes above which a connection stops receiving until its
+/// responses have gone out.
+const MAX_BUFFERED_INPUT: usize = 64 * 1024;
+
+/// What a completion belongs to: the kind in the top byte, then the slot's generation
+/// (24 bits), then the slot index.
+const ACCEPT: u64 = 1;
+const RECV: u64 = 2;
+const SEND: u64 = 3;
+const CANCEL: u64 = 4;
+const GENERATION_MASK: u32 = 0xff_ffff;
+
+fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
+    kind << 56 | u64::from(generation & GENERATION_MASK) << 32 | index as u64
+}
+
+fn decode(user_data: u64) -> (u64, u32, usize) {
+    (
+        user_data >> 56,
+        (user_data >> 32) as u32 & GENERATION_MASK,
+        (user_data & 0xffff_ffff) as usize,
+    )
+}
+
+/// The io_uring server's own settings, from the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UringOptions {
+    /// A kernel thread per ring polls the submission queue (`GNOSIS_SQPOLL=1`).
+    pub sqpoll: bool,
+    /// Receive buffers of 4 KiB per thread (`GNOSIS_URING_BUFFERS`): a power of two up to
+    /// 32,768. More than the connections whose data arrive between two waits is
+    /// wasted memory; fewer costs re-arming receives.
+    pub buffers: u16,
+}
+
+impl UringOptions {
+    pub const DEFAULT_BUFFERS: u16 = 1024;
+
+    /// Reads the settings through `var` (the environment, or a test's stand-in).
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let sqpoll = match var("GNOSIS_SQPOLL").as_deref() {
+            None | Some("" | "0") => false,
+            Some("1") => true,
+            Some(other) => return Err(format!("GNOSIS_SQPOLL must be 0 or 1, not '{other}'")),
+        };
+        let buffers = match var("GNOSIS_URING_BUFFERS") {
+            None => Self::DEFAULT_BUFFERS,
+            Some(text) => match text.parse::<u16>() {
+                Ok(n) if n.is_power_of_two() && n <= 32_768 => n,
+                _ => {
+                    return Err(format!(
+                        "GNOSIS_URING_BUFFERS must be a power of two from 1 to 32768, not '{text}'"
+                    ))
+                }
+            },
+        };
+        Ok(UringOptions { sqpoll, buffers })
+    }
+}
+
+/// How the rings are set up, and what the kernel accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingSetup {
+    SingleIssuerDeferTaskrun,
+    SingleIssuerCoopTaskrun,
+    Plain,
+    SqpollSingleIssuer,
+    Sqpoll,
+}
+
+impl RingSetup {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RingSetup::SingleIssuerDeferTaskrun => "SINGLE_ISSUER | DEFER_TASKRUN",
+            RingSetup::SingleIssuerCoopTaskrun => "SINGLE_ISSUER | COOP_TASKRUN",
+            RingSetup::Plain => "plain flags",
+            RingSetup::SqpollSingleIssuer => "SQPOLL | SINGLE_ISSUER",
+            RingSetup::Sqpoll => "SQPOLL",
+        }
+    }
+
+    /// Best first; a kernel that does not know a flag rejects it with EINVAL and the next
+    /// is tried.
+    fn candidates(sqpoll: bool) -> &'static [RingSetup] {
+        if sqpoll {
+            &[RingSetup::SqpollSingleIssuer, RingSetup::Sqpoll]
+        } else {
+            &[
+                RingSetup::SingleIssuerDeferTaskrun,
+                RingSetup::SingleIssuerCoopTaskrun,
+                RingSetup::Plain,
+            ]
+        }
+    }
+
+    fn build(self) -> io::Result<IoUring> {
+        let mut builder = IoUring::builder();
+        builder.setup_cqsize(COMPLETION_ENTRIES);
+        match self {
+            RingSetup::SingleIssuerDeferTaskrun => {
+                builder.setup_single_issuer().setup_defer_taskrun();
+            }
+            RingSetup::SingleIssuerCoopTaskrun => {
+                builder.setup_single_issuer().setup_coop_taskrun();
+            }
+            RingSetup::Plain => {}
+            RingSetup::SqpollSingleIssuer => {
+                builder.setup_sqpoll(1000).setup_single_issuer();
+            }
+            RingSetup::Sqpoll => {
+                builder.setup_sqpoll(1000);
+            }
+        }
+        builder.build(SUBMISSION_ENTRIES)
+    }
+}
+
+/// Creates this thread's ring with the best flags the kernel takes.
+fn new_ring(sqpoll: bool) -> io::Result<(IoUring, RingSetup)> {
+    for &setup in RingSetup::candidates(sqpoll) {
+        match setup.build() {
+            Ok(ring) => {
+                let params = ring.params();
+                // Both came before provided-buffer rings, so only a strange kernel lacks them.
+                if !params.is_feature_nodrop() || !params.is_feature_ext_arg() {
+                    return Err(unusable(
+                        "set-up",
+                        io::Error::from_raw_os_error(libc::EINVAL),
+                    ));
+                }
+                return Ok((ring, setup));
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => continue,
+            Err(err) => return Err(unusable("set-up", err)),
+        }
+    }
+    Err(unusable(
+        "set-up",
+        io::Error::from_raw_os_error(libc::EINVAL),
+    ))
+}
+
+/// Names the likely cause of an io_uring failure in words an operator can act on.
+fn unusable(step: &str, err: io::Error) -> io::Error {
+    let cause = match err.raw_os_error() {
+        Some(libc::ENOSYS) => "this kernel has no io_uring (too old, or built without it)",
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "io_uring is forbidden here: a seccomp profile blocks it (Docker's default \
+             profile does; run privileged or allow io_uring_setup, io_uring_enter and \
+             io_uring_register) or the sysctl kernel.io_uring_disabled is set"
+        }
+        Some(libc::ENOMEM) => {
+            "not enough locked memory for the rings: raise RLIMIT_MEMLOCK (ulimit -l) or \
+             the memory limit"
+        }
+        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => {
+            "this kernel lacks an io_uring feature gnosis-uring needs (provided-buffer \
+             rings, multishot accept and receive: Linux 6.0 or newer)"
+        }
+        _ => "unexpected failure",
+    };
+    io::Error::new(
+        err.kind(),
+        format!(
+            "cannot use io_uring ({step} failed: {err}): {cause}. \
+             gnosis, the epoll server, serves the same tests without io_uring"
+        ),
+    )
+}
+
+/// The provided buffers a multishot receive takes from: a ring of descriptors shared with
+/// the kernel, and the buffers themselves.
+///
+/// Both allocations are leaked on purpose: a worker lives as long as the process, and
+/// memory that is never freed can never be written by the kernel after it was freed,
+/// whatever order the ring is torn down in.
+struct BufferRing {
+    /// A power of two.
+    count: u16,
+    descriptors: *mut types::BufRingEntry,
+    buffers: *mut u8,
+    /// Our copy of the tail: descriptors up to it are written, not yet all published.
+    tail: u16,
+}
+
+impl BufferRing {
+    fn register(ring: &IoUring, count: u16) -> io::Result<Self> {
+        let layout = std::alloc::Layout::from_size_align(
+            usize::from(count) * std::mem::size_of::<types::BufRingEntry>(),
+            4096,
+        )
+        .map_err(io::Error::other)?;
+        // SAFETY: the layout has a non-zero size; the result is checked for null.
+        let descriptors: *mut types::BufRingEntry =
+            unsafe { std::alloc::alloc_zeroed(layout) }.cast();
+        if descriptors.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let buffers =
+            Box::leak(vec![0u8; usize::from(count) * BUFFER_SIZE].into_boxed_slice()).as_mut_ptr();
+        // SAFETY: `descriptors` is page-aligned, zeroed, `count` entries long and never
+        // freed, so it stays valid for as long as the ring may use it.
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                descriptors as u64,
+                count,
+                BUFFER_GROUP,
+                0,
+            )
+        }
+        .map_err(|err| unusable("registering the receive buffers", err))?;
+        let mut ring = BufferRing {
+            count,
+            descriptors,
+            buffers,
+            tail: 0,
+        };
+        for id in 0..count {
+            ring.give_back(id);
+        }
+        ring.publish();
+        Ok(ring)
+    }
+
+    /// The first `len` bytes of buffer `id`, which a completion says the kernel filled.
+    fn filled(&self, id: u16, len: usize) -> &[u8] {
+        if id >= self.count {
+            return &[];
+        }
+        // SAFETY: buffer `id` lies inside the leaked allocation, and the kernel does not
+        // touch it again until `give_back` returns it, which needs `&mut self`.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buffers.add(usize::from(id) * BUFFER_SIZE),
+                len.min(BUFFER_SIZE),
+            )
+        }
+    }
+
+    /// Returns buffer `id` to the kernel; it may use it once [`publish`](Self::publish)ed.
+    fn give_back(&mut self, id: u16) {
+        if id >= self.count {
+            return;
+        }
+        let slot = usize::from(self.tail & (self.count - 1));
+        // SAFETY: `slot` is within the descriptor ring, and the kernel only reads
+        // descriptors between its head and the published tail, which this one is not.
+        let descriptor = unsafe { &mut *self.descriptors.add(slot) };
+        // SAFETY: buffer `id` lies inside the leaked allocation.
+        let address = unsafe { self.buffers.add(usize::from(id) * BUFFER_SIZE) };
+        descriptor.set_addr(address as u64);
+        descriptor.set_len(BUFFER_SIZE as u32);
+        descriptor.set_bid(id);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Lets the kernel use every buffer given back so far.
+    fn publish(&self) {
+        // SAFETY: `descriptors` points at the first descriptor, whose reserved field is the
+        // ring's tail; the kernel reads it concurrently, hence the atomic store.
+        let tail = unsafe { &*types::BufRingEntry::tail(self.descriptors).cast::<AtomicU16>() };
+        tail.store(self.tail, Ordering::Release);
+    }
+}
+
+struct Slot {
+    /// `None` while the slot is free.
+    socket: Option<OwnedFd>,
+    conn: Connection,
+    /// Tells this connection's completions from those of the slot's earlier connections.
+    generation: u32,
+    recv_armed: bool,
+    /// A cancel of the receive was submitted (to stop reading for a while).
+    recv_cancelled: bool,
+    /// The kernel is reading `conn.unsent()`: nothing may change the output until the
+    /// send completes.
+    sending: bool,
+    /// The peer sent its last byte.
+    peer_eof: bool,
+    /// Our side shut down writing: the slot only waits for the peer's EOF.
+    lingering_since: Option<Instant>,
+    /// Being closed: waiting for its operations to end before the socket is closed.
+    closing: bool,
+    /// Queued to be brought up to date after the current batch of completions.
+    dirty: bool,
+}
+
+pub struct Worker<H: Handler> {
+    /// Declared first so that it is dropped first.
+    ring: IoUring,
+    setup: RingSetup,
+    buffers: BufferRing,
+    listener: OwnedFd,
+    accept_armed: bool,
+    /// Out of descriptors: no accepting until the next sweep.
+    accept_paused: bool,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    dirty: Vec<usize>,
+    completions: Vec<cqueue::Entry>,
+    handler: H,
+    date: HttpDate,
+    now: Instant,
+    next_sweep: Instant,
+}
+
+impl<H: Handler> Worker<H> {
+    pub fn new(listener: OwnedFd, handler: H, options: UringOptions) -> io::Result<Self> {
+        let (ring, setup) = new_ring(options.sqpoll)?;
+        let buffers = BufferRing::register(&ring, options.buffers)?;
+        let now = Instant::now();
+        Ok(Worker {
+            ring,
+            setup,
+            buffers,
+            listener,
+            accept_armed: false,
+            accept_paused: false,
+            slots: Vec::new(),
+            free: Vec::new(),
+            dirty: Vec::new(),
+            completions: Vec::with_capacity(COMPLETION_ENTRIES as usize),
+            handler,
+            date: HttpDate::new(),
+            now,
+            next_sweep: now + SWEEP_EVERY,
+        })
+    }
+
+    pub fn setup(&self) -> RingSetup {
+        self.setup
+    }
+
+    /// Serves until something fails that the worker cannot recover from, and returns it.
+    pub fn run(mut self) -> io::Error {
+        match self.serve() {
+            Err(err) => err,
+            Ok(never) => match never {},
+        }
+    }
+
+    fn serve(&mut self) -> io::Result<std::convert::Infallible> {
+        loop {
+            if !self.accept_armed && !self.accept_paused {
+                self.arm_accept()?;
+            }
+            self.wait()?;
+            self.now = Instant::now();
+            self.date.refresh();
+            let mut batch = std::mem::take(&mut self.completions);
+            batch.extend(self.ring.completion());
+            for completion in &batch {
+                self.on_completion(
+                    completion.user_data(),
+                    completion.result(),
+                    completion.flags(),
+                )?;
+            }
+            batch.clear();
+            self.completions = batch;
+            // Every buffer of the batch is back before any receive is re-armed.
+            self.buffers.publish();
+            if self.now >= self.next_sweep {
+                self.sweep()?;
+            }
+            let mut dirty = std::mem::take(&mut self.dirty);
+            for &index in &dirty {
+                self.advance(index)?;
+            }
+            dirty.clear();
+            self.dirty = dirty;
+        }
+    }
+
+    /// Submits what is queued and waits for a completion or the next sweep.
+    fn wait(&mut self) -> io::Result<()> {
+        let timeout = self
+            .next_sweep
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let timeout = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&timeout);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(err) if err.raw_os_error() == Some(libc::ETIME) || is_transient(&err) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Queues an operation, submitting what is queued first when the queue is full.
+    ///
+    /// # Safety
+    ///
+    /// Whatever memory `entry` points to must stay valid until its last completion.
+    unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: the caller keeps the entry's memory valid.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return Ok(());
+            }
+            let made_room = if self.ring.params().is_setup_sqpoll() {
+                self.ring.submitter().squeue_wait()
+            } else {
+                self.ring.submit()
+            };
+            match made_room {
+                Ok(_) => {}
+                Err(err) if is_transient(&err) => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn arm_accept(&mut self) -> io::Result<()> {
+        let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(user_data(ACCEPT, 0, 0));
+        // SAFETY: a multishot accept without an address buffer points at no memory.
+        unsafe { self.push(entry) }?;
+        self.accept_armed = true;
+        Ok(())
+    }
+
+    fn on_completion(&mut self, data: u64, result: i32, flags: u32) -> io::Result<()> {
+        let (kind, generation, index) = decode(data);
+        match kind {
+            ACCEPT => self.on_accept(result, flags),
+            RECV => self.on_recv(index, generation, result, flags),
+            SEND => self.on_send(index, generation, result),
+            // Cancels (CANCEL) report nothing we need: the cancelled operation completes too.
+            _ => Ok(()),
+        }
+    }
+
+    fn on_accept(&mut self, result: i32, flags: u32) -> io::Result<()> {
+        if !cqueue::more(flags) {
+            self.accept_armed = false;
+        }
+        if result >= 0 {
+            // SAFETY: the kernel installed a new descriptor for us that nothing else owns.
+            let socket = unsafe { OwnedFd::from_raw_fd(result) };
+            if sys::set_nodelay(&socket).is_ok() {
+                self.open(socket)?;
+            }
+            return Ok(());
+        }
+        let err = io::Error::from_raw_os_error(-result);
+        if result == -libc::EINVAL {
+            return Err(unusable("multishot accept", err));
+        }
+        if is_out_of_descriptors(&err) {
+            eprintln!("gnosis-uring: cannot accept: {err}; pausing accepts for a second");
+            self.accept_paused = true;
+            if self.accept_armed {
+                let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
+                    .build()
+                    .user_data(user_data(CANCEL, 0, 0));
+                // SAFETY: a cancel points at no memory.
+                unsafe { self.push(entry) }?;
+            }
+        }
+        // Anything else (the peer gave up before we took it, ...) concerns one connection.
+        Ok(())
+    }
+
+    fn open(&mut self, socket: OwnedFd) -> io::Result<()> {
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.slots[index].conn.reset(self.now);
+                index
+            }
+            None => {
+                self.slots.push(Slot {
+                    socket: None,
+                    conn: Connection::new(self.slots.len() as u32, self.now),
+                    generation: 0,
+                    recv_armed: false,
+                    recv_cancelled: false,
+                    sending: false,
+                    peer_eof: false,
+                    lingering_since: None,
+                    closing: false,
+                    dirty: false,
+                });
+                self.slots.len() - 1
+            }
+        };
+        self.slots[index].socket = Some(socket);
+        self.arm_recv(index)
+    }
+
+    fn arm_recv(&mut self, index: usize) -> io::Result<()> {
+        let slot = &mut self.slots[index];
+        let Some(socket) = &slot.socket else {
+            return Ok(());
+        };
+        let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
+            .build()
+            .user_data(user_data(RECV, slot.generation, index));
+        slot.recv_armed = true;
+        slot.recv_cancelled = false;
+        // SAFETY: the receive writes only into the provided buffers, which are never freed.
+        unsafe { self.push(entry) }
+    }
+
+    fn on_recv(
+        &mut self,
+        index: usize,
+        generation: u32,
+        result: i32,
+        flags: u32,
+    ) -> io::Result<()> {
+        let buffer = cqueue::buffer_select(flags);
+        let Some(slot) = self
+            .slots
+            .get_mut(index)
+            .filter(|slot| slot.generation == generation && slot.socket.is_some())
+        else {
+            if let Some(id) = buffer {
+                self.buffers.give_back(id);
+            }
+            return Ok(());
+        };
+        if let Some(id) = buffer {
+            // A lingering or closing connection only waits for the end: drop what it sends.
+            if result > 0 && slot.lingering_since.is_none() && !slot.closing {
+                let data = self.buffers.filled(id, result as usize);
+                slot.conn.input().extend_from_slice(data);
+            }
+            self.buffers.give_back(id);
+        }
+        if !cqueue::more(flags) {
+            slot.recv_armed = false;
+            slot.recv_cancelled = false;
+        }
+        match result {
+            0 => slot.peer_eof = true,
+            1.. => {}
+            // Out of buffers (re-armed after the batch, when they are back) or cancelled by us.
+            _ if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
+            _ if result == -libc::EINVAL => {
+                return Err(unusable(
+                    "multishot receive",
+                    io::Error::from_raw_os_error(libc::EINVAL),
+                ))
+            }
+            // Reset by the peer and the like.
+            _ => return self.begin_close(index),
+        }
+        self.mark_dirty(index);
+        Ok(())
+    }
+
+    fn on_send(&mut self, index: usize, generation: u32, result: i32) -> io::Result<()> {
+        let Some(slot) = self
+            .slots
+            .get_mut(index)
+            .filter(|slot| slot.generation == generation && slot.socket.is_some())
+        else {
+            return Ok(());
+        };
+        slot.sending = false;
+        if result <= 0 {
+            // The peer is gone (EPIPE, ECONNRESET), or we cancelled the send.
+            return self.begin_close(index);
+        }
+        if !slot.closing {
+            let sent = (result as usize).min(slot.conn.unsent().len());
+            slot.conn.mark_sent(sent);
+        }
+        self.mark_dirty(index);
+        Ok(())
+    }
+
+    fn mark_dirty(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        if !slot.dirty {
+            slot.dirty = true;
+            self.dirty.push(index);
+        }
+    }
+
+    /// Brings a connection up to date after its completions: answers what arrived, sends
+    /// it, starts or stops receiving, and closes it once it is done.
+    fn advance(&mut self, index: usize) -> io::Result<()> {
+        let slot = &mut self.slots[index];
+        slot.dirty = false;
+        let Some(socket) = &slot.socket else {
+            return Ok(());
+        };
+        if slot.closing || (slot.lingering_since.is_some() && slot.peer_eof) {
+            return self.begin_close(index);
+        }
+        if !slot.sending {
+            if slot.lingering_since.is_none() {
+                if !slot.conn.input().is_empty() {
+                    slot.conn.process(&mut self.handler, &self.date, self.now);
+                }
+                if slot.peer_eof {
+                    slot.conn.peer_closed();
+                }
+            }
+            let unsent = slot.conn.unsent();
+            if !unsent.is_empty() {
+                let entry = opcode::Send::new(
+                    types::Fd(socket.as_raw_fd()),
+                    unsent.as_ptr(),
+                    unsent.len().min(u32::MAX as usize) as u32,
+                )
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
+                .user_data(user_data(SEND, slot.generation, index));
+                slot.sending = true;
+                // SAFETY: the output is left alone while `sending` is set, and the slot
+                // (and with it the connection's buffers) is not reused before the send
+                // completes.
+                unsafe { self.push(entry) }?;
+            } else if slot.conn.is_finished() && slot.lingering_since.is_none() {
+                if slot.peer_eof {
+                    return self.begin_close(index);
+                }
+                // Shut down writing and wait for the peer's EOF rather than closing at once:
+                // closing with unread input would reset the connection and could destroy
+                // the response the peer has not read yet.
+                sys::shutdown_write(socket);
+                slot.lingering_since = Some(self.now);
+            }
+        }
+        let slot = &mut self.slots[index];
+        let wants_input = !slot.peer_eof
+            && (slot.lingering_since.is_some()
+                || (slot.conn.wants_input() && slot.conn.input().len() < MAX_BUFFERED_INPUT));
+        if wants_input && !slot.recv_armed {
+            self.arm_recv(index)?;
+        } else if !wants_input && slot.recv_armed && !slot.recv_cancelled {
+            // Stop reading until the client has taken its responses.
+            slot.recv_cancelled = true;
+            let entry = opcode::AsyncCancel::new(user_data(RECV, slot.generation, index))
+                .build()
+                .user_data(user_data(CANCEL, slot.generation, index));
+            // SAFETY: a cancel points at no memory.
+            unsafe { self.push(entry) }?;
+        }
+        Ok(())
+    }
+
+    /// Cancels the connection's operations and closes it once they have all completed.
+    fn begin_close(&mut self, index: usize) -> io::Result<()> {
+        let slot = &mut self.slots[index];
+        let Some(socket) = &slot.socket else {
+            return Ok(());
+        };
+        if !slot.recv_armed && !slot.sending {
+            slot.socket = None;
+            slot.generation = slot.generation.wrapping_add(1) & GENERATION_MASK;
+            slot.peer_eof = false;
+            slot.lingering_since = None;
+            slot.closing = false;
+            self.free.push(index);
+            return Ok(());
+        }
+        if slot.closing {
+            // Already cancelled; the completions will bring it back here.
+            return Ok(());
+        }
+        slot.closing = true;
+        let entry = opcode::AsyncCancel2::new(
+            types::CancelBuilder::fd(types::Fd(socket.as_raw_fd())).all(),
+        )
+        .build()
+        .user_data(user_data(CANCEL, slot.generation, index));
+        // SAFETY: a cancel points at no memory.
+        unsafe { self.push(entry) }
+    }
+
+    /// Closes connections that idled or lingered too long, and resumes accepting.
+    fn sweep(&mut self) -> io::Result<()> {
+        self.next_sweep = self.now + SWEEP_EVERY;
+        for index in 0..self.slots.len() {
+            let slot = &self.slots[index];
+            if slot.socket.is_none() || slot.closing {
+                continue;
+            }
+            let expired = match slot.lingering_since {
+                Some(since) => self.now.duration_since(since) > LINGER,
+                None => slot.conn.timed_out(self.now, &TIMEOUTS),
+            };
+            if expired {
+                self.begin_close(index)?;
+            }
+        }
+        self.accept_paused = false;
+        Ok(())
+    }
+}
+
+/// Interrupted, or the kernel wants completions reaped first: try again.
+fn is_transient(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+    )
+}
+
+/// What a worker tells the thread that started it.
+enum Report {
+    Ready(RingSetup),
+    Stopped(io::Error),
+}
+
+/// Tells the starting thread when a worker dies by panic, so that it never waits forever.
+struct PanicReport(mpsc::Sender<Report>);
+
+impl Drop for PanicReport {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.0.send(Report::Stopped(io::Error::other(
+                "a worker thread panicked",
+            )));
+        }
+    }
+}
+
+/// Runs one io_uring worker per listener, each with its own handler. Returns an error as
+/// soon as any ring cannot be set up, or later when any worker stops.
+pub fn run<H, F>(listeners: Vec<OwnedFd>, new_handler: F, options: UringOptions) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn() -> H + Send + Sync + 'static,
+{
+    let threads = listeners.len();
+    let new_handler = std::sync::Arc::new(new_handler);
+    let (reports, reported) = mpsc::channel();
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let new_handler = new_handler.clone();
+        let reports = reports.clone();
+        std::thread::Builder::new()
+            .name(format!("gnosis-uring-{i}"))
+            .spawn(move || {
+                let guard = PanicReport(reports.clone());
+                // The ring is made on the thread that uses it (SINGLE_ISSUER).
+                let report = match Worker::new(listener, new_handler(), options) {
+                    Ok(worker) => {
+                        let _ = reports.send(Report::Ready(worker.setup()));
+                        Report::Stopped(worker.run())
+                    }
+                    Err(err) => Report::Stopped(err),
+                };
+                let _ = reports.send(report);
+                drop(guard);
+            })?;
+    }
+    drop(reports);
+    let mut setup = None;
+    for _ in 0..threads {
+        match reported.recv() {
+            Ok(Report::Ready(ready)) => setup = Some(ready),
+            Ok(Report::Stopped(err)) => return Err(err),
+            Err(_) => return Err(io::Error::other("the workers ended without a word")),
+        }
+    }
+    if let Some(setup) = setup {
+        eprintln!("gnosis-uring: {threads} rings ready ({})", setup.describe());
+    }
+    match reported.recv() {
+        Ok(Report::Stopped(err)) => Err(err),
+        Ok(Report::Ready(_)) | Err(_) => Err(io::Error::other("a worker stopped")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(vars: &[(&str, &str)]) -> Result<UringOptions, String> {
+        UringOptions::from_env(|name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.to_string())
+        })
+    }
+
+    #[test]
+    fn options_default_to_no_sqpoll_and_1024_buffers() {
+        assert_eq!(
+            options(&[]),
+            Ok(UringOptions {
+                sqpoll: false,
+                buffers: 1024
+            })
+        );
+        assert_eq!(
+            options(&[("GNOSIS_SQPOLL", "1"), ("GNOSIS_URING_BUFFERS", "32768")]),
+            Ok(UringOptions {
+                sqpoll: true,
+                buffers: 32_768
+            })
+        );
+    }
+
+    #[test]
+    fn options_reject_what_the_kernel_would() {
+        for vars in [
+            [("GNOSIS_SQPOLL", "yes")],
+            [("GNOSIS_URING_BUFFERS", "1000")],
+            [("GNOSIS_URING_BUFFERS", "0")],
+            [("GNOSIS_URING_BUFFERS", "65536")],
+        ] {
+            assert!(options(&vars).is_err(), "{vars:?}");
+        }
+    }
+
+    #[test]
+    fn user_data_round_trips() {
+        let data = user_data(SEND, GENERATION_MASK + 5, 123_456);
+        assert_eq!(decode(data), (SEND, 4, 123_456));
+    }
+}
