@@ -45,6 +45,22 @@ fn usage(program: &str, server: Server) -> String {
 }
 
 impl Config {
+    /// The process's own command line; prints the help (`more_help` after it) and exits 0,
+    /// or prints the error with the usage and exits 2.
+    pub fn from_command_line(program: &str, server: Server, more_help: &str) -> Config {
+        match Config::from_args(program, server, std::env::args().skip(1)) {
+            Ok(config) => config,
+            Err(CliExit::Help(text)) => {
+                print!("{text}{more_help}");
+                std::process::exit(0);
+            }
+            Err(CliExit::Invalid(text)) => {
+                eprint!("{program}: {text}{more_help}");
+                std::process::exit(2);
+            }
+        }
+    }
+
     pub fn from_args(
         program: &str,
         server: Server,

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{get_request, Client, Server};
+use common::{get_request, open_fds, rss_kib, Client, Server};
 
 /// Sends `raw` on a fresh connection and returns the status of the answer, asserting that the
 /// connection is closed after it.
@@ -138,15 +138,6 @@ fn a_client_that_does_not_read_is_not_buffered_without_bound(binary: &str) {
     assert_eq!(&head, b"HTTP/1.1 200 OK\r\n");
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
-        .unwrap()
-}
-
 fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     let mut server = Server::start(binary, &[]);
     let fds_before = open_fds(server.pid());
@@ -170,12 +161,6 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
     still_serving(&mut server);
-}
-
-fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
 }
 
 macro_rules! hostile_suite {

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::{Client, Server};
+use common::{open_fds, rss_kib, Client, Server};
 
 const GNOSIS: &str = env!("CARGO_BIN_EXE_gnosis");
 const DATABASE_ROUTES: [&str; 3] = ["/db", "/fortunes", "/updates?queries=5"];
@@ -72,21 +72,6 @@ impl Load {
             .flat_map(|client| client.join().unwrap())
             .collect()
     }
-}
-
-fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
-        .unwrap()
 }
 
 fn wait_for_database(server: &Server) {

@@ -4,7 +4,7 @@
 //! `--help`).
 
 use gnosis::app::App;
-use gnosis::config::{CliExit, Config, Server};
+use gnosis::config::{Config, Server};
 use gnosis::server::UringOptions;
 
 const ENVIRONMENT: &str = "\nenvironment:\n  \
@@ -12,21 +12,7 @@ const ENVIRONMENT: &str = "\nenvironment:\n  \
     GNOSIS_URING_BUFFERS=N  4 KiB receive buffers per thread, a power of two (default 1024)\n";
 
 fn main() {
-    let config = match Config::from_args(
-        "gnosis-uring",
-        Server::WithoutDatabase,
-        std::env::args().skip(1),
-    ) {
-        Ok(config) => config,
-        Err(CliExit::Help(text)) => {
-            print!("{text}{ENVIRONMENT}");
-            return;
-        }
-        Err(CliExit::Invalid(text)) => {
-            eprint!("gnosis-uring: {text}");
-            std::process::exit(2);
-        }
-    };
+    let config = Config::from_command_line("gnosis-uring", Server::WithoutDatabase, ENVIRONMENT);
     let options = match UringOptions::from_env(|name| std::env::var(name).ok()) {
         Ok(options) => options,
         Err(text) => {

@@ -5,20 +5,10 @@ use std::sync::Arc;
 use gnosis::app::db::Database;
 use gnosis::app::world::WorldCache;
 use gnosis::app::App;
-use gnosis::config::{CliExit, Config, Server};
+use gnosis::config::{Config, Server};
 
 fn main() {
-    let config = match Config::from_args("gnosis", Server::WithDatabase, std::env::args().skip(1)) {
-        Ok(config) => config,
-        Err(CliExit::Help(text)) => {
-            print!("{text}");
-            return;
-        }
-        Err(CliExit::Invalid(text)) => {
-            eprint!("gnosis: {text}");
-            std::process::exit(2);
-        }
-    };
+    let config = Config::from_command_line("gnosis", Server::WithDatabase, "");
     let listeners = match gnosis::server::listeners(config.port, config.threads) {
         Ok(listeners) => listeners,
         Err(err) => {

@@ -264,3 +264,20 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
 }
 pub mod cluster;
 pub mod pg;
+
+/// The number of descriptors process `pid` has open.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// The resident set size of process `pid`.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
