@@ -271,6 +271,8 @@ fn sixteen_thousand_connections_with_pipelined_plaintext(binary: &str) {
     // Ours, plus room for the tests running beside this one.
     common::raise_open_files_limit(CONNECTIONS as u64 + 3_000);
     let server = Server::start(binary, &[]);
+    assert_eq!(server.connect().get("/plaintext").status, 200);
+    let rss_before = common::rss_kib(server.pid());
     let started = Instant::now();
     let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| server.connect()).collect();
     let batch = get_request("/plaintext").repeat(16);
@@ -292,6 +294,15 @@ fn sixteen_thousand_connections_with_pipelined_plaintext(binary: &str) {
                 });
                 assert_eq!((response.status, response.text()), (200, "Hello, World!"));
             }
+        }
+        if round == 0 {
+            let per_connection =
+                (common::rss_kib(server.pid()) - rss_before) * 1024 / CONNECTIONS as u64;
+            eprintln!("{binary}: {per_connection} bytes of RSS per connection");
+            assert!(
+                per_connection < 32 * 1024,
+                "{per_connection} bytes per connection"
+            );
         }
     }
     assert!(
