@@ -285,12 +285,12 @@ def git_commit():
 
 
 def read_proc_stat(pid):
-    """(session id, utime + stime in clock ticks) of a process, all its threads included."""
+    """(state, session id, utime + stime in clock ticks) of a process, all its threads included."""
     with open(f"/proc/{pid}/stat") as f:
         text = f.read()
     # The command name may contain spaces and parentheses: fields start after the last ')'.
     fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[3]), int(fields[11]) + int(fields[12])
+    return fields[0], int(fields[3]), int(fields[11]) + int(fields[12])
 
 
 def read_peak_rss_kib(pid):
@@ -335,14 +335,25 @@ class Server:
             raise BenchError(f"{self.name} died (status {self.process.returncode}); see {self.log_path}")
 
     def stop(self):
-        if self.process is None or self.process.poll() is not None:
+        """Stop every process of the server's group, also when its first process already died."""
+        if self.process is None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
+        group = self.process.pid
+        self.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while self.pids() and time.monotonic() < deadline:
+            self.process.poll()  # reap the first process, so that it stops counting
+            time.sleep(0.1)
+        if self.signal_group(signal.SIGKILL):
+            print(f"{self.name} ignored SIGTERM for 10 s: killed process group {group}", flush=True)
+        self.process.wait()
+
+    def signal_group(self, signum):
         try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            os.killpg(self.process.pid, signum)
+            return True
+        except ProcessLookupError:
+            return False
 
     def pids(self):
         session = self.process.pid
@@ -351,7 +362,8 @@ class Server:
             if not entry.isdigit():
                 continue
             try:
-                if read_proc_stat(entry)[0] == session:
+                state, sid, _ = read_proc_stat(entry)
+                if sid == session and state != "Z":
                     found.append(entry)
             except (OSError, ValueError, IndexError):
                 continue  # the process ended while we looked
@@ -361,7 +373,7 @@ class Server:
         total = 0
         for pid in self.pids():
             try:
-                total += read_proc_stat(pid)[1]
+                total += read_proc_stat(pid)[2]
             except (OSError, ValueError, IndexError):
                 continue
         return total
@@ -492,10 +504,15 @@ def run_test(test, servers, args, log):
 
     for server in servers:
         record["servers"][server.name] = {"runs": [], "probe": None}
-        status, length = probe(server.host, server.port, test.url_path(levels[0]), test.accept)
+        path = test.url_path(levels[0])
+        try:
+            status, length = probe(server.host, server.port, path, test.accept)
+        except (OSError, http.client.HTTPException) as e:
+            server.check_alive()
+            status, length = f"no answer ({e})", 0
         record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
         if status != 200:
-            record["failed"] = f"{server.name} answered {status} to {test.url_path(levels[0])}"
+            record["failed"] = f"{server.name} answered {status} to {path}"
             log(f"!!! {test.name}: {record['failed']}; skipping this test")
             return record
 
@@ -518,7 +535,8 @@ def run_test(test, servers, args, log):
     for server in servers:
         primer_threads = min(PRIMER_CONNECTIONS, args.threads)
         measure(server, "primer", None, 0, warm_path, PRIMER_CONNECTIONS, primer_threads, args.primer, False)
-        measure(server, "warmup", None, 0, warm_path, args.max_concurrency, args.threads, args.warmup, False)
+        warmup_threads = min(args.max_concurrency, args.threads)
+        measure(server, "warmup", None, 0, warm_path, args.max_concurrency, warmup_threads, args.warmup, False)
     time.sleep(args.pause_after_warmup)
 
     for level in levels:
