@@ -344,16 +344,16 @@ class Server:
         while self.pids() and time.monotonic() < deadline:
             self.process.poll()  # reap the first process, so that it stops counting
             time.sleep(0.1)
-        if self.signal_group(signal.SIGKILL):
-            print(f"{self.name} ignored SIGTERM for 10 s: killed process group {group}", flush=True)
+        if self.pids():
+            print(f"{self.name} ignored SIGTERM for 10 s: killing process group {group}", flush=True)
+            self.signal_group(signal.SIGKILL)
         self.process.wait()
 
     def signal_group(self, signum):
         try:
             os.killpg(self.process.pid, signum)
-            return True
         except ProcessLookupError:
-            return False
+            pass  # every process of the group has exited
 
     def pids(self):
         session = self.process.pid
