@@ -476,13 +476,16 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined):
     server.check_alive()
     if done.returncode != 0:
         raise BenchError(f"wrk failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
+    summary = parse_wrk_output(done.stdout)
     run = {
         "command": shlex.join(command),
         "connections": connections,
         "threads": threads,
-        "summary": parse_wrk_output(done.stdout),
+        "summary": summary,
         "server_cpu_s": round(cpu_s, 2),
         "server_cpu_percent": round(100 * cpu_s / wall, 1),
+        # Requests per second of server CPU: on a shared machine much steadier than requests/s.
+        "requests_per_cpu_s": round(summary["requests"] / cpu_s) if cpu_s > 0 else None,
         "server_peak_rss_kib": peak_rss_kib,
         "wrk_cpu_s": round(
             (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime), 2
@@ -562,7 +565,8 @@ def summarize(record):
             runs = [r for r in data["runs"] if r["phase"] == "level" and r["level"] == level]
             if not runs:
                 continue
-            rps = [r["summary"]["requests_per_s"] for r in runs]
+            rps = [rate(r) for r in runs]
+            per_cpu = [rate_per_cpu(r) for r in runs if rate_per_cpu(r)]
             rows[(name, level)] = {
                 "runs": len(runs),
                 "rps_median": statistics.median(rps),
@@ -574,6 +578,7 @@ def summarize(record):
                 "socket_errors": sum(r["summary"]["socket_errors"] for r in runs),
                 "non_2xx": sum(r["summary"]["non_2xx"] for r in runs),
                 "cpu_percent": statistics.median(r["server_cpu_percent"] for r in runs),
+                "requests_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
                 "peak_rss_kib": max(r["server_peak_rss_kib"] for r in runs),
                 "connections": runs[0]["connections"],
             }
@@ -610,34 +615,40 @@ def format_mib(kib):
     return f"{kib / 1024:.1f} MiB"
 
 
-def ratios(record, candidate, baseline):
-    """Per level: ratio of the medians, and the range of the per-round ratios."""
+def level_runs(record, name, level):
+    return [r for r in record["servers"][name]["runs"] if r["phase"] == "level" and r["level"] == level]
+
+
+def rate(run):
+    return run["summary"]["requests_per_s"]
+
+
+def rate_per_cpu(run):
+    return run["requests_per_cpu_s"]
+
+
+def ratios(record, candidate, baseline, metric):
+    """Per level: the ratio of the two servers' medians of `metric`, and each round's own ratio."""
     out = {}
     for level in record["levels"]:
-        mine = [r for r in record["servers"][candidate]["runs"] if r["phase"] == "level" and r["level"] == level]
-        theirs = [r for r in record["servers"][baseline]["runs"] if r["phase"] == "level" and r["level"] == level]
+        mine = [r for r in level_runs(record, candidate, level) if metric(r)]
+        theirs = [r for r in level_runs(record, baseline, level) if metric(r)]
         if not mine or not theirs:
             continue
-        by_round = {r["round"]: r["summary"]["requests_per_s"] for r in theirs}
-        paired = [
-            r["summary"]["requests_per_s"] / by_round[r["round"]]
-            for r in mine
-            if by_round.get(r["round"])
-        ]
-        base_median = statistics.median(r["summary"]["requests_per_s"] for r in theirs)
-        median = statistics.median(r["summary"]["requests_per_s"] for r in mine)
+        by_round = {r["round"]: metric(r) for r in theirs}
+        paired = [metric(r) / by_round[r["round"]] for r in mine if r["round"] in by_round]
         out[level] = {
-            "ratio": median / base_median if base_median else float("nan"),
+            "ratio": statistics.median(map(metric, mine)) / statistics.median(map(metric, theirs)),
             "paired": paired,
         }
     return out
 
 
 def format_ratio(ratio):
-    """`1.062 (3/3 rounds faster, 1.035–1.579)`: the ratio of medians, then the rounds' own ratios.
+    """`1.062 (3/3 rounds higher, 1.035–1.579)`: the ratio of medians, then the rounds' own ratios.
 
-    Each round runs the two servers back to back, so a round's ratio is little affected by the
-    machine's drift; when the rounds disagree on the sign, the difference is within noise.
+    Each round runs the two servers back to back, so a round's ratio is little affected by slow
+    drift of the machine; when the rounds disagree on the direction, the difference is noise.
     """
     paired = ratio["paired"]
     if not paired:
@@ -645,11 +656,11 @@ def format_ratio(ratio):
     faster = sum(r > 1 for r in paired)
     slower = sum(r < 1 for r in paired)
     if faster == len(paired):
-        verdict = f"{faster}/{len(paired)} rounds faster"
+        verdict = f"{faster}/{len(paired)} rounds higher"
     elif slower == len(paired):
-        verdict = f"{slower}/{len(paired)} rounds slower"
+        verdict = f"{slower}/{len(paired)} rounds lower"
     else:
-        verdict = "rounds disagree: noise"
+        verdict = f"rounds disagree, {faster} of {len(paired)} higher"
     return f"**{ratio['ratio']:.3f}** ({verdict}, {min(paired):.3f}–{max(paired):.3f})"
 
 
@@ -676,8 +687,10 @@ def render_markdown(meta, records, names):
     ]
     if len(names) > 1:
         lines.append(
-            f"- ratio: median requests/s of `{names[0]}` over that of `{names[1]}`; in parentheses, how many "
-            "rounds (the two servers back to back) agree on the sign, and the range of the rounds' ratios"
+            f"- ratio: median of `{names[0]}` over median of `{names[1]}`; in parentheses, how many rounds "
+            "(the two servers back to back) agree on the direction, and the range of the rounds' own ratios. "
+            "req per CPU-s (requests per second of server CPU time) is steadier than requests/s when "
+            "other work shares the machine"
         )
     lines.append("")
     failures = collect_failures(records)
@@ -695,16 +708,15 @@ def render_markdown(meta, records, names):
             lines += [f"**Not run: {record['failed']}.**", ""]
             continue
         rows = summarize(record)
-        ratio = ratios(record, names[0], baseline) if baseline else {}
+        several_rounds = meta["config"]["rounds"] > 1
         header = [test.level_name]
         if test.kind == "queries":
             header.append("connections")
-        header += ["server", "requests/s", "p50", "p99", "socket errors", "non-2xx", "server CPU", "peak RSS"]
-        if baseline:
-            header.insert(header.index("requests/s") + 1, "runs (min–max)")
-            header.append(f"ratio {names[0]} / {baseline}")
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join("---:" if h not in ("server",) else "---" for h in header) + "|")
+        header += ["server", "requests/s"]
+        if several_rounds:
+            header.append("runs (min–max)")
+        header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "req per CPU-s", "peak RSS"]
+        lines += table_header(header)
         for level in record["levels"]:
             for name in names:
                 row = rows.get((name, level))
@@ -714,7 +726,7 @@ def render_markdown(meta, records, names):
                 if test.kind == "queries":
                     cells.append(str(row["connections"]))
                 cells += [name, format_rps(row["rps_median"])]
-                if baseline:
+                if several_rounds:
                     cells.append(f"{row['runs']} ({format_rps(row['rps_min'])}–{format_rps(row['rps_max'])})")
                 cells += [
                     format_latency(row["p50_us"]),
@@ -722,12 +734,13 @@ def render_markdown(meta, records, names):
                     loud(row["socket_errors"]),
                     loud(row["non_2xx"]),
                     f"{row['cpu_percent']:.0f}%",
+                    format_rps(row["requests_per_cpu_s"]) if row["requests_per_cpu_s"] else "–",
                     format_mib(row["peak_rss_kib"]),
                 ]
-                if baseline:
-                    r = ratio.get(level)
-                    cells.append(format_ratio(r) if name == names[0] and r else "")
                 lines.append("| " + " | ".join(cells) + " |")
+        if baseline:
+            lines.append("")
+            lines += comparison_table(record, test, names[0], baseline, rows)
         lines.append("")
         totals = "; ".join(
             f"{name} {t['cpu_s']:.1f} s CPU, peak RSS {format_mib(t['peak_rss_kib'])}"
@@ -737,6 +750,31 @@ def render_markdown(meta, records, names):
         lines += [f"Whole test (primer and warm-up included): {totals}.", ""]
         lines += [f"![{test.name}: requests/s]({chart_name(test.name)})", ""]
     return "\n".join(lines)
+
+
+def table_header(header):
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" if h == "server" else "---:" for h in header) + "|"]
+
+
+def comparison_table(record, test, candidate, baseline, rows):
+    by_rate = ratios(record, candidate, baseline, rate)
+    by_rate_per_cpu = ratios(record, candidate, baseline, rate_per_cpu)
+    lines = table_header(
+        [test.level_name, f"{candidate} requests/s", f"{baseline} requests/s", "ratio", "ratio of req per CPU-s"]
+    )
+    for level in record["levels"]:
+        if level not in by_rate:
+            continue
+        per_cpu = by_rate_per_cpu.get(level)
+        cells = [
+            str(level),
+            format_rps(rows[(candidate, level)]["rps_median"]),
+            format_rps(rows[(baseline, level)]["rps_median"]),
+            format_ratio(by_rate[level]),
+            format_ratio(per_cpu) if per_cpu else "–",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def loud(count):
@@ -932,7 +970,10 @@ def main(argv):
         if "failed" not in record:
             record["summary"] = [{"server": name, "level": level, **row} for (name, level), row in summarize(record).items()]
             if len(names) > 1:
-                record["ratios"] = {str(level): r for level, r in ratios(record, names[0], names[1]).items()}
+                record["ratios"] = {
+                    metric.__name__: {str(level): r for level, r in ratios(record, *names, metric).items()}
+                    for metric in (rate, rate_per_cpu)
+                }
     (out_dir / "results.json").write_text(json.dumps({"meta": meta, "tests": records}, indent=1) + "\n")
     for record in records:
         if "failed" not in record:
