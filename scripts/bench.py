@@ -449,6 +449,12 @@ def parse_wrk_output(stdout):
             break
     else:
         raise ValueError("wrk printed no summary line (did report.lua run?)")
+    latency = summary["latency_us"]
+    for key in ("p50", "p75", "p90", "p99"):
+        # wrk's percentile() returns 0 when its coordinated-omission correction put samples below
+        # the minimum it scans from (seen with pipelining at high connection counts): unknown.
+        if latency[key] == 0 and summary["requests"] > 0:
+            latency[key] = None
     seconds = summary["duration_us"] / 1e6
     summary["requests_per_s"] = summary["requests"] / seconds if seconds > 0 else 0.0
     errors = summary["errors"]
@@ -573,8 +579,8 @@ def summarize(record):
                 "rps_min": min(rps),
                 "rps_max": max(rps),
                 "rps_all": rps,
-                "p50_us": statistics.median(r["summary"]["latency_us"]["p50"] for r in runs),
-                "p99_us": statistics.median(r["summary"]["latency_us"]["p99"] for r in runs),
+                "p50_us": median_known(r["summary"]["latency_us"]["p50"] for r in runs),
+                "p99_us": median_known(r["summary"]["latency_us"]["p99"] for r in runs),
                 "socket_errors": sum(r["summary"]["socket_errors"] for r in runs),
                 "non_2xx": sum(r["summary"]["non_2xx"] for r in runs),
                 "cpu_percent": statistics.median(r["server_cpu_percent"] for r in runs),
@@ -583,6 +589,11 @@ def summarize(record):
                 "connections": runs[0]["connections"],
             }
     return rows
+
+
+def median_known(values):
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def test_totals(data):
@@ -600,6 +611,8 @@ def test_totals(data):
 
 
 def format_latency(us):
+    if us is None:
+        return "n/a"
     if us >= 1_000_000:
         return f"{us / 1e6:.2f} s"
     if us >= 1000:

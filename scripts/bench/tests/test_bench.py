@@ -150,6 +150,19 @@ class ParsingAndLevels(unittest.TestCase):
         with self.assertRaises(ValueError):
             bench.parse_wrk_output("Running 1s test @ http://127.0.0.1/\n  1 threads and 1 connections\n")
 
+    def test_unknown_percentile_is_none(self):
+        line = (
+            'BENCH_JSON {"duration_us":2000000,"requests":1000,"bytes":9,"errors":{"connect":1,"read":2,'
+            '"write":3,"status":4,"timeout":5},"latency_us":{"mean":1.0,"stdev":1.0,"max":9,'
+            '"p50":7,"p75":8,"p90":9,"p99":0}}'
+        )
+        summary = bench.parse_wrk_output("Running 2s test\n" + line + "\n")
+        self.assertEqual(summary["latency_us"]["p50"], 7)
+        self.assertIsNone(summary["latency_us"]["p99"])
+        self.assertEqual(summary["socket_errors"], 11)
+        self.assertEqual(summary["non_2xx"], 4)
+        self.assertEqual(summary["requests_per_s"], 500)
+
     def test_level_overrides(self):
         profile = bench.PROFILES["tfb"]["levels"]
         levels = bench.resolve_levels(["json", "queries"], profile, ["64,512", "queries=1,20"])
