@@ -161,7 +161,12 @@ def parse_args(argv):
         default=512,
         help="connections of the warm-up and of every query-test level (TFB: 512)",
     )
-    p.add_argument("--rounds", type=int, help="runs of each level per server (default 1, or 3 with --baseline)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="runs of each level per server (default 1, or 4 with --baseline: an even number lets "
+        "each server go first equally often)",
+    )
     p.add_argument(
         "--threads",
         type=int,
@@ -188,7 +193,7 @@ def parse_args(argv):
     except ValueError as e:
         p.error(str(e))
     if args.rounds is None:
-        args.rounds = 3 if args.baseline else 1
+        args.rounds = 4 if args.baseline else 1
     if args.baseline_port is None:
         args.baseline_port = args.port + 1
     if min(args.duration, args.warmup, args.primer, args.rounds, args.threads, args.max_concurrency) < 1:
@@ -285,12 +290,13 @@ def git_commit():
 
 
 def read_proc_stat(pid):
-    """(state, session id, utime + stime in clock ticks) of a process, all its threads included."""
+    """(name, state, session id, utime + stime in clock ticks) of a process, all its threads included."""
     with open(f"/proc/{pid}/stat") as f:
         text = f.read()
-    # The command name may contain spaces and parentheses: fields start after the last ')'.
+    # The name may contain spaces and parentheses: the other fields start after the last ')'.
+    name = text[text.index("(") + 1 : text.rindex(")")]
     fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[3]), int(fields[11]) + int(fields[12])
+    return name, fields[0], int(fields[3]), int(fields[11]) + int(fields[12])
 
 
 def read_peak_rss_kib(pid):
@@ -355,32 +361,37 @@ class Server:
         except ProcessLookupError:
             pass  # every process of the group has exited
 
-    def pids(self):
+    def pids(self, measured_only=False):
+        """The live processes of the server's session; `measured_only` leaves out the /bin/sh
+        that runs the command line while it waits for the server (its memory is not the server's)."""
         session = self.process.pid
         found = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
             try:
-                state, sid, _ = read_proc_stat(entry)
-                if sid == session and state != "Z":
-                    found.append(entry)
+                name, state, sid, _ = read_proc_stat(entry)
             except (OSError, ValueError, IndexError):
                 continue  # the process ended while we looked
+            if sid != session or state == "Z":
+                continue
+            if measured_only and int(entry) == session and name == "sh":
+                continue
+            found.append(entry)
         return found
 
     def cpu_ticks(self):
         total = 0
-        for pid in self.pids():
+        for pid in self.pids(measured_only=True):
             try:
-                total += read_proc_stat(pid)[2]
+                total += read_proc_stat(pid)[3]
             except (OSError, ValueError, IndexError):
                 continue
         return total
 
     def reset_peak_rss(self):
         """Restart VmHWM from the current RSS (Linux >= 4.0), so that a peak belongs to one run."""
-        for pid in self.pids():
+        for pid in self.pids(measured_only=True):
             try:
                 with open(f"/proc/{pid}/clear_refs", "w") as f:
                     f.write("5")
@@ -390,7 +401,7 @@ class Server:
     def peak_rss_kib(self):
         """Sum over the session's processes of their peak RSS (one process for gnosis)."""
         total = 0
-        for pid in self.pids():
+        for pid in self.pids(measured_only=True):
             try:
                 total += read_peak_rss_kib(pid)
             except (OSError, ValueError):
@@ -552,7 +563,7 @@ def run_test(test, servers, args, log):
         connections = args.max_concurrency if test.kind == "queries" else level
         threads = min(connections, args.threads)
         for round_no in range(1, args.rounds + 1):
-            # Alternate who goes first, so that drift of the machine hits both servers alike.
+            # Alternate who goes first (A B, B A, ...), so that drift of the machine hits both alike.
             order = servers if round_no % 2 == 1 else list(reversed(servers))
             for server in order:
                 measure(
