@@ -276,6 +276,12 @@ def machine_info():
     }
 
 
+def database_settings():
+    """The PG* variables the servers inherit, password left out."""
+    names = ("PGHOST", "PGPORT", "PGUSER", "PGDATABASE")
+    return " ".join(f"{n}={os.environ[n]}" for n in names if os.environ.get(n))
+
+
 def git_commit():
     try:
         out = subprocess.run(
@@ -694,8 +700,13 @@ def render_markdown(meta, records, names):
     lines += [
         f"- Command: `{meta['command']}`",
         f"- Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), Linux {machine['kernel']}; "
-        f"{machine['wrk']}; load generator, servers and database on the same machine",
+        f"{machine['wrk']}; load generator and servers on the same machine; load average "
+        f"{meta['load_average']['start']:.2f} at the start, {meta['load_average']['end']:.2f} at the end",
     ]
+    if meta["database"]:
+        lines.append(f"- Database (from the environment): {meta['database']}")
+    if meta.get("peak_rss_note"):
+        lines.append(f"- Note: {meta['peak_rss_note']}")
     for name in names:
         lines.append(f"- `{name}`: `{meta['servers'][name]}`")
     if machine["git_commit"]:
@@ -949,6 +960,8 @@ def main(argv):
         "command": command_line,
         "machine": machine_info(),
         "open_files_limit": open_files,
+        "load_average": {"start": os.getloadavg()[0]},
+        "database": database_settings(),
         "servers": {},
         "config": {
             k: getattr(args, k)
@@ -989,6 +1002,7 @@ def main(argv):
             server.stop()
         if any(not s.peak_reset_works for s in servers):
             meta["peak_rss_note"] = "clear_refs not writable: peak RSS is since the server started"
+        meta["load_average"]["end"] = os.getloadavg()[0]
 
     for record in records:
         if "failed" not in record:

@@ -3,6 +3,7 @@
 Run: python3 -m unittest discover -s scripts/bench/tests -v   (takes about 10 s; needs wrk)
 """
 
+import argparse
 import importlib.util
 import os
 import shutil
@@ -24,7 +25,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 class CountingHandler(BaseHTTPRequestHandler):
-    """HTTP/1.1 keep-alive (so pipelining works): 200 on /ok, 404 elsewhere; counts requests."""
+    """HTTP/1.1 keep-alive (so pipelining works); counts requests. 404 for /missing, 503 for
+    /cached-queries?count=13 (an error in the middle of a test), 200 for anything else."""
 
     protocol_version = "HTTP/1.1"
     lock = threading.Lock()
@@ -34,7 +36,13 @@ class CountingHandler(BaseHTTPRequestHandler):
         with CountingHandler.lock:
             CountingHandler.seen += 1
         body = b"Hello, World!"
-        self.send_response(200 if self.path == "/ok" else 404)
+        if self.path.startswith("/missing"):
+            status = 404
+        elif self.path == "/cached-queries?count=13":
+            status = 503
+        else:
+            status = 200
+        self.send_response(status)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -44,10 +52,20 @@ class CountingHandler(BaseHTTPRequestHandler):
         pass
 
 
+class QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # wrk resets its connections when it stops: expected, not worth a traceback
+
+
 class FakeServer:
     """What run_wrk needs of a Server, for a server living in this process (CPU/RSS not measured)."""
 
-    name = "in-process"
+    def __init__(self, name="in-process", port=None):
+        self.name = name
+        self.host = "127.0.0.1"
+        self.port = port
 
     def check_alive(self):
         pass
@@ -66,8 +84,7 @@ class FakeServer:
 class WrkRuns(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.httpd = ThreadingHTTPServer(("127.0.0.1", 0), CountingHandler)
-        cls.httpd.daemon_threads = True
+        cls.httpd = QuietHTTPServer(("127.0.0.1", 0), CountingHandler)
         cls.thread = threading.Thread(target=cls.httpd.serve_forever, daemon=True)
         cls.thread.start()
         cls.base = f"http://127.0.0.1:{cls.httpd.server_address[1]}"
@@ -99,6 +116,46 @@ class WrkRuns(unittest.TestCase):
         summary, _ = self.wrk("/missing")
         self.assertGreater(summary["requests"], 0)
         self.assertEqual(summary["non_2xx"], summary["requests"])
+
+    def test_baseline_run_tables_and_chart(self):
+        """Two 'servers' (the same one), rounds, a level that fails, and what the report makes of it."""
+        args = argparse.Namespace(
+            levels={"cached": [1, 13]}, threads=1, primer=1, warmup=1, duration=1, max_concurrency=2,
+            rounds=2, pause_after_warmup=0, pause_between_levels=0,
+        )  # fmt: skip
+        port = self.httpd.server_address[1]
+        servers = [FakeServer("a", port), FakeServer("b", port)]
+        record = bench.run_test(bench.TESTS["cached"], servers, args, log=lambda message: None)
+
+        for name in ("a", "b"):
+            runs = record["servers"][name]["runs"]
+            self.assertEqual([r["phase"] for r in runs], ["primer", "warmup"] + ["level"] * 4)
+            self.assertEqual(runs[0]["path"], "/cached-queries?count=2")
+            self.assertEqual([(r["level"], r["round"]) for r in runs[2:]], [(1, 1), (1, 2), (13, 1), (13, 2)])
+        rows = bench.summarize(record)
+        self.assertEqual(rows[("a", 1)]["non_2xx"], 0)
+        failing = [r for r in record["servers"]["a"]["runs"] if r["level"] == 13]
+        self.assertEqual(rows[("a", 13)]["non_2xx"], sum(r["summary"]["requests"] for r in failing))
+        self.assertGreater(rows[("a", 13)]["non_2xx"], 0)
+        failures = bench.collect_failures([record])
+        self.assertEqual(len(failures), 2)
+        self.assertIn("cached / a", failures[0])
+
+        meta = {
+            "date": "2026-11-22 00:00 UTC", "command": "scripts/bench.py --baseline x",
+            "machine": {"cpus": 2, "cpu_model": "cpu", "kernel": "6", "wrk": "wrk", "git_commit": None},
+            "servers": {"a": "cmd a", "b": "cmd b"}, "load_average": {"start": 1.0, "end": 2.0},
+            "database": "", "config": {
+                "profile": "quick", "duration": 1, "rounds": 2, "primer": 1, "warmup": 1,
+                "max_concurrency": 2, "threads": 1,
+            },
+        }  # fmt: skip
+        table = bench.render_markdown(meta, [record], ["a", "b"])
+        self.assertIn("WARNING: this run had errors", table)
+        self.assertIn("| N | a requests/s | b requests/s | ratio |", table)
+        self.assertRegex(table, r"\n\| 13 \| 2 \| a \| [\d,]+ \| 2 \(")
+        chart = ET.fromstring(bench.chart_for(record, ["a", "b"]))
+        self.assertEqual(len(chart.findall(f"{SVG}polyline")), 2)
 
     def test_pipelined_requests_all_answered(self):
         summary, served = self.wrk("/ok", pipelined=True)
