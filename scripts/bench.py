@@ -710,7 +710,7 @@ def render_markdown(meta, records, names):
     for name in names:
         lines.append(f"- `{name}`: `{meta['servers'][name]}`")
     if machine["git_commit"]:
-        lines.append(f"- Source tree: {machine['git_commit']}")
+        lines.append(f"- Checkout that bench.py ran from: {machine['git_commit']} (git describe)")
     cfg = meta["config"]
     lines += [
         f"- Profile `{cfg['profile']}`: {cfg['duration']} s per level, {cfg['rounds']} round(s) per level "
