@@ -583,9 +583,9 @@ def run_test(test, servers, args, log):
 def summarize(record):
     """Per server and level: medians over the rounds, error totals, CPU and memory."""
     rows = {}
-    for name, data in record["servers"].items():
+    for name in record["servers"]:
         for level in record["levels"]:
-            runs = [r for r in data["runs"] if r["phase"] == "level" and r["level"] == level]
+            runs = level_runs(record, name, level)
             if not runs:
                 continue
             rps = [rate(r) for r in runs]
@@ -928,20 +928,13 @@ def chart_for(record, names):
     series = [(name, [rows[(name, lv)]["rps_median"] if (name, lv) in rows else None for lv in record["levels"]])
               for name in names]  # fmt: skip
     if test.kind == "queries":
-        x_label = f"queries per request (N), {args_connections(record)} connections"
+        connections = next(row["connections"] for row in rows.values())
+        x_label = f"queries per request (N), {connections} connections"
     elif test.kind == "pipelined":
         x_label = f"connections ({PIPELINE_DEPTH} requests pipelined)"
     else:
         x_label = "connections"
     return render_svg(f"{test.name}: requests/s", x_label, record["levels"], series)
-
-
-def args_connections(record):
-    for data in record["servers"].values():
-        for run in data["runs"]:
-            if run["phase"] == "level":
-                return run["connections"]
-    return "?"
 
 
 # ---------------------------------------------------------------- main
