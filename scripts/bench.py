@@ -39,6 +39,8 @@ ACCEPT_JSON = "application/json,text/html;q=0.9,application/xhtml+xml;q=0.9,appl
 ACCEPT_HTML = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ACCEPT_PLAIN = "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
 
+# Load goes to loopback only: the servers run on this machine, and nothing leaves it.
+LOOPBACK = "127.0.0.1"
 PIPELINE_DEPTH = 16
 WRK_TIMEOUT_S = 8
 PRIMER_CONNECTIONS = 8
@@ -125,25 +127,25 @@ class BenchError(Exception):
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="scripts/bench.py",
-        description="Run TFB's wrk load against a server (and optionally a baseline, alternately).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Run TFB's wrk load against a server (and optionally a baseline, alternately). "
+        "See docs/BENCHMARKS.md.",
     )
     p.add_argument(
         "--server",
         default=f"{REPO}/target/release/gnosis --port {{port}}",
-        help="server command line (run by /bin/sh; {port} is replaced by the port)",
+        help="server command line, run by /bin/sh; {port} is replaced by the port (default: %(default)s)",
     )
     p.add_argument("--name", help="label of --server in the tables (default: its program name)")
     p.add_argument("--baseline", help="second server command line, run alternately with --server")
-    p.add_argument("--baseline-name", default="baseline", help="label of --baseline")
-    p.add_argument("--port", type=int, default=8080, help="port of --server")
+    p.add_argument("--baseline-name", default="baseline", help="label of --baseline (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8080, help="port of --server (default: %(default)s)")
     p.add_argument("--baseline-port", type=int, help="port of --baseline (default: --port + 1)")
     p.add_argument(
         "--tests",
         default=",".join(TESTS),
-        help="comma-separated tests, from: " + ",".join(TESTS),
+        help="comma-separated tests (default: all of %(default)s)",
     )
-    p.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="(default: %(default)s)")
     p.add_argument("--duration", type=int, help="seconds per level (profile default)")
     p.add_argument("--warmup", type=int, help="seconds of warm-up at the top level (profile default)")
     p.add_argument("--primer", type=int, help="seconds of primer at 8 connections (profile default)")
@@ -159,7 +161,7 @@ def parse_args(argv):
         "--max-concurrency",
         type=int,
         default=512,
-        help="connections of the warm-up and of every query-test level (TFB: 512)",
+        help="connections of the warm-up and of every query-test level (default and TFB: %(default)s)",
     )
     p.add_argument(
         "--rounds",
@@ -171,11 +173,14 @@ def parse_args(argv):
         "--threads",
         type=int,
         default=len(os.sched_getaffinity(0)),
-        help="wrk threads (TFB: the load machine's core count; a level uses min(threads, connections))",
+        help="wrk threads; a level uses min(threads, connections) (default: nproc, %(default)s, as TFB)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address the servers listen on")
-    p.add_argument("--out", default=str(REPO / "results"), help="results folder (a timestamped folder is made in it)")
-    p.add_argument("--startup-timeout", type=float, default=60.0, help="seconds to wait for a server's port")
+    p.add_argument(
+        "--out", default=str(REPO / "results"), help="a timestamped folder is made in it (default: %(default)s)"
+    )
+    p.add_argument(
+        "--startup-timeout", type=float, default=60.0, help="seconds to wait for a server's port (default: %(default)s)"
+    )
     args = p.parse_args(argv)
 
     args.tests = [t.strip() for t in args.tests.split(",") if t.strip()]
@@ -964,10 +969,10 @@ def main(argv):
     }
     if args.baseline and args.baseline_name == args.name:
         args.baseline_name = f"{args.baseline_name} (baseline)"
-    servers = [Server(args.name, args.server, args.host, args.port, out_dir / "server.log")]
+    servers = [Server(args.name, args.server, LOOPBACK, args.port, out_dir / "server.log")]
     if args.baseline:
         servers.append(
-            Server(args.baseline_name, args.baseline, args.host, args.baseline_port, out_dir / "baseline.log")
+            Server(args.baseline_name, args.baseline, LOOPBACK, args.baseline_port, out_dir / "baseline.log")
         )
     names = [s.name for s in servers]
     for s in servers:
