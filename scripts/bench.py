@@ -952,7 +952,7 @@ def main(argv):
     now = datetime.now(timezone.utc)
     out_dir = Path(args.out) / now.strftime("%Y%m%dT%H%M%SZ")
     out_dir.mkdir(parents=True, exist_ok=False)
-    command_line = shlex.join(["scripts/bench.py", *argv])
+    command_line = shlex.join(["python3", sys.argv[0], *argv])
     meta = {
         "date": now.strftime("%Y-%m-%d %H:%M UTC"),
         "command": command_line,
