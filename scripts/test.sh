@@ -9,6 +9,11 @@ step() { printf '\n== %s\n' "$*"; }
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
+step "system packages: wrk for the benchmark's own tests"
+if ! command -v wrk >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
+fi
+
 step "PostgreSQL: the private cluster (scripts/pg.sh)"
 bash scripts/pg.sh start
 
@@ -39,8 +44,9 @@ verify_binary() { # binary, then verify.py's arguments
 verify_binary gnosis
 verify_binary gnosis-uring --entry uring
 
-step "TFB: the verifier's own tests"
+step "the verifier's and the benchmark's own tests"
 python3 -m unittest discover -s scripts/verify
+python3 -m unittest discover -s scripts/bench/tests
 
 step "TFB: both dockerfiles, followed without Docker"
 python3 scripts/dockerfile-check.py
