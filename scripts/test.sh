@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
+# Every runner's output is kept too, so that the totals can be added up at the end.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
 step "system packages: wrk for the benchmark's own tests"
@@ -26,7 +30,7 @@ else
 fi
 
 step "unit and integration tests"
-cargo test --locked
+cargo test --locked 2>&1 | tee -a "$log"
 
 step "TFB: scripts/verify.py against both binaries"
 cargo build --release --locked --bins
@@ -45,8 +49,13 @@ verify_binary gnosis
 verify_binary gnosis-uring --entry uring
 
 step "the verifier's and the benchmark's own tests"
-python3 -m unittest discover -s scripts/verify
-python3 -m unittest discover -s scripts/bench/tests
+python3 -m unittest discover -s scripts/verify 2>&1 | tee -a "$log"
+python3 -m unittest discover -s scripts/bench/tests 2>&1 | tee -a "$log"
 
 step "TFB: both dockerfiles, followed without Docker"
 python3 scripts/dockerfile-check.py
+
+# One closing line for every test run above (cargo's "N passed; M failed" and unittest's
+# "Ran N tests"); a failure has already stopped the script.
+awk '/^test result:/ { passed += $4; failed += $6 } /^Ran [0-9]+ test/ { passed += $2 }
+     END { printf "\ntests: %d passed, %d failed\n", passed, failed }' "$log"
