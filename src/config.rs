@@ -30,7 +30,7 @@ fn usage(program: &str, server: Server) -> String {
     let (synopsis, database) = match server {
         Server::WithDatabase => (
             " [--pg-conns N]",
-            "  --pg-conns N  PostgreSQL connections per thread (default 1)\n\n\
+            "  --pg-conns N  PostgreSQL connections per thread (default 2)\n\n\
              PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
              without PGHOST, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n",
         ),
@@ -70,7 +70,7 @@ impl Config {
         let mut config = Config {
             port: 8080,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
-            pg_conns: 1,
+            pg_conns: 2,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {

@@ -46,9 +46,12 @@ pub enum DbRoute {
     Fortunes,
 }
 
+/// Queries a connection holds before new requests go to the next one (see
+/// [`Database::pick_connection`]).
+const SPILL_DEPTH: usize = 1024;
+
 pub struct Database {
     connections: Vec<PgConn>,
-    next_connection: usize,
     jobs: Jobs,
 }
 
@@ -95,7 +98,6 @@ impl Database {
             connections: (0..connections)
                 .map(|_| PgConn::new(config.clone(), STATEMENTS))
                 .collect(),
-            next_connection: 0,
             jobs: Jobs::default(),
         }
     }
@@ -104,16 +106,19 @@ impl Database {
         &self.connections
     }
 
+    /// Every connection has either become ready or failed to: what the database is like
+    /// right now is known.
+    pub fn settled(&self) -> bool {
+        self.connections
+            .iter()
+            .all(|pg| pg.is_ready() || pg.last_error().is_some())
+    }
+
     /// Queues the queries for `route`, each its own Bind/Execute/Sync; the response comes
     /// through [`Database::take_finished`]. `Err` is the status to answer with at once when
     /// nothing could be queued.
     pub fn start(&mut self, route: DbRoute, ticket: Ticket) -> Result<(), Status> {
-        let count = self.connections.len();
-        let connection = (0..count)
-            .map(|i| (self.next_connection + i) % count)
-            .find(|&i| self.connections[i].is_ready())
-            .ok_or(Status::ServiceUnavailable)?;
-        self.next_connection = (connection + 1) % count;
+        let connection = self.pick_connection().ok_or(Status::ServiceUnavailable)?;
         let pg = &mut self.connections[connection];
         let index = self.jobs.allocate(ticket, route, connection);
         let Jobs { all, rng, ids, .. } = &mut self.jobs;
@@ -146,6 +151,16 @@ impl Database {
             }
         }
         Ok(())
+    }
+
+    /// The first ready connection with room under [`SPILL_DEPTH`], else the least busy ready
+    /// one. One deep pipeline keeps a backend busiest for the least overhead; the others take
+    /// only what it cannot keep up with.
+    fn pick_connection(&self) -> Option<usize> {
+        let ready = || (0..self.connections.len()).filter(|&i| self.connections[i].is_ready());
+        ready()
+            .find(|&i| self.connections[i].queued() < SPILL_DEPTH)
+            .or_else(|| ready().min_by_key(|&i| self.connections[i].queued()))
     }
 
     pub fn on_readable(&mut self, connection: usize) {

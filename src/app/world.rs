@@ -1,5 +1,6 @@
 //! The `world` table's rows, random ids, and the in-memory cache of all of them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -55,6 +56,8 @@ static ALL_WORLDS: &[Statement] = &[Statement {
 pub struct WorldCache {
     /// Indexed by id; index 0 is unused.
     worlds: OnceLock<Box<[World]>>,
+    /// The first attempt to load has ended, loaded or not.
+    tried: AtomicBool,
 }
 
 impl WorldCache {
@@ -74,7 +77,9 @@ impl WorldCache {
         let mut delay = Duration::from_millis(50);
         let mut reported = false;
         loop {
-            match Self::read_all(config) {
+            let attempt = Self::read_all(config);
+            self.tried.store(true, Ordering::Release);
+            match attempt {
                 Ok(worlds) => {
                     eprintln!("gnosis: cached {} world rows", worlds.len() - 1);
                     let _ = self.worlds.set(worlds);
@@ -92,8 +97,9 @@ impl WorldCache {
     }
 
     fn read_all(config: &Arc<Config>) -> Result<Box<[World]>, DbError> {
+        // Short: the caller retries, and start-up waits for the first attempt.
         let mut client =
-            BlockingClient::connect(config.clone(), ALL_WORLDS, Duration::from_secs(10))?;
+            BlockingClient::connect(config.clone(), ALL_WORLDS, Duration::from_secs(1))?;
         let mut worlds = vec![
             World {
                 id: 0,
@@ -117,6 +123,16 @@ impl WorldCache {
             ));
         }
         Ok(worlds.into_boxed_slice())
+    }
+
+    /// Waits until the first attempt to load has ended (loaded, or the database did not
+    /// answer), or `timeout` has passed; returns whether the cache is loaded.
+    pub fn wait_for_first_attempt(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while !self.tried.load(Ordering::Acquire) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.worlds.get().is_some()
     }
 
     /// Replaces `into` with `count` worlds picked at random; false while not loaded yet.

@@ -1,6 +1,7 @@
 //! The epoll server for all seven TFB tests.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use gnosis::app::db::Database;
 use gnosis::app::world::WorldCache;
@@ -22,6 +23,9 @@ fn main() {
     );
     let database = Arc::new(gnosis::pg::Config::from_env());
     let cache = WorldCache::load_in_background(database.clone());
+    // Requests wait in the listen backlog meanwhile: better than a 503 just after start-up.
+    // Without a database the server goes on and the cache fills in once it answers.
+    cache.wait_for_first_attempt(Duration::from_secs(3));
     let pg_conns = config.pg_conns;
     let new_app =
         move || App::with_database(Database::new(database.clone(), pg_conns), cache.clone());

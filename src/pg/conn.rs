@@ -283,6 +283,11 @@ impl PgConn {
         self.phase == Phase::Ready
     }
 
+    /// Queries queued or in flight, not answered yet.
+    pub fn queued(&self) -> usize {
+        self.pending.len()
+    }
+
     /// The current socket and a generation number that changes with every new socket.
     pub fn socket(&self) -> Option<(RawFd, u64)> {
         self.socket

@@ -22,6 +22,9 @@ const READ_CHUNK: usize = 4096;
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
 pub(super) const LINGER: Duration = Duration::from_secs(2);
 pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How long a new worker waits for its database connections before it takes connections:
+/// requests that arrive meanwhile wait in the listen backlog rather than get a 503.
+const DATABASE_GRACE: Duration = Duration::from_secs(3);
 
 struct Slot {
     /// `None` while the slot is free.
@@ -54,12 +57,13 @@ pub struct Worker {
     date: HttpDate,
     now: Instant,
     next_sweep: Instant,
+    /// Until the listener is added to epoll: the latest time to add it.
+    listen_by: Option<Instant>,
 }
 
 impl Worker {
     pub fn new(listener: OwnedFd, mut app: App) -> io::Result<Self> {
         let epoll = Epoll::new()?;
-        epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
         let now = Instant::now();
         Ok(Worker {
             epoll,
@@ -73,17 +77,37 @@ impl Worker {
             date: HttpDate::new(),
             now,
             next_sweep: now + SWEEP_EVERY,
+            listen_by: Some(now + DATABASE_GRACE),
         })
+    }
+
+    /// Starts taking connections once the database connections have settled (ready, or
+    /// failed so that database requests get a quick 503), or the grace period is over.
+    fn listen_when_settled(&mut self) -> io::Result<()> {
+        let Some(deadline) = self.listen_by else {
+            return Ok(());
+        };
+        let settled = self.app.database().is_none_or(|db| db.settled());
+        if settled || self.now >= deadline {
+            self.epoll
+                .add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+            self.listen_by = None;
+        }
+        Ok(())
     }
 
     pub fn run(mut self) -> io::Result<()> {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
         loop {
+            self.listen_when_settled()?;
             self.register_database()?;
-            let wake_at = match self.app.database().and_then(|db| db.next_timer()) {
-                Some(timer) => timer.min(self.next_sweep),
-                None => self.next_sweep,
-            };
+            let wake_at = [
+                self.app.database().and_then(|db| db.next_timer()),
+                self.listen_by,
+            ]
+            .into_iter()
+            .flatten()
+            .fold(self.next_sweep, Instant::min);
             let timeout = wake_at.saturating_duration_since(self.now);
             let ready = self
                 .epoll
