@@ -10,6 +10,6 @@ FROM debian:bookworm-slim
 WORKDIR /app
 COPY --from=builder /build/target/release/gnosis /app/gnosis
 EXPOSE 8080
-# One thread per core and one PostgreSQL connection per thread are the defaults; with no PG*
+# One thread per core and two PostgreSQL connections per thread are the defaults; with no PG*
 # variable and no local socket the database is tfb-database:5432 as benchmarkdbuser.
 CMD ["/app/gnosis"]
