@@ -756,13 +756,14 @@ def expected_length(case):
 QUERY_CASES = ["2", "0", "foo", "501", ""]
 
 
-def check_query_cases(report, server, path, database, check_rows):
-    """The five N cases; returns the responses by case."""
+def each_query_case(report, server, path, on_answer, before_fetch=lambda case: None):
+    """Fetches the five N cases, checks each answer's headers and list of worlds, and hands
+    the valid ones to on_answer(case, url, items); then checks that Date changes."""
     started = time.monotonic()
     first = None
-    answers = {}
     for case in QUERY_CASES:
         url = path + case
+        before_fetch(case)
         response = fetch(report, server, url, "json")
         if response is None:
             continue
@@ -772,9 +773,15 @@ def check_query_cases(report, server, path, database, check_rows):
         if body is None:
             continue
         items = check_world_list(report, body, expected_length(case), url)
-        if items is None:
-            continue
-        answers[case] = items
+        if items is not None:
+            on_answer(case, url, items)
+    if first is not None:
+        check_date_refresh(report, server, path + "2", "json", first, started)
+
+
+def check_query_cases(report, server, path, database, check_rows):
+    """The five N cases of /queries and /cached-queries."""
+    def on_answer(case, url, items):
         if case == "2" and check_rows:
             check_matches_database(report, database, world_pairs(items), url)
         if case == "501":
@@ -782,9 +789,7 @@ def check_query_cases(report, server, path, database, check_rows):
             # 500 uniform draws from 10,000 give about 488 distinct ids.
             level = PASS if distinct >= 450 else WARN
             report.add(level, "ids look random " + url, "%d distinct ids of 500" % distinct)
-    if first is not None:
-        check_date_refresh(report, server, path + "2", "json", first, started)
-    return answers
+    each_query_case(report, server, path, on_answer)
 
 
 def test_query(report, server, path, database):
@@ -820,22 +825,13 @@ def test_update(report, server, path, database):
 
 def check_query_cases_for_update(report, server, path, database):
     """The N cases, plus TFB's proof that /updates?queries=501 really changes 500 rows."""
-    started = time.monotonic()
-    first = None
-    for case in QUERY_CASES:
-        url = path + case
-        before = database.world() if case == "501" else None
-        response = fetch(report, server, url, "json")
-        if response is None:
-            continue
-        first = first or response
-        check_headers(report, response, "json", url)
-        body = parse_json(report, response, url)
-        if body is None:
-            continue
-        items = check_world_list(report, body, expected_length(case), url)
-        if items is None:
-            continue
+    snapshot = {}
+
+    def before_fetch(case):
+        if case == "501":
+            snapshot.update(database.world())
+
+    def on_answer(case, url, items):
         if case in ("2", "501"):
             answered = {}
             for world_id, number in world_pairs(items):
@@ -843,13 +839,13 @@ def check_query_cases_for_update(report, server, path, database):
             check_matches_database(report, database, world_pairs(items), url, allowed=answered)
         if case == "501":
             after = database.world()
-            changed = sum(1 for world_id, number in after.items() if before.get(world_id) != number)
+            changed = sum(1 for world_id, number in after.items() if snapshot.get(world_id) != number)
             needed = int(MAX_QUERIES * 0.95)
             level = PASS if changed >= needed else FAIL
             report.add(level, "rows changed by " + url,
                        "%d of %d rows in world changed (need %d)" % (changed, MAX_QUERIES, needed))
-    if first is not None:
-        check_date_refresh(report, server, path + "2", "json", first, started)
+
+    each_query_case(report, server, path, on_answer, before_fetch)
 
 
 def test_fortune(report, server, path, database):
