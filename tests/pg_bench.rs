@@ -12,6 +12,7 @@ mod common;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+use gnosis::pg::blocking::poll_once;
 use gnosis::pg::protocol::INT4_OID;
 use gnosis::pg::{Event, Param, PgConn, Statement};
 
@@ -61,26 +62,7 @@ fn run(conn: &mut PgConn, depth: usize, secs: f64) -> (f64, Duration) {
             sent += 1;
         }
         conn.flush(&mut sink);
-        let (fd, _) = conn.socket().expect("connected");
-        let mut events = libc::POLLIN;
-        if conn.wants_write() {
-            events |= libc::POLLOUT;
-        }
-        let mut pollfd = libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pollfd, 1, 100) };
-        if n > 0 {
-            if pollfd.revents & libc::POLLOUT != 0 {
-                conn.on_writable(&mut sink);
-            }
-            if pollfd.revents & libc::POLLIN != 0 {
-                conn.on_readable(&mut sink);
-            }
-        }
+        poll_once(conn, Instant::now() + Duration::from_millis(100), &mut sink);
     }
     let elapsed = start.elapsed().as_secs_f64();
     let done = finished.get();

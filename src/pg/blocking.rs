@@ -70,7 +70,7 @@ impl BlockingClient {
                 self.conn = PgConn::new(self.config.clone(), self.statements);
                 return Err(DbError::Timeout);
             }
-            self.poll_once(deadline, &mut sink);
+            poll_once(&mut self.conn, deadline, &mut sink);
         };
         match (result, row_error) {
             (Ok(()), Some(error)) => Err(error),
@@ -90,41 +90,41 @@ impl BlockingClient {
                     .last_error()
                     .map_or(DbError::Timeout, DbError::clone));
             }
-            self.poll_once(deadline, &mut sink);
+            poll_once(&mut self.conn, deadline, &mut sink);
         }
         Ok(())
     }
+}
 
-    /// Waits for the socket or the connection's timer (at most until `deadline`) and lets the
-    /// connection act on what happened.
-    fn poll_once(&mut self, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let now = Instant::now();
-        let wake = self.conn.next_timer().map_or(deadline, |t| t.min(deadline));
-        let timeout_ms = wake.saturating_duration_since(now).as_millis().min(1000) as i32;
-        match self.conn.socket() {
-            Some((fd, _)) => {
-                let mut events = libc::POLLIN;
-                if self.conn.wants_write() {
-                    events |= libc::POLLOUT;
+/// Waits for `conn`'s socket or timer (at most until `deadline`) and lets the connection act
+/// on what happened: one step of driving a `PgConn` without an event loop.
+pub fn poll_once(conn: &mut PgConn, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    let now = Instant::now();
+    let wake = conn.next_timer().map_or(deadline, |t| t.min(deadline));
+    let timeout_ms = wake.saturating_duration_since(now).as_millis().min(1000) as i32;
+    match conn.socket() {
+        Some((fd, _)) => {
+            let mut events = libc::POLLIN;
+            if conn.wants_write() {
+                events |= libc::POLLOUT;
+            }
+            let mut pollfd = libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms.max(1)) };
+            if n > 0 {
+                if pollfd.revents & libc::POLLOUT != 0 {
+                    conn.on_writable(sink);
                 }
-                let mut pollfd = libc::pollfd {
-                    fd,
-                    events,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms.max(1)) };
-                if n > 0 {
-                    if pollfd.revents & libc::POLLOUT != 0 {
-                        self.conn.on_writable(sink);
-                    }
-                    if pollfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
-                        self.conn.on_readable(sink);
-                    }
+                if pollfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
+                    conn.on_readable(sink);
                 }
             }
-            None => std::thread::sleep(Duration::from_millis(timeout_ms.max(1) as u64)),
         }
-        self.conn.on_timer(Instant::now(), sink);
+        None => std::thread::sleep(Duration::from_millis(timeout_ms.max(1) as u64)),
     }
+    conn.on_timer(Instant::now(), sink);
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gnosis::pg::blocking::poll_once;
 use gnosis::pg::{Config, Event, PgConn};
 
 pub fn port() -> String {
@@ -55,38 +56,8 @@ pub fn drive(
             "timed out; last error: {:?}",
             conn.last_error().map(|e| e.to_string())
         );
-        let wait = conn
-            .next_timer()
-            .map_or(Duration::from_millis(100), |t| {
-                t.saturating_duration_since(Instant::now())
-            })
-            .min(Duration::from_millis(100));
-        match conn.socket() {
-            Some((fd, _)) => {
-                let mut events = libc::POLLIN;
-                if conn.wants_write() {
-                    events |= libc::POLLOUT;
-                }
-                let mut pollfd = libc::pollfd {
-                    fd,
-                    events,
-                    revents: 0,
-                };
-                let ms = wait.as_millis().max(1) as i32;
-                // SAFETY: one valid pollfd.
-                let n = unsafe { libc::poll(&mut pollfd, 1, ms) };
-                if n > 0 {
-                    if pollfd.revents & libc::POLLOUT != 0 {
-                        conn.on_writable(sink);
-                    }
-                    if pollfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
-                        conn.on_readable(sink);
-                    }
-                }
-            }
-            None => std::thread::sleep(wait.max(Duration::from_millis(1))),
-        }
-        conn.on_timer(Instant::now(), sink);
+        let step = (Instant::now() + Duration::from_millis(100)).min(deadline);
+        poll_once(conn, step, sink);
         conn.flush(sink);
     }
 }
