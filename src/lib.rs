@@ -9,3 +9,4 @@ pub mod config;
 pub mod http;
 pub mod pg;
 pub mod server;
+pub mod sys;

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::connection::{Connection, TIMEOUTS};
-use super::sys::{self, Epoll, READABLE, WRITABLE};
+use crate::sys::{self, Epoll, READABLE, WRITABLE};
 use crate::app::App;
 use crate::http::HttpDate;
 

@@ -2,7 +2,6 @@
 
 mod connection;
 mod epoll;
-mod sys;
 mod uring;
 
 pub use connection::{Connection, Handler, Reply, Ticket};
@@ -12,6 +11,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use crate::app::App;
+use crate::sys;
 
 /// Binds one `SO_REUSEPORT` listener per thread up front, so that a taken port is reported
 /// before any thread starts, and raises the open-files limit.

@@ -17,7 +17,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::connection::{Connection, Handler, TIMEOUTS};
 use super::epoll::{is_out_of_descriptors, LINGER, SWEEP_EVERY};
-use super::sys;
+use crate::sys;
 use crate::http::HttpDate;
 
 const SUBMISSION_ENTRIES: u32 = 2048;

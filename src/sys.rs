@@ -1,4 +1,4 @@
-//! Thin, safe wrappers over the socket and epoll system calls the servers use.
+//! Thin, safe wrappers over the socket, epoll and rlimit system calls gnosis makes.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
