@@ -1,20 +1,20 @@
 //! The command line shared by both binaries.
 
 use std::num::NonZeroUsize;
+use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub port: u16,
     pub threads: usize,
-    /// PostgreSQL connections per worker thread (servers with the database tests only).
+    /// PostgreSQL connections per worker thread.
     pub pg_conns: usize,
-}
-
-/// Which server the command line is for: only `gnosis` serves the database tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Server {
-    WithDatabase,
-    WithoutDatabase,
+    /// A query unanswered this long fails its request (504) and its connection is replaced.
+    pub query_timeout: Duration,
+    /// Connecting, authenticating and preparing must finish within this.
+    pub connect_timeout: Duration,
+    /// HTTP requests waiting on the database per thread; beyond it, 503 at once.
+    pub max_db_requests: usize,
 }
 
 /// Why the command line did not produce a [`Config`]: print the text and exit.
@@ -26,29 +26,30 @@ pub enum CliExit {
     Invalid(String),
 }
 
-fn usage(program: &str, server: Server) -> String {
-    let (synopsis, database) = match server {
-        Server::WithDatabase => (
-            " [--pg-conns N]",
-            "  --pg-conns N  PostgreSQL connections per thread (default 2)\n\n\
-             PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
-             without PGHOST, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n",
-        ),
-        Server::WithoutDatabase => ("", ""),
-    };
+fn usage(program: &str) -> String {
     format!(
-        "usage: {program} [--port N] [--threads N]{synopsis}\n\n  \
-         --port N      TCP port to listen on, on all addresses (default 8080)\n  \
-         --threads N   worker threads, one event loop each (default: one per core)\n  \
-         --help        print this help\n{database}"
+        "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
+         [--connect-timeout MS] [--max-db-requests N]\n\n  \
+         --port N              TCP port to listen on, on all addresses (default 8080)\n  \
+         --threads N           worker threads, one event loop each (default: one per core)\n  \
+         --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
+         --query-timeout MS    a query unanswered this long fails its request with 504 and\n                        \
+         its connection is replaced (default 5000)\n  \
+         --connect-timeout MS  connecting, authenticating and preparing must finish within\n                        \
+         this (default 5000)\n  \
+         --max-db-requests N   requests waiting on the database per thread; beyond it, 503\n                        \
+         at once (default 4096)\n  \
+         --help                print this help\n\n\
+         PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
+         without PGHOST, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n"
     )
 }
 
 impl Config {
     /// The process's own command line; prints the help (`more_help` after it) and exits 0,
     /// or prints the error with the usage and exits 2.
-    pub fn from_command_line(program: &str, server: Server, more_help: &str) -> Config {
-        match Config::from_args(program, server, std::env::args().skip(1)) {
+    pub fn from_command_line(program: &str, more_help: &str) -> Config {
+        match Config::from_args(program, std::env::args().skip(1)) {
             Ok(config) => config,
             Err(CliExit::Help(text)) => {
                 print!("{text}{more_help}");
@@ -63,14 +64,16 @@ impl Config {
 
     pub fn from_args(
         program: &str,
-        server: Server,
         args: impl IntoIterator<Item = String>,
     ) -> Result<Config, CliExit> {
-        let usage = || usage(program, server);
+        let usage = || usage(program);
         let mut config = Config {
             port: 8080,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
             pg_conns: 2,
+            query_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            max_db_requests: 4096,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -78,20 +81,23 @@ impl Config {
                 Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
                 None => (arg, None),
             };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| CliExit::Invalid(format!("{name} needs a value\n\n{}", usage())))
+            let mut value = || {
+                inline.clone().or_else(|| args.next()).ok_or_else(|| {
+                    CliExit::Invalid(format!("{flag} needs a value\n\n{}", usage()))
+                })
+            };
+            let millis = |text: String| {
+                parse_number::<u64>(&text, &flag, &usage).map(Duration::from_millis)
             };
             match flag.as_str() {
                 "--help" | "-h" => return Err(CliExit::Help(usage())),
-                "--port" => config.port = parse_number(&value("--port")?, "--port", &usage)?,
-                "--threads" => {
-                    config.threads = parse_number(&value("--threads")?, "--threads", &usage)?
-                }
-                "--pg-conns" if server == Server::WithDatabase => {
-                    config.pg_conns = parse_number(&value("--pg-conns")?, "--pg-conns", &usage)?
+                "--port" => config.port = parse_number(&value()?, &flag, &usage)?,
+                "--threads" => config.threads = parse_number(&value()?, &flag, &usage)?,
+                "--pg-conns" => config.pg_conns = parse_number(&value()?, &flag, &usage)?,
+                "--query-timeout" => config.query_timeout = millis(value()?)?,
+                "--connect-timeout" => config.connect_timeout = millis(value()?)?,
+                "--max-db-requests" => {
+                    config.max_db_requests = parse_number(&value()?, &flag, &usage)?
                 }
                 other => {
                     return Err(CliExit::Invalid(format!(
@@ -125,11 +131,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Config, CliExit> {
-        Config::from_args(
-            "gnosis",
-            Server::WithDatabase,
-            args.iter().map(|s| s.to_string()),
-        )
+        Config::from_args("gnosis", args.iter().map(|s| s.to_string()))
     }
 
     #[test]
@@ -140,16 +142,32 @@ mod tests {
             config.threads,
             std::thread::available_parallelism().unwrap().get()
         );
+        assert_eq!(config.query_timeout, Duration::from_secs(5));
     }
 
     #[test]
     fn takes_values_separately_or_after_an_equals_sign() {
         assert_eq!(
-            parse(&["--port", "9000", "--threads=3", "--pg-conns", "2"]).unwrap(),
+            parse(&[
+                "--port",
+                "9000",
+                "--threads=3",
+                "--pg-conns",
+                "1",
+                "--query-timeout=250",
+                "--connect-timeout",
+                "1000",
+                "--max-db-requests",
+                "8"
+            ])
+            .unwrap(),
             Config {
                 port: 9000,
                 threads: 3,
-                pg_conns: 2
+                pg_conns: 1,
+                query_timeout: Duration::from_millis(250),
+                connect_timeout: Duration::from_secs(1),
+                max_db_requests: 8,
             }
         );
     }
@@ -161,19 +179,12 @@ mod tests {
             &["--port", "0"],
             &["--port", "70000"],
             &["--threads", "0"],
+            &["--query-timeout", "0"],
+            &["--max-db-requests", "x"],
             &["--bogus"],
         ] {
             assert!(matches!(parse(args), Err(CliExit::Invalid(_))), "{args:?}");
         }
         assert!(matches!(parse(&["--help"]), Err(CliExit::Help(_))));
-    }
-
-    #[test]
-    fn only_the_database_server_takes_pg_conns() {
-        let args = ["--pg-conns", "2"].map(String::from);
-        assert!(matches!(
-            Config::from_args("gnosis-uring", Server::WithoutDatabase, args),
-            Err(CliExit::Invalid(_))
-        ));
     }
 }

@@ -9,4 +9,5 @@ pub mod config;
 pub mod http;
 pub mod pg;
 pub mod server;
+pub mod service;
 pub mod sys;

@@ -160,22 +160,36 @@ pub fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, min_spare: usize) -> io::Resul
 }
 
 /// Sends what it can of `data`; never raises SIGPIPE.
-pub fn send(fd: &OwnedFd, data: &[u8]) -> io::Result<usize> {
+pub fn send(fd: RawFd, data: &[u8]) -> io::Result<usize> {
     // SAFETY: `data` is valid for reads of its length.
-    check_len(unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            data.as_ptr().cast(),
-            data.len(),
-            libc::MSG_NOSIGNAL,
-        )
-    })
+    check_len(unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) })
+}
+
+/// Receives what fits into `buf`; `Ok(0)` is end of stream.
+pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length.
+    check_len(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
 }
 
 /// Ends our sending side (the peer sees EOF after the last byte) while still reading.
 pub fn shutdown_write(fd: &OwnedFd) {
     // SAFETY: shutdown(2) on a socket we own; failure only means it is already gone.
     unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+}
+
+/// Ends both directions: operations still pending on the socket (io_uring's) complete.
+pub fn shutdown_both(fd: &OwnedFd) {
+    // SAFETY: shutdown(2) on a socket we own; failure only means it is already gone.
+    unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+}
+
+/// Errors of accept(2) that mean the process or system is out of descriptors or memory:
+/// retrying at once would fail the same way.
+pub fn is_out_of_descriptors(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
 }
 
 pub struct Epoll {

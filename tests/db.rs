@@ -12,6 +12,7 @@ use common::{assert_general_headers, get_request, Client, Server};
 use serde_json::Value;
 
 const GNOSIS: &str = env!("CARGO_BIN_EXE_gnosis");
+const GNOSIS_URING: &str = env!("CARGO_BIN_EXE_gnosis-uring");
 
 /// The shared cluster as `user` over its Unix socket (trust), like a local deployment.
 fn env_for(user: &str) -> Vec<(&'static str, String)> {
@@ -34,15 +35,15 @@ fn tfb_env() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Starts gnosis and waits until its cache is loaded and its database connections answer.
-fn start_gnosis(env: &[(&str, String)]) -> Server {
-    let server = Server::start_with_env(GNOSIS, &[], env);
+/// Starts `binary` and waits until its cache is loaded and its database connections answer.
+fn start(binary: &str, env: &[(&str, String)]) -> Server {
+    let server = Server::start_with_env(binary, &[], env);
     let mut client = server.connect();
     let deadline = Instant::now() + Duration::from_secs(20);
     while client.get("/cached-queries").status != 200 || client.get("/db").status != 200 {
         assert!(
             Instant::now() < deadline,
-            "gnosis did not reach the database"
+            "{binary} did not reach the database"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -119,9 +120,8 @@ const COUNT_CASES: [(&str, usize); 6] = [
     ("20", 20),
 ];
 
-#[test]
-fn db_answers_one_world_object() {
-    let server = start_gnosis(&tfb_env());
+fn db_answers_one_world_object(binary: &str) {
+    let server = start(binary, &tfb_env());
     let mut client = server.connect();
     let mut ids = std::collections::HashSet::new();
     for _ in 0..50 {
@@ -131,9 +131,8 @@ fn db_answers_one_world_object() {
     assert!(ids.len() > 40, "ids are not random: {ids:?}");
 }
 
-#[test]
-fn queries_and_cached_queries_follow_the_count_rules() {
-    let server = start_gnosis(&tfb_env());
+fn queries_and_cached_queries_follow_the_count_rules(binary: &str) {
+    let server = start(binary, &tfb_env());
     let mut client = server.connect();
     for (route, name) in [("/queries", "queries"), ("/cached-queries", "count")] {
         for (value, expected) in COUNT_CASES {
@@ -150,9 +149,8 @@ fn queries_and_cached_queries_follow_the_count_rules() {
     }
 }
 
-#[test]
-fn cached_queries_answer_from_the_table() {
-    let server = start_gnosis(&tfb_env());
+fn cached_queries_answer_from_the_table(binary: &str) {
+    let server = start(binary, &tfb_env());
     let mut client = server.connect();
     let body = json_of(&mut client, "/cached-queries?count=100");
     // Rows change only through /updates, which no test runs concurrently on these ids often;
@@ -164,9 +162,8 @@ fn cached_queries_answer_from_the_table() {
     }
 }
 
-#[test]
-fn updates_change_the_rows_they_return() {
-    let server = start_gnosis(&tfb_env());
+fn updates_change_the_rows_they_return(binary: &str) {
+    let server = start(binary, &tfb_env());
     let mut client = server.connect();
     for (value, expected) in COUNT_CASES {
         let body = json_of(&mut client, &format!("/updates?queries={value}"));
@@ -195,9 +192,8 @@ fn updates_change_the_rows_they_return() {
     );
 }
 
-#[test]
-fn fortunes_page_is_byte_exact() {
-    let server = start_gnosis(&tfb_env());
+fn fortunes_page_is_byte_exact(binary: &str) {
+    let server = start(binary, &tfb_env());
     let response = server.connect().get("/fortunes");
     assert_eq!(response.status, 200);
     assert_general_headers(&response, "text/html; charset=utf-8");
@@ -221,9 +217,8 @@ fn fortunes_page_is_byte_exact() {
     assert_eq!(response.text(), expected);
 }
 
-#[test]
-fn pipelined_database_requests_are_answered_in_order() {
-    let server = start_gnosis(&tfb_env());
+fn pipelined_database_requests_are_answered_in_order(binary: &str) {
+    let server = start(binary, &tfb_env());
     let mut client = server.connect();
     let targets = [
         "/db",
@@ -307,9 +302,17 @@ fn counted(target: &str, server: &Server, kind: &str, table: &str) -> (i64, i64)
 
 /// Exactly what TFB's verifier expects of 512 concurrent requests: one statement per row,
 /// no cache, no multi-row read. Runs as its own role so other tests do not count.
+///
+/// Both binaries, one after the other: they count as the same role.
 #[test]
 fn statement_counts_match_the_verifier() {
-    let server = start_gnosis(&env_for("gnosis_count"));
+    for binary in [GNOSIS, GNOSIS_URING] {
+        statement_counts_of(binary);
+    }
+}
+
+fn statement_counts_of(binary: &str) {
+    let server = start(binary, &env_for("gnosis_count"));
     assert_eq!(counted("/db", &server, "select", "world"), (512, 512));
     assert_eq!(
         counted("/queries?queries=20", &server, "select", "world"),
@@ -329,10 +332,9 @@ fn statement_counts_match_the_verifier() {
     assert_eq!(selects_after - selects, 10_240);
 }
 
-#[test]
-fn serves_without_a_database_and_recovers_when_it_starts() {
+fn serves_without_a_database_and_recovers_when_it_starts(binary: &str) {
     let cluster = Cluster::new("late");
-    let server = Server::start_with_env(GNOSIS, &[], &cluster.env());
+    let server = Server::start_with_env(binary, &[], &cluster.env());
     let mut client = server.connect();
     assert_eq!(client.get("/plaintext").status, 200);
     assert_eq!(client.get("/json").status, 200);
@@ -367,3 +369,42 @@ fn serves_without_a_database_and_recovers_when_it_starts() {
         }
     }
 }
+
+macro_rules! database_suite {
+    ($module:ident, $binary:expr) => {
+        mod $module {
+            const BINARY: &str = $binary;
+            #[test]
+            fn db_answers_one_world_object() {
+                super::db_answers_one_world_object(BINARY)
+            }
+            #[test]
+            fn queries_and_cached_queries_follow_the_count_rules() {
+                super::queries_and_cached_queries_follow_the_count_rules(BINARY)
+            }
+            #[test]
+            fn cached_queries_answer_from_the_table() {
+                super::cached_queries_answer_from_the_table(BINARY)
+            }
+            #[test]
+            fn updates_change_the_rows_they_return() {
+                super::updates_change_the_rows_they_return(BINARY)
+            }
+            #[test]
+            fn fortunes_page_is_byte_exact() {
+                super::fortunes_page_is_byte_exact(BINARY)
+            }
+            #[test]
+            fn pipelined_database_requests_are_answered_in_order() {
+                super::pipelined_database_requests_are_answered_in_order(BINARY)
+            }
+            #[test]
+            fn serves_without_a_database_and_recovers_when_it_starts() {
+                super::serves_without_a_database_and_recovers_when_it_starts(BINARY)
+            }
+        }
+    };
+}
+
+database_suite!(gnosis, super::GNOSIS);
+database_suite!(gnosis_uring, super::GNOSIS_URING);

@@ -3,23 +3,37 @@
 //! Run with a fixed number of cases in every test run; failures proptest finds are kept in
 //! proptest-regressions/ and replayed first.
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use gnosis::app::world::WorldCache;
 use gnosis::app::App;
-use gnosis::http::{parse, HttpDate, Parsed};
-use gnosis::server::Connection;
+use gnosis::http::{parse, Connection, HttpDate, Parsed};
+use gnosis::pg::Pool;
+use gnosis::service::{Context, Serving};
 use proptest::prelude::*;
 
 /// Feeds `chunks` one after another, answering after each; returns everything written.
+/// There is no database: its routes answer 503.
 fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
-    let mut app = App::without_database();
+    let mut app = App::new(Arc::new(WorldCache::default()), 16);
+    let mut db = Pool::empty();
     let mut conn = Connection::new(0, Instant::now());
     let mut written = Vec::new();
     for chunk in chunks {
         conn.input().extend_from_slice(chunk);
-        conn.process(&mut app, date, Instant::now());
+        let now = Instant::now();
+        let mut handler = Serving {
+            service: &mut app,
+            cx: Context {
+                date,
+                now,
+                db: &mut db,
+            },
+        };
+        conn.process(&mut handler, date, now);
         let unsent = conn.unsent().to_vec();
-        conn.mark_sent(unsent.len());
+        conn.mark_sent(unsent.len(), now);
         written.extend_from_slice(&unsent);
         if conn.is_finished() {
             break;

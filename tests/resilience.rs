@@ -1,4 +1,4 @@
-//! gnosis under a database that goes away: restarted, or its backends killed, while clients
+//! Both servers under a database that goes away: restarted, or its backends killed, while clients
 //! keep asking. The server must neither crash nor hang, answer what needs no database
 //! throughout, fail database requests fast while it is down, recover within two seconds of the
 //! database accepting connections again, and leak neither descriptors nor memory.
@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use common::cluster::Cluster;
 use common::{open_fds, rss_kib, Client, Server};
 
-const GNOSIS: &str = env!("CARGO_BIN_EXE_gnosis");
 const DATABASE_ROUTES: [&str; 3] = ["/db", "/fortunes", "/updates?queries=5"];
 const OTHER_ROUTES: [&str; 2] = ["/plaintext", "/json"];
 
@@ -87,10 +86,10 @@ fn wait_for_database(server: &Server) {
 
 /// Runs load, breaks the database with `outage` (which returns once the database accepts
 /// connections again), and checks everything the module comment promises.
-fn survives(name: &str, outage: impl FnOnce(&Cluster)) {
+fn survives(binary: &str, name: &str, outage: impl FnOnce(&Cluster)) {
     let cluster = Cluster::new(name);
     cluster.start();
-    let mut server = Server::start_with_env(GNOSIS, &[], &cluster.env());
+    let mut server = Server::start_with_env(binary, &[], &cluster.env());
     wait_for_database(&server);
 
     // Warm up, so that buffers and job tables have their working size before measuring.
@@ -170,17 +169,34 @@ impl Load {
     }
 }
 
-#[test]
-fn survives_a_database_restart_under_load() {
-    survives("restart", |cluster| cluster.restart());
+fn survives_a_database_restart_under_load(binary: &str) {
+    survives(binary, "restart", |cluster| cluster.restart());
 }
 
-#[test]
-fn survives_its_backends_being_killed_under_load() {
-    survives("terminate", |cluster| {
+fn survives_its_backends_being_killed_under_load(binary: &str) {
+    survives(binary, "terminate", |cluster| {
         cluster.psql(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
              WHERE usename = 'benchmarkdbuser' AND pid <> pg_backend_pid()",
         )
     });
 }
+
+macro_rules! resilience_suite {
+    ($module:ident, $binary:expr) => {
+        mod $module {
+            const BINARY: &str = $binary;
+            #[test]
+            fn survives_a_database_restart_under_load() {
+                super::survives_a_database_restart_under_load(BINARY)
+            }
+            #[test]
+            fn survives_its_backends_being_killed_under_load() {
+                super::survives_its_backends_being_killed_under_load(BINARY)
+            }
+        }
+    };
+}
+
+resilience_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
+resilience_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));

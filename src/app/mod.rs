@@ -1,19 +1,22 @@
 //! The TFB application: routes, handlers, World and Fortune, the cache.
 //!
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
-//! in [`db::Database`] and are answered when its queries come back.
+//! in [`db::Jobs`] and are answered when its queries come back.
 
 pub mod db;
 pub mod fortune;
 pub mod world;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::http::{ContentType, HttpDate, Method, Request, Response, Status};
-use crate::server::{Handler, Reply, Ticket};
-use db::{write_json, Database, DbRoute};
+use crate::config::Config;
+use crate::http::{ContentType, Method, Reply, Request, Response, Status, Ticket};
+use crate::pg::{self, Pool, Target};
+use crate::service::{Context, Finished, Service};
+use db::{write_json, DbRoute, Jobs, STATEMENTS};
 use world::{World, WorldCache};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,63 +69,75 @@ struct Message {
 pub struct App {
     /// Reused for serializing bodies.
     body: Vec<u8>,
-    /// `None` in a server that does not serve the database tests.
-    database: Option<Database>,
-    cache: Option<Arc<WorldCache>>,
+    cache: Arc<WorldCache>,
     worlds: Vec<World>,
     rng: fastrand::Rng,
+    jobs: Jobs,
 }
 
 impl App {
-    /// plaintext and json only: the other routes are 404.
-    pub fn without_database() -> Self {
-        Self::new(None, None)
-    }
-
-    pub fn with_database(database: Database, cache: Arc<WorldCache>) -> Self {
-        Self::new(Some(database), Some(cache))
-    }
-
-    fn new(database: Option<Database>, cache: Option<Arc<WorldCache>>) -> Self {
+    pub fn new(cache: Arc<WorldCache>, max_db_requests: usize) -> Self {
         App {
             body: Vec::new(),
-            database,
             cache,
             worlds: Vec::new(),
             rng: fastrand::Rng::new(),
+            jobs: Jobs::new(max_db_requests),
         }
-    }
-
-    pub fn database(&mut self) -> Option<&mut Database> {
-        self.database.as_mut()
     }
 }
 
-impl Handler for App {
+/// What both servers do before serving: find the database, start loading the cache, and
+/// return what makes each worker thread's app and database connections.
+pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
+    let target = Target::new(pg::Config::from_env());
+    let cache = WorldCache::load_in_background(target.clone());
+    // Requests wait in the listen backlog meanwhile: better than a 503 just after start-up.
+    // Without a database the server goes on and the cache fills in once it answers.
+    cache.wait_for_first_attempt(Duration::from_secs(3));
+    let options = pg::Options {
+        connect_timeout: config.connect_timeout,
+        query_timeout: config.query_timeout,
+        ..pg::Options::default()
+    };
+    let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
+    move || {
+        let pool = Pool::new(
+            &target,
+            STATEMENTS,
+            &options,
+            pg_conns,
+            std::time::Instant::now(),
+        );
+        (App::new(cache.clone(), max_db_requests), pool)
+    }
+}
+
+impl Service for App {
     fn handle(
         &mut self,
         request: &Request<'_>,
         response: Response,
         ticket: Ticket,
         out: &mut Vec<u8>,
-        date: &HttpDate,
+        cx: &mut Context<'_>,
     ) -> Reply {
-        let route = Route::find(request.path, request.query).filter(|route| match route {
-            Route::Plaintext | Route::Json => true,
-            Route::Database(_) | Route::CachedQueries(_) => self.database.is_some(),
-        });
-        let Some(route) = route else {
-            response.write_error(out, date, Status::NotFound);
+        let Some(route) = Route::find(request.path, request.query) else {
+            response.write_error(out, cx.date, Status::NotFound);
             return Reply::Now;
         };
         if request.method == Method::Other {
-            response.write_error(out, date, Status::MethodNotAllowed);
+            response.write_error(out, cx.date, Status::MethodNotAllowed);
             return Reply::Now;
         }
         match route {
-            Route::Plaintext => {
-                response.write(out, date, Status::Ok, ContentType::Plain, b"Hello, World!")
-            }
+            Route::Plaintext => response.write(
+                out,
+                cx.date,
+                Status::Ok,
+                ContentType::Plain,
+                b"Hello, World!",
+            ),
             Route::Json => {
                 self.body.clear();
                 write_json(
@@ -131,32 +146,33 @@ impl Handler for App {
                         message: "Hello, World!",
                     },
                 );
-                response.write(out, date, Status::Ok, ContentType::Json, &self.body);
+                response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
             }
             Route::CachedQueries(count) => {
-                let picked = self
-                    .cache
-                    .as_ref()
-                    .is_some_and(|cache| cache.pick_random(&mut self.rng, count, &mut self.worlds));
-                if picked {
+                if self.cache.pick_random(&mut self.rng, count, &mut self.worlds) {
                     self.body.clear();
                     write_json(&mut self.body, &self.worlds);
-                    response.write(out, date, Status::Ok, ContentType::Json, &self.body);
+                    response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
                 } else {
                     // Not loaded yet: the database has not answered since start-up.
-                    response.write_error(out, date, Status::ServiceUnavailable);
+                    response.write_error(out, cx.date, Status::ServiceUnavailable);
                 }
             }
             Route::Database(route) => {
-                if let Some(database) = &mut self.database {
-                    match database.start(route, ticket) {
-                        Ok(()) => return Reply::Later,
-                        Err(status) => response.write_error(out, date, status),
-                    }
+                match self
+                    .jobs
+                    .start(route, ticket, &mut self.rng, cx.db, cx.now)
+                {
+                    Ok(()) => return Reply::Later,
+                    Err(status) => response.write_error(out, cx.date, status),
                 }
             }
         }
         Reply::Now
+    }
+
+    fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
+        self.jobs.on_event(token, event)
     }
 }
 

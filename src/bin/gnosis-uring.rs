@@ -1,10 +1,9 @@
-//! The io_uring server for TFB's plaintext and json tests.
+//! The io_uring server for all seven TFB tests.
 //!
 //! Same command line as gnosis; io_uring's own settings come from the environment (see
 //! `--help`).
 
-use gnosis::app::App;
-use gnosis::config::{Config, Server};
+use gnosis::config::Config;
 use gnosis::server::UringOptions;
 
 const ENVIRONMENT: &str = "\nenvironment:\n  \
@@ -12,7 +11,7 @@ const ENVIRONMENT: &str = "\nenvironment:\n  \
     GNOSIS_URING_BUFFERS=N  4 KiB receive buffers per thread, a power of two (default 1024)\n";
 
 fn main() {
-    let config = Config::from_command_line("gnosis-uring", Server::WithoutDatabase, ENVIRONMENT);
+    let config = Config::from_command_line("gnosis-uring", ENVIRONMENT);
     let options = match UringOptions::from_env(|name| std::env::var(name).ok()) {
         Ok(options) => options,
         Err(text) => {
@@ -28,13 +27,16 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis-uring: serving on 0.0.0.0:{} with {} threads (io_uring{}, {} receive buffers each)",
+        "gnosis-uring: serving on 0.0.0.0:{} with {} threads (io_uring{}, {} receive buffers \
+         each), {} PostgreSQL connection(s) each",
         config.port,
         config.threads,
         if options.sqpoll { ", SQPOLL" } else { "" },
-        options.buffers
+        options.buffers,
+        config.pg_conns
     );
-    if let Err(err) = gnosis::server::run_uring(listeners, App::without_database, options) {
+    let new_worker = gnosis::app::prepare(&config);
+    if let Err(err) = gnosis::server::run_uring(listeners, new_worker, options) {
         eprintln!("gnosis-uring: {err}");
         std::process::exit(1);
     }

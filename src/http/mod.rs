@@ -1,11 +1,14 @@
-//! HTTP/1.1: request parsing, response writing and the cached `Date` header.
+//! HTTP/1.1: request parsing, response writing, the cached `Date` header, and one
+//! connection's requests and responses in order.
 //!
 //! Nothing here does I/O: the servers feed bytes in and take bytes out.
 
+mod connection;
 mod date;
 mod request;
 mod response;
 
+pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{parse, Method, Parsed, Request, MAX_BODY, MAX_HEAD};
 pub use response::{ContentType, Response, Status};

@@ -13,6 +13,7 @@ pub enum Status {
     InternalServerError,
     NotImplemented,
     ServiceUnavailable,
+    GatewayTimeout,
 }
 
 impl Status {
@@ -28,6 +29,7 @@ impl Status {
             Status::InternalServerError => b"HTTP/1.1 500 Internal Server Error\r\n",
             Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
             Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
+            Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
         }
     }
 
@@ -44,6 +46,7 @@ impl Status {
             Status::InternalServerError => "Internal Server Error",
             Status::NotImplemented => "Not Implemented",
             Status::ServiceUnavailable => "Service Unavailable",
+            Status::GatewayTimeout => "Gateway Timeout",
         }
     }
 }

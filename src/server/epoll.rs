@@ -1,238 +1,91 @@
-//! The epoll server: one thread per core, each with its own listener, epoll instance, HTTP
-//! connections and PostgreSQL connections. Nothing is shared between threads.
+//! The epoll backend: readiness events, then `read` and `send` on the sockets that are
+//! ready. Everything else is the worker core's.
 //!
 //! An iteration: wait for events; read and answer HTTP requests (database requests queue
-//! their queries); read PostgreSQL answers and hand finished responses to their HTTP
+//! their queries); read PostgreSQL answers, whose finished responses go to their HTTP
 //! connections; then send every queued query with one write per PostgreSQL connection.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::time::{Duration, Instant};
 
-use super::connection::{Connection, TIMEOUTS};
+use super::core::{Core, Next};
+use crate::pg::{DbError, Pool, Step};
+use crate::service::Service;
 use crate::sys::{self, Epoll, READABLE, WRITABLE};
-use crate::app::App;
-use crate::http::HttpDate;
 
 const LISTENER: u64 = u64::MAX;
 /// Tokens from here up name PostgreSQL connections; below, HTTP connection slots.
 const DATABASE: u64 = 1 << 32;
 /// Bytes of free space a read asks for.
 const READ_CHUNK: usize = 4096;
-/// How long a closing connection may take to send its last bytes and see the peer's EOF.
-pub(super) const LINGER: Duration = Duration::from_secs(2);
-pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(1);
-/// How long a new worker waits for its database connections before it takes connections:
-/// requests that arrive meanwhile wait in the listen backlog rather than get a 503.
-const DATABASE_GRACE: Duration = Duration::from_secs(3);
+const HANGUP: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
 
-struct Slot {
-    /// `None` while the slot is free.
-    socket: Option<OwnedFd>,
-    conn: Connection,
-    /// The events currently registered with epoll.
-    interest: u32,
-    /// Set once our side has shut down writing: the slot only waits for the peer's EOF.
-    lingering_since: Option<Instant>,
-}
-
-/// What epoll watches of one PostgreSQL connection: its socket's generation and the events.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Registered {
-    generation: u64,
-    interest: u32,
-}
-
-pub struct Worker {
+pub struct Worker<S> {
+    core: Core<S>,
     epoll: Epoll,
     listener: OwnedFd,
-    accepting: bool,
-    slots: Vec<Slot>,
-    free: Vec<usize>,
-    app: App,
-    /// Per PostgreSQL connection of the app.
-    registered: Vec<Option<Registered>>,
-    /// Slots that received responses from the database and need a flush.
-    completed: Vec<usize>,
-    date: HttpDate,
-    now: Instant,
-    next_sweep: Instant,
-    /// Until the listener is added to epoll: the latest time to add it.
-    listen_by: Option<Instant>,
+    listening: bool,
+    /// Out of descriptors: no accepting until the next sweep.
+    accept_paused: bool,
+    /// The events registered for each HTTP slot.
+    interest: Vec<u32>,
+    /// The events registered for each PostgreSQL link's socket (0: not registered).
+    link_interest: Vec<u32>,
 }
 
-impl Worker {
-    pub fn new(listener: OwnedFd, mut app: App) -> io::Result<Self> {
-        let epoll = Epoll::new()?;
-        let now = Instant::now();
+impl<S: Service> Worker<S> {
+    pub fn new(listener: OwnedFd, service: S, pool: Pool) -> io::Result<Self> {
+        let links = pool.len();
         Ok(Worker {
-            epoll,
+            core: Core::new(service, pool),
+            epoll: Epoll::new()?,
             listener,
-            accepting: true,
-            slots: Vec::new(),
-            free: Vec::new(),
-            registered: vec![None; app.database().map_or(0, |db| db.connections().len())],
-            app,
-            completed: Vec::new(),
-            date: HttpDate::new(),
-            now,
-            next_sweep: now + SWEEP_EVERY,
-            listen_by: Some(now + DATABASE_GRACE),
+            listening: false,
+            accept_paused: false,
+            interest: Vec::new(),
+            link_interest: vec![0; links],
         })
-    }
-
-    /// Starts taking connections once the database connections have settled (ready, or
-    /// failed so that database requests get a quick 503), or the grace period is over.
-    fn listen_when_settled(&mut self) -> io::Result<()> {
-        let Some(deadline) = self.listen_by else {
-            return Ok(());
-        };
-        let settled = self.app.database().is_none_or(|db| db.settled());
-        if settled || self.now >= deadline {
-            self.epoll
-                .add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
-            self.listen_by = None;
-        }
-        Ok(())
     }
 
     pub fn run(mut self) -> io::Result<()> {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
         loop {
-            self.listen_when_settled()?;
-            self.register_database()?;
-            let wake_at = [
-                self.app.database().and_then(|db| db.next_timer()),
-                self.listen_by,
-            ]
-            .into_iter()
-            .flatten()
-            .fold(self.next_sweep, Instant::min);
-            let timeout = wake_at.saturating_duration_since(self.now);
+            if !self.listening && self.core.ready_to_listen() {
+                self.epoll
+                    .add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+                self.listening = true;
+            }
+            self.sync_links()?;
+            let timeout = self
+                .core
+                .next_wake()
+                .saturating_duration_since(self.core.now);
             let ready = self
                 .epoll
                 .wait(&mut events, timeout.as_millis() as i32 + 1)?;
-            self.now = Instant::now();
-            self.date.refresh();
+            self.core.refresh();
             for event in &events[..ready] {
                 // epoll_event is packed: copy the fields out before matching on them.
                 let (token, flags) = (event.u64, event.events);
                 match token {
                     LISTENER => self.accept_all(),
                     token if token >= DATABASE => {
-                        self.on_database_event((token - DATABASE) as usize, flags)
+                        self.on_link_event((token - DATABASE) as usize, flags)
                     }
                     token => self.on_event(token as usize, flags),
                 }
             }
-            if let Some(db) = self.app.database() {
-                db.on_timer(self.now);
-            }
-            self.flush_database();
-            if self.now >= self.next_sweep {
-                self.sweep();
-            }
-        }
-    }
-
-    fn on_database_event(&mut self, connection: usize, events: u32) {
-        let Some(db) = self.app.database() else {
-            return;
-        };
-        if events & WRITABLE != 0 {
-            db.on_writable(connection);
-        }
-        if events & (READABLE | libc::EPOLLHUP as u32 | libc::EPOLLERR as u32) != 0 {
-            db.on_readable(connection);
-        }
-        self.deliver_responses();
-    }
-
-    /// Sends the queries queued in this iteration. Sending can fail requests, and answering
-    /// them can let held-back requests queue more queries, so repeat until nothing changes.
-    fn flush_database(&mut self) {
-        loop {
-            let Some(db) = self.app.database() else {
-                return;
-            };
-            db.flush();
-            if !self.deliver_responses() {
-                return;
-            }
-        }
-    }
-
-    /// Hands the database's finished responses to their HTTP connections and sends them;
-    /// returns whether there were any.
-    fn deliver_responses(&mut self) -> bool {
-        let Worker {
-            app,
-            slots,
-            completed,
-            date,
-            ..
-        } = self;
-        let Some(db) = app.database() else {
-            return false;
-        };
-        db.take_finished(|ticket, status, content_type, body| {
-            let slot = &mut slots[ticket.slot as usize];
-            if slot.socket.is_some() {
-                slot.conn.complete(ticket, date, status, content_type, body);
-                completed.push(ticket.slot as usize);
-            }
-        });
-        if completed.is_empty() {
-            return false;
-        }
-        let mut completed = std::mem::take(&mut self.completed);
-        for &index in &completed {
-            self.flush(index);
-        }
-        completed.clear();
-        self.completed = completed;
-        true
-    }
-
-    /// Keeps epoll watching each PostgreSQL connection's current socket for what it waits on.
-    fn register_database(&mut self) -> io::Result<()> {
-        let Some(db) = self.app.database() else {
-            return Ok(());
-        };
-        for (index, pg) in db.connections().iter().enumerate() {
-            let wanted = pg.socket().map(|(fd, generation)| {
-                let interest = match pg.wants_write() {
-                    true => READABLE | WRITABLE,
-                    false => READABLE,
-                };
-                (
-                    fd,
-                    Registered {
-                        generation,
-                        interest,
-                    },
-                )
-            });
-            let registered = &mut self.registered[index];
-            let (fd, wanted) = match (wanted, *registered) {
-                (None, _) => {
-                    *registered = None;
-                    continue;
+            self.core.on_timers();
+            self.flush_links();
+            self.deliver_completed();
+            let mut expired = Vec::new();
+            if self.core.sweep(|_, index| expired.push(index)) {
+                for index in expired {
+                    self.close(index);
                 }
-                (Some((_, wanted)), Some(current)) if wanted == current => continue,
-                (Some(wanted), _) => wanted,
-            };
-            let token = DATABASE + index as u64;
-            // A new socket is added; the old one left epoll when it was closed.
-            match *registered {
-                Some(current) if current.generation == wanted.generation => {
-                    self.epoll.modify(fd, wanted.interest, token)?
-                }
-                _ => self.epoll.add(fd, wanted.interest, token)?,
+                self.resume_accepting();
             }
-            *registered = Some(wanted);
         }
-        Ok(())
     }
 
     fn accept_all(&mut self) {
@@ -240,11 +93,11 @@ impl Worker {
             match sys::accept(&self.listener) {
                 Ok(Some(socket)) => self.open(socket),
                 Ok(None) => return,
-                Err(err) if is_out_of_descriptors(&err) => {
+                Err(err) if sys::is_out_of_descriptors(&err) => {
                     // Level-triggered epoll would wake us for the same backlog at once:
                     // stop listening until the next sweep, when some may have closed.
                     eprintln!("gnosis: cannot accept: {err}; pausing accepts for a second");
-                    self.accepting = false;
+                    self.accept_paused = true;
                     let _ = self.epoll.modify(self.listener.as_raw_fd(), 0, LISTENER);
                     return;
                 }
@@ -254,115 +107,105 @@ impl Worker {
         }
     }
 
-    fn open(&mut self, socket: OwnedFd) {
-        let index = match self.free.pop() {
-            Some(index) => {
-                self.slots[index].conn.reset(self.now);
-                index
-            }
-            None => {
-                self.slots.push(Slot {
-                    socket: None,
-                    conn: Connection::new(self.slots.len() as u32, self.now),
-                    interest: 0,
-                    lingering_since: None,
-                });
-                self.slots.len() - 1
-            }
-        };
-        if self
-            .epoll
-            .add(socket.as_raw_fd(), READABLE, index as u64)
-            .is_err()
+    fn resume_accepting(&mut self) {
+        if self.accept_paused
+            && self
+                .epoll
+                .modify(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)
+                .is_ok()
         {
-            self.free.push(index);
+            self.accept_paused = false;
+        }
+    }
+
+    fn open(&mut self, socket: OwnedFd) {
+        let fd = socket.as_raw_fd();
+        let index = self.core.open(socket);
+        if index >= self.interest.len() {
+            self.interest.resize(index + 1, 0);
+        }
+        if self.epoll.add(fd, READABLE, index as u64).is_err() {
+            self.core.release(index);
             return;
         }
-        let slot = &mut self.slots[index];
-        slot.socket = Some(socket);
-        slot.interest = READABLE;
-        slot.lingering_since = None;
+        self.interest[index] = READABLE;
     }
 
     fn close(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
         // Closing the descriptor also removes it from epoll.
-        if slot.socket.take().is_some() {
-            self.free.push(index);
-        }
+        drop(self.core.release(index));
     }
 
     fn on_event(&mut self, index: usize, events: u32) {
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some(slot) = self.core.slots.get_mut(index) else {
             return;
         };
         let Some(socket) = &slot.socket else {
             return;
         };
-        if events & (READABLE | libc::EPOLLHUP as u32 | libc::EPOLLERR as u32) != 0 {
-            if slot.lingering_since.is_some() {
-                // Only the peer's EOF is awaited; anything it still sends is dropped.
+        if events & HANGUP != 0 {
+            // Reset, or closed both ways: nothing can be sent any more, and epoll would
+            // report this again and again whatever the interest.
+            return self.close(index);
+        }
+        if events & READABLE != 0 {
+            let lingering = slot.lingering_since.is_some();
+            if lingering || slot.conn.wants_input() {
                 let input = slot.conn.input();
-                let result = sys::read_into(socket, input, READ_CHUNK);
-                input.clear();
-                match result {
-                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                    Ok(n) if n > 0 => {}
-                    _ => self.close(index),
-                }
-                return;
-            }
-            if slot.conn.wants_input() {
-                match sys::read_into(socket, slot.conn.input(), READ_CHUNK) {
-                    Ok(0) => slot.conn.peer_closed(),
+                match sys::read_into(socket, input, READ_CHUNK) {
+                    Ok(0) => slot.peer_eof = true,
                     Ok(_) => {}
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                     Err(_) => return self.close(index),
                 }
-                slot.conn.process(&mut self.app, &self.date, self.now);
+                if lingering {
+                    // Only the peer's EOF is awaited; anything it still sends is dropped.
+                    input.clear();
+                }
             }
         }
         self.flush(index);
     }
 
-    /// Sends what is buffered, reads on when the output has drained, and keeps the epoll
-    /// registration in line with what the connection waits for.
+    /// Answers what can be answered and sends it, reading on while the output drains, and
+    /// keeps the epoll registration in line with what the connection waits for.
     fn flush(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
-        let Some(socket) = &slot.socket else {
-            return;
-        };
-        loop {
+        let read = loop {
+            let read = match self.core.advance(index, true) {
+                Next::Close => return self.close(index),
+                Next::Keep { read } => read,
+            };
+            let slot = &mut self.core.slots[index];
+            let Some(socket) = &slot.socket else {
+                return;
+            };
             let unsent = slot.conn.unsent();
             if unsent.is_empty() {
-                break;
+                break read;
             }
-            match sys::send(socket, unsent) {
-                Ok(n) => slot.conn.mark_sent(n),
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+            match sys::send(socket.as_raw_fd(), unsent) {
+                Ok(n) => slot.conn.mark_sent(n, self.core.now),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break read,
                 Err(_) => return self.close(index),
             }
             // Requests held back while the output was full can be answered now.
-            if slot.conn.unsent().is_empty() && slot.conn.has_backlog() {
-                slot.conn.process(&mut self.app, &self.date, self.now);
+            if !slot.conn.unsent().is_empty() || !slot.conn.has_backlog() {
+                break read;
             }
-        }
-        if slot.conn.is_finished() && slot.lingering_since.is_none() {
-            // Shut down writing and wait for the peer's EOF rather than closing at once:
-            // closing with unread input would reset the connection and could destroy the
-            // response the peer has not read yet.
-            sys::shutdown_write(socket);
-            slot.lingering_since = Some(self.now);
-        }
+        };
+        let slot = &self.core.slots[index];
+        let Some(socket) = &slot.socket else {
+            return;
+        };
         let mut interest = 0;
-        if slot.conn.wants_input() || slot.lingering_since.is_some() {
+        if read {
             interest |= READABLE;
         }
         if !slot.conn.unsent().is_empty() {
             interest |= WRITABLE;
         }
-        if interest != slot.interest {
-            slot.interest = interest;
+        if interest != self.interest[index] {
+            self.interest[index] = interest;
             if self
                 .epoll
                 .modify(socket.as_raw_fd(), interest, index as u64)
@@ -373,36 +216,118 @@ impl Worker {
         }
     }
 
-    /// Closes connections that idled or lingered too long, and resumes accepting.
-    fn sweep(&mut self) {
-        self.next_sweep = self.now + SWEEP_EVERY;
-        for index in 0..self.slots.len() {
-            let slot = &self.slots[index];
-            if slot.socket.is_none() {
-                continue;
+    /// Sends the responses the database finished in this iteration.
+    fn deliver_completed(&mut self) {
+        while !self.core.completed.is_empty() {
+            let completed = std::mem::take(&mut self.core.completed);
+            for &index in &completed {
+                self.flush(index);
             }
-            let expired = match slot.lingering_since {
-                Some(since) => self.now.duration_since(since) > LINGER,
-                None => slot.conn.timed_out(self.now, &TIMEOUTS),
-            };
-            if expired {
-                self.close(index);
+            // Answering them can let held-back requests queue more queries.
+            self.flush_links();
+            let mut completed = completed;
+            completed.clear();
+            if self.core.completed.is_empty() {
+                self.core.completed = completed;
             }
-        }
-        if !self.accepting
-            && self
-                .epoll
-                .modify(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)
-                .is_ok()
-        {
-            self.accepting = true;
         }
     }
-}
 
-pub(super) fn is_out_of_descriptors(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-    )
+    fn on_link_event(&mut self, index: usize, events: u32) {
+        if index >= self.core.links.len() {
+            return;
+        }
+        if self.core.pool.get_mut(index).step() == Step::Connecting {
+            if events & (WRITABLE | HANGUP) != 0 {
+                self.core.link_connected(index);
+            }
+            return;
+        }
+        if events & (READABLE | HANGUP) != 0 {
+            self.read_link(index);
+        }
+        if events & WRITABLE != 0 {
+            self.send_link(index);
+        }
+    }
+
+    /// Reads until the socket is empty, handing every answer to the core as it comes.
+    fn read_link(&mut self, index: usize) {
+        loop {
+            let Some(fd) = self.core.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+                return;
+            };
+            let room = self.core.link_read_buffer(index);
+            let wanted = room.len();
+            match sys::recv(fd, room) {
+                Ok(0) => {
+                    return self.core.link_failed(
+                        index,
+                        DbError::Protocol("the server closed the connection".into()),
+                    )
+                }
+                Ok(n) => {
+                    self.core.link_filled(index, n);
+                    // A short read emptied the socket: skip the read that would say EAGAIN.
+                    if n < wanted {
+                        return;
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+                Err(err) => return self.core.link_failed(index, DbError::Io(err)),
+            }
+        }
+    }
+
+    /// Sends what the link has queued, one `send` per call.
+    fn send_link(&mut self, index: usize) {
+        let Some(fd) = self.core.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+            return;
+        };
+        let unsent = self.core.link_unsent(index);
+        if unsent.is_empty() {
+            return;
+        }
+        match sys::send(fd, unsent) {
+            Ok(n) => self.core.link_sent(index, n),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => self.core.link_failed(index, DbError::Io(err)),
+        }
+    }
+
+    fn flush_links(&mut self) {
+        for index in 0..self.core.links.len() {
+            self.send_link(index);
+        }
+    }
+
+    /// Opens and closes the links' sockets as their connections want, and keeps epoll
+    /// watching each for what it waits on.
+    fn sync_links(&mut self) -> io::Result<()> {
+        for index in 0..self.core.links.len() {
+            if self.core.sync_link(index).is_some() {
+                // A new socket: the old one (if any) left epoll when it was closed.
+                self.link_interest[index] = 0;
+            }
+            let link = &self.core.links[index];
+            let Some(socket) = &link.socket else {
+                self.link_interest[index] = 0;
+                continue;
+            };
+            let fd = socket.as_raw_fd();
+            let interest = match self.core.pool.get_mut(index).step() {
+                Step::Connecting => WRITABLE,
+                _ if link.sent < link.out.len() => READABLE | WRITABLE,
+                _ => READABLE,
+            };
+            let token = DATABASE + index as u64;
+            match self.link_interest[index] {
+                current if current == interest => {}
+                0 => self.epoll.add(fd, interest, token)?,
+                _ => self.epoll.modify(fd, interest, token)?,
+            }
+            self.link_interest[index] = interest;
+        }
+        Ok(())
+    }
 }

@@ -1,16 +1,21 @@
-//! The servers: per-thread event loops that move bytes between sockets and the app.
+//! The servers: per-thread workers that move bytes between sockets and the app.
+//!
+//! `core` is what every worker does whatever moves its bytes; `epoll` and `uring` are the
+//! two ways of moving them. Each worker owns its listener (`SO_REUSEPORT`), its HTTP
+//! connections and its PostgreSQL connections: nothing is shared between threads.
 
-mod connection;
+mod core;
 mod epoll;
 mod uring;
 
-pub use connection::{Connection, Handler, Reply, Ticket};
 pub use uring::UringOptions;
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
-use crate::app::App;
+use crate::pg::Pool;
+use crate::service::Service;
 use crate::sys;
 
 /// Binds one `SO_REUSEPORT` listener per thread up front, so that a taken port is reported
@@ -25,21 +30,25 @@ pub fn listeners(port: u16, threads: usize) -> io::Result<Vec<OwnedFd>> {
         .collect()
 }
 
-/// Runs one epoll worker per listener, each with the app `new_app` makes on its thread,
-/// until one fails.
-pub fn run_epoll<F>(listeners: Vec<OwnedFd>, new_app: F) -> io::Result<()>
+/// Runs one epoll worker per listener, each with the service and database connections
+/// `new_worker` makes on its thread, until one fails.
+pub fn run_epoll<S, F>(listeners: Vec<OwnedFd>, new_worker: F) -> io::Result<()>
 where
-    F: Fn() -> App + Send + Sync + 'static,
+    S: Service,
+    F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    let new_app = std::sync::Arc::new(new_app);
+    let new_worker = Arc::new(new_worker);
     let workers: Vec<_> = listeners
         .into_iter()
         .enumerate()
         .map(|(i, listener)| {
-            let new_app = new_app.clone();
+            let new_worker = new_worker.clone();
             std::thread::Builder::new()
                 .name(format!("gnosis-{i}"))
-                .spawn(move || epoll::Worker::new(listener, new_app())?.run())
+                .spawn(move || {
+                    let (service, pool) = new_worker();
+                    epoll::Worker::new(listener, service, pool)?.run()
+                })
         })
         .collect::<io::Result<_>>()?;
     for worker in workers {
@@ -50,13 +59,13 @@ where
     Ok(())
 }
 
-/// Runs one io_uring worker per listener, each with its own ring and the app `new_app`
-/// makes on its thread, until one fails; fails at once, naming the cause, when io_uring
-/// cannot be used. The app must answer every request at once (no database): a response
-/// written while a send is in flight would break the ring's ordering.
-pub fn run_uring<F>(listeners: Vec<OwnedFd>, new_app: F, options: UringOptions) -> io::Result<()>
+/// Runs one io_uring worker per listener, each with its own ring and the service and
+/// database connections `new_worker` makes on its thread, until one fails; fails at once,
+/// naming the cause, when io_uring cannot be used.
+pub fn run_uring<S, F>(listeners: Vec<OwnedFd>, new_worker: F, options: UringOptions) -> io::Result<()>
 where
-    F: Fn() -> App + Send + Sync + 'static,
+    S: Service,
+    F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    uring::run(listeners, new_app, options)
+    uring::run(listeners, new_worker, options)
 }

@@ -8,17 +8,17 @@
 //! them with one send, which the next wait submits together with everything else.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use super::connection::{Connection, Handler, TIMEOUTS};
-use super::epoll::{is_out_of_descriptors, LINGER, SWEEP_EVERY};
+use super::core::{Core, Next};
+use crate::pg::{DbError, Pool, Step};
+use crate::service::Service;
 use crate::sys;
-use crate::http::HttpDate;
 
 const SUBMISSION_ENTRIES: u32 = 2048;
 /// Room for a receive and a send completion from thousands of connections per wait; more
@@ -37,6 +37,9 @@ const ACCEPT: u64 = 1;
 const RECV: u64 = 2;
 const SEND: u64 = 3;
 const CANCEL: u64 = 4;
+const LINK_CONNECT: u64 = 5;
+const LINK_RECV: u64 = 6;
+const LINK_SEND: u64 = 7;
 const GENERATION_MASK: u32 = 0xff_ffff;
 
 fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
@@ -292,67 +295,67 @@ impl BufferRing {
     }
 }
 
-struct Slot {
-    /// `None` while the slot is free.
-    socket: Option<OwnedFd>,
-    conn: Connection,
-    /// Tells this connection's completions from those of the slot's earlier connections.
-    generation: u32,
+/// The io_uring state of one HTTP connection (same index as the core's slot).
+#[derive(Default)]
+struct SlotIo {
     recv_armed: bool,
     /// A cancel of the receive was submitted (to stop reading for a while).
     recv_cancelled: bool,
-    /// The kernel is reading `conn.unsent()`: nothing may change the output until the
-    /// send completes.
+    /// The kernel is reading the connection's unsent output: nothing may change it until
+    /// the send completes.
     sending: bool,
-    /// The peer sent its last byte.
-    peer_eof: bool,
-    /// Our side shut down writing: the slot only waits for the peer's EOF.
-    lingering_since: Option<Instant>,
     /// Being closed: waiting for its operations to end before the socket is closed.
     closing: bool,
     /// Queued to be brought up to date after the current batch of completions.
     dirty: bool,
 }
 
-pub struct Worker<H: Handler> {
+/// The io_uring state of one PostgreSQL link (same index as the core's link).
+#[derive(Default)]
+struct LinkIo {
+    /// The socket being watched, by its connection's generation: a new socket is armed anew.
+    armed_generation: Option<u64>,
+    recv_armed: bool,
+}
+
+pub struct Worker<S> {
     /// Declared first so that it is dropped first.
     ring: IoUring,
     setup: RingSetup,
     buffers: BufferRing,
+    core: Core<S>,
     listener: OwnedFd,
     accept_armed: bool,
     /// Out of descriptors: no accepting until the next sweep.
     accept_paused: bool,
-    slots: Vec<Slot>,
-    free: Vec<usize>,
+    io: Vec<SlotIo>,
+    links: Vec<LinkIo>,
     dirty: Vec<usize>,
     completions: Vec<cqueue::Entry>,
-    handler: H,
-    date: HttpDate,
-    now: Instant,
-    next_sweep: Instant,
 }
 
-impl<H: Handler> Worker<H> {
-    pub fn new(listener: OwnedFd, handler: H, options: UringOptions) -> io::Result<Self> {
+impl<S: Service> Worker<S> {
+    pub fn new(
+        listener: OwnedFd,
+        service: S,
+        pool: Pool,
+        options: UringOptions,
+    ) -> io::Result<Self> {
         let (ring, setup) = new_ring(options.sqpoll)?;
         let buffers = BufferRing::register(&ring, options.buffers)?;
-        let now = Instant::now();
+        let links = (0..pool.len()).map(|_| LinkIo::default()).collect();
         Ok(Worker {
             ring,
             setup,
             buffers,
+            core: Core::new(service, pool),
             listener,
             accept_armed: false,
             accept_paused: false,
-            slots: Vec::new(),
-            free: Vec::new(),
+            io: Vec::new(),
+            links,
             dirty: Vec::new(),
             completions: Vec::with_capacity(COMPLETION_ENTRIES as usize),
-            handler,
-            date: HttpDate::new(),
-            now,
-            next_sweep: now + SWEEP_EVERY,
         })
     }
 
@@ -370,12 +373,12 @@ impl<H: Handler> Worker<H> {
 
     fn serve(&mut self) -> io::Result<std::convert::Infallible> {
         loop {
-            if !self.accept_armed && !self.accept_paused {
+            if !self.accept_armed && !self.accept_paused && self.core.ready_to_listen() {
                 self.arm_accept()?;
             }
+            self.sync_links()?;
             self.wait()?;
-            self.now = Instant::now();
-            self.date.refresh();
+            self.core.refresh();
             let mut batch = std::mem::take(&mut self.completions);
             batch.extend(self.ring.completion());
             for completion in &batch {
@@ -389,22 +392,39 @@ impl<H: Handler> Worker<H> {
             self.completions = batch;
             // Every buffer of the batch is back before any receive is re-armed.
             self.buffers.publish();
-            if self.now >= self.next_sweep {
-                self.sweep()?;
+            self.core.on_timers();
+            let mut expired = Vec::new();
+            if self.core.sweep(|_, index| expired.push(index)) {
+                for index in expired {
+                    self.begin_close(index)?;
+                }
+                self.accept_paused = false;
             }
-            let mut dirty = std::mem::take(&mut self.dirty);
-            for &index in &dirty {
-                self.advance(index)?;
-            }
-            dirty.clear();
-            self.dirty = dirty;
+            self.advance_dirty()?;
+            self.send_links()?;
         }
     }
 
-    /// Submits what is queued and waits for a completion or the next sweep.
+    /// Brings every connection touched in this batch up to date, including those that
+    /// received responses from the database.
+    fn advance_dirty(&mut self) -> io::Result<()> {
+        for index in std::mem::take(&mut self.core.completed) {
+            self.mark_dirty(index);
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &index in &dirty {
+            self.advance(index)?;
+        }
+        dirty.clear();
+        self.dirty = dirty;
+        Ok(())
+    }
+
+    /// Submits what is queued and waits for a completion or the core's next timer.
     fn wait(&mut self) -> io::Result<()> {
         let timeout = self
-            .next_sweep
+            .core
+            .next_wake()
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
         let timeout = types::Timespec::from(timeout);
@@ -457,6 +477,9 @@ impl<H: Handler> Worker<H> {
             ACCEPT => self.on_accept(result, flags),
             RECV => self.on_recv(index, generation, result, flags),
             SEND => self.on_send(index, generation, result),
+            LINK_CONNECT => self.on_link_connect(index, generation),
+            LINK_RECV => self.on_link_recv(index, generation, result, flags),
+            LINK_SEND => self.on_link_send(index, generation, result),
             // Cancels (CANCEL) report nothing we need: the cancelled operation completes too.
             _ => Ok(()),
         }
@@ -478,7 +501,7 @@ impl<H: Handler> Worker<H> {
         if result == -libc::EINVAL {
             return Err(unusable("multishot accept", err));
         }
-        if is_out_of_descriptors(&err) {
+        if sys::is_out_of_descriptors(&err) {
             eprintln!("gnosis-uring: cannot accept: {err}; pausing accepts for a second");
             self.accept_paused = true;
             if self.accept_armed {
@@ -494,43 +517,34 @@ impl<H: Handler> Worker<H> {
     }
 
     fn open(&mut self, socket: OwnedFd) -> io::Result<()> {
-        let index = match self.free.pop() {
-            Some(index) => {
-                self.slots[index].conn.reset(self.now);
-                index
-            }
-            None => {
-                self.slots.push(Slot {
-                    socket: None,
-                    conn: Connection::new(self.slots.len() as u32, self.now),
-                    generation: 0,
-                    recv_armed: false,
-                    recv_cancelled: false,
-                    sending: false,
-                    peer_eof: false,
-                    lingering_since: None,
-                    closing: false,
-                    dirty: false,
-                });
-                self.slots.len() - 1
-            }
-        };
-        self.slots[index].socket = Some(socket);
+        let index = self.core.open(socket);
+        if index >= self.io.len() {
+            self.io.resize_with(index + 1, SlotIo::default);
+        }
+        self.io[index] = SlotIo::default();
         self.arm_recv(index)
     }
 
     fn arm_recv(&mut self, index: usize) -> io::Result<()> {
-        let slot = &mut self.slots[index];
+        let slot = &self.core.slots[index];
         let Some(socket) = &slot.socket else {
             return Ok(());
         };
         let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
             .build()
             .user_data(user_data(RECV, slot.generation, index));
-        slot.recv_armed = true;
-        slot.recv_cancelled = false;
+        let io = &mut self.io[index];
+        io.recv_armed = true;
+        io.recv_cancelled = false;
         // SAFETY: the receive writes only into the provided buffers, which are never freed.
         unsafe { self.push(entry) }
+    }
+
+    /// The slot `index`, if it still belongs to the connection of `generation`.
+    fn live(&self, index: usize, generation: u32) -> bool {
+        self.core.slots.get(index).is_some_and(|slot| {
+            slot.socket.is_some() && slot.generation & GENERATION_MASK == generation
+        })
     }
 
     fn on_recv(
@@ -541,27 +555,24 @@ impl<H: Handler> Worker<H> {
         flags: u32,
     ) -> io::Result<()> {
         let buffer = cqueue::buffer_select(flags);
-        let Some(slot) = self
-            .slots
-            .get_mut(index)
-            .filter(|slot| slot.generation == generation && slot.socket.is_some())
-        else {
+        if !self.live(index, generation) {
             if let Some(id) = buffer {
                 self.buffers.give_back(id);
             }
             return Ok(());
-        };
+        }
+        let (slot, io) = (&mut self.core.slots[index], &mut self.io[index]);
         if let Some(id) = buffer {
             // A lingering or closing connection only waits for the end: drop what it sends.
-            if result > 0 && slot.lingering_since.is_none() && !slot.closing {
+            if result > 0 && slot.lingering_since.is_none() && !io.closing {
                 let data = self.buffers.filled(id, result as usize);
                 slot.conn.input().extend_from_slice(data);
             }
             self.buffers.give_back(id);
         }
         if !cqueue::more(flags) {
-            slot.recv_armed = false;
-            slot.recv_cancelled = false;
+            io.recv_armed = false;
+            io.recv_cancelled = false;
         }
         match result {
             0 => slot.peer_eof = true,
@@ -582,30 +593,28 @@ impl<H: Handler> Worker<H> {
     }
 
     fn on_send(&mut self, index: usize, generation: u32, result: i32) -> io::Result<()> {
-        let Some(slot) = self
-            .slots
-            .get_mut(index)
-            .filter(|slot| slot.generation == generation && slot.socket.is_some())
-        else {
+        if !self.live(index, generation) {
             return Ok(());
-        };
-        slot.sending = false;
+        }
+        let io = &mut self.io[index];
+        io.sending = false;
         if result <= 0 {
             // The peer is gone (EPIPE, ECONNRESET), or we cancelled the send.
             return self.begin_close(index);
         }
-        if !slot.closing {
-            let sent = (result as usize).min(slot.conn.unsent().len());
-            slot.conn.mark_sent(sent);
+        if !io.closing {
+            let conn = &mut self.core.slots[index].conn;
+            let sent = (result as usize).min(conn.unsent().len());
+            conn.mark_sent(sent, self.core.now);
         }
         self.mark_dirty(index);
         Ok(())
     }
 
     fn mark_dirty(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
-        if !slot.dirty {
-            slot.dirty = true;
+        let io = &mut self.io[index];
+        if !io.dirty {
+            io.dirty = true;
             self.dirty.push(index);
         }
     }
@@ -613,61 +622,49 @@ impl<H: Handler> Worker<H> {
     /// Brings a connection up to date after its completions: answers what arrived, sends
     /// it, starts or stops receiving, and closes it once it is done.
     fn advance(&mut self, index: usize) -> io::Result<()> {
-        let slot = &mut self.slots[index];
-        slot.dirty = false;
+        let io = &mut self.io[index];
+        io.dirty = false;
+        if io.closing {
+            return self.begin_close(index);
+        }
+        let sending = io.sending;
+        let read = match self.core.advance(index, !sending) {
+            Next::Close => return self.begin_close(index),
+            Next::Keep { read } => read,
+        };
+        let slot = &self.core.slots[index];
         let Some(socket) = &slot.socket else {
             return Ok(());
         };
-        if slot.closing || (slot.lingering_since.is_some() && slot.peer_eof) {
-            return self.begin_close(index);
+        let unsent = slot.conn.unsent();
+        if !sending && !unsent.is_empty() {
+            let entry = opcode::Send::new(
+                types::Fd(socket.as_raw_fd()),
+                unsent.as_ptr(),
+                unsent.len().min(u32::MAX as usize) as u32,
+            )
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data(SEND, slot.generation, index));
+            self.io[index].sending = true;
+            // SAFETY: the output is left alone while `sending` is set, and the slot (and
+            // with it the connection's buffers) is not reused before the send completes.
+            unsafe { self.push(entry) }?;
         }
-        if !slot.sending {
-            if slot.lingering_since.is_none() {
-                if !slot.conn.input().is_empty() {
-                    slot.conn.process(&mut self.handler, &self.date, self.now);
-                }
-                if slot.peer_eof {
-                    slot.conn.peer_closed();
-                }
-            }
-            let unsent = slot.conn.unsent();
-            if !unsent.is_empty() {
-                let entry = opcode::Send::new(
-                    types::Fd(socket.as_raw_fd()),
-                    unsent.as_ptr(),
-                    unsent.len().min(u32::MAX as usize) as u32,
-                )
-                .flags(libc::MSG_NOSIGNAL)
-                .build()
-                .user_data(user_data(SEND, slot.generation, index));
-                slot.sending = true;
-                // SAFETY: the output is left alone while `sending` is set, and the slot
-                // (and with it the connection's buffers) is not reused before the send
-                // completes.
-                unsafe { self.push(entry) }?;
-            } else if slot.conn.is_finished() && slot.lingering_since.is_none() {
-                if slot.peer_eof {
-                    return self.begin_close(index);
-                }
-                // Shut down writing and wait for the peer's EOF rather than closing at once:
-                // closing with unread input would reset the connection and could destroy
-                // the response the peer has not read yet.
-                sys::shutdown_write(socket);
-                slot.lingering_since = Some(self.now);
-            }
-        }
-        let slot = &mut self.slots[index];
-        let wants_input = !slot.peer_eof
+        let slot = &self.core.slots[index];
+        let wants_input = read
             && (slot.lingering_since.is_some()
-                || (slot.conn.wants_input() && slot.conn.input().len() < MAX_BUFFERED_INPUT));
-        if wants_input && !slot.recv_armed {
+                || slot.conn.buffered_input() < MAX_BUFFERED_INPUT);
+        let generation = slot.generation;
+        let io = &mut self.io[index];
+        if wants_input && !io.recv_armed {
             self.arm_recv(index)?;
-        } else if !wants_input && slot.recv_armed && !slot.recv_cancelled {
+        } else if !wants_input && io.recv_armed && !io.recv_cancelled {
             // Stop reading until the client has taken its responses.
-            slot.recv_cancelled = true;
-            let entry = opcode::AsyncCancel::new(user_data(RECV, slot.generation, index))
+            io.recv_cancelled = true;
+            let entry = opcode::AsyncCancel::new(user_data(RECV, generation, index))
                 .build()
-                .user_data(user_data(CANCEL, slot.generation, index));
+                .user_data(user_data(CANCEL, generation, index));
             // SAFETY: a cancel points at no memory.
             unsafe { self.push(entry) }?;
         }
@@ -676,24 +673,21 @@ impl<H: Handler> Worker<H> {
 
     /// Cancels the connection's operations and closes it once they have all completed.
     fn begin_close(&mut self, index: usize) -> io::Result<()> {
-        let slot = &mut self.slots[index];
+        let slot = &self.core.slots[index];
         let Some(socket) = &slot.socket else {
             return Ok(());
         };
-        if !slot.recv_armed && !slot.sending {
-            slot.socket = None;
-            slot.generation = slot.generation.wrapping_add(1) & GENERATION_MASK;
-            slot.peer_eof = false;
-            slot.lingering_since = None;
-            slot.closing = false;
-            self.free.push(index);
+        let io = &mut self.io[index];
+        if !io.recv_armed && !io.sending {
+            *io = SlotIo::default();
+            drop(self.core.release(index));
             return Ok(());
         }
-        if slot.closing {
+        if io.closing {
             // Already cancelled; the completions will bring it back here.
             return Ok(());
         }
-        slot.closing = true;
+        io.closing = true;
         let entry = opcode::AsyncCancel2::new(
             types::CancelBuilder::fd(types::Fd(socket.as_raw_fd())).all(),
         )
@@ -703,25 +697,155 @@ impl<H: Handler> Worker<H> {
         unsafe { self.push(entry) }
     }
 
-    /// Closes connections that idled or lingered too long, and resumes accepting.
-    fn sweep(&mut self) -> io::Result<()> {
-        self.next_sweep = self.now + SWEEP_EVERY;
-        for index in 0..self.slots.len() {
-            let slot = &self.slots[index];
-            if slot.socket.is_none() || slot.closing {
-                continue;
-            }
-            let expired = match slot.lingering_since {
-                Some(since) => self.now.duration_since(since) > LINGER,
-                None => slot.conn.timed_out(self.now, &TIMEOUTS),
-            };
-            if expired {
-                self.begin_close(index)?;
+    // The PostgreSQL links.
+
+    /// Opens and closes the links' sockets as their connections want; a new socket is
+    /// watched for its connect to complete, a connected one gets a multishot receive.
+    fn sync_links(&mut self) -> io::Result<()> {
+        for index in 0..self.links.len() {
+            if let Some(fd) = self.core.sync_link(index) {
+                let generation = self.core.links[index].generation;
+                self.links[index] = LinkIo {
+                    armed_generation: Some(generation),
+                    recv_armed: false,
+                };
+                let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
+                    .build()
+                    .user_data(user_data(LINK_CONNECT, link_generation(generation), index));
+                // SAFETY: a poll points at no memory.
+                unsafe { self.push(entry) }?;
             }
         }
-        self.accept_paused = false;
         Ok(())
     }
+
+    /// The link `index`'s socket, if it still belongs to the connection of `generation`.
+    fn live_link(&self, index: usize, generation: u32) -> Option<RawFd> {
+        let link = self.core.links.get(index)?;
+        let socket = link.socket.as_ref()?;
+        (link_generation(link.generation) == generation).then(|| socket.as_raw_fd())
+    }
+
+    fn on_link_connect(&mut self, index: usize, generation: u32) -> io::Result<()> {
+        if self.live_link(index, generation).is_none() {
+            return Ok(());
+        }
+        self.core.link_connected(index);
+        self.arm_link_recv(index)
+    }
+
+    fn arm_link_recv(&mut self, index: usize) -> io::Result<()> {
+        let Some(socket) = &self.core.links[index].socket else {
+            return Ok(());
+        };
+        if self.links[index].recv_armed || self.core.pool.get_mut(index).step() != Step::Io {
+            return Ok(());
+        }
+        let generation = link_generation(self.core.links[index].generation);
+        let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
+            .build()
+            .user_data(user_data(LINK_RECV, generation, index));
+        self.links[index].recv_armed = true;
+        // SAFETY: the receive writes only into the provided buffers, which are never freed.
+        unsafe { self.push(entry) }
+    }
+
+    fn on_link_recv(
+        &mut self,
+        index: usize,
+        generation: u32,
+        result: i32,
+        flags: u32,
+    ) -> io::Result<()> {
+        let buffer = cqueue::buffer_select(flags);
+        let live = self.live_link(index, generation).is_some();
+        if live {
+            if let (Some(id), true) = (buffer, result > 0) {
+                let data = self.buffers.filled(id, result as usize);
+                self.core.link_received(index, data);
+            }
+            if !cqueue::more(flags) {
+                self.links[index].recv_armed = false;
+            }
+        }
+        if let Some(id) = buffer {
+            self.buffers.give_back(id);
+        }
+        if !live {
+            return Ok(());
+        }
+        match result {
+            0 => self.core.link_failed(
+                index,
+                DbError::Protocol("the server closed the connection".into()),
+            ),
+            1.. => {}
+            _ if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
+            _ => self
+                .core
+                .link_failed(index, DbError::Io(io::Error::from_raw_os_error(-result))),
+        }
+        // Re-armed once the batch's buffers are back: at the next sync of the links.
+        Ok(())
+    }
+
+    fn on_link_send(&mut self, index: usize, generation: u32, result: i32) -> io::Result<()> {
+        let Some(link) = self.core.links.get_mut(index) else {
+            return Ok(());
+        };
+        link.in_flight = false;
+        if self.live_link(index, generation).is_none() {
+            // The socket was closed while the kernel sent: its bytes are of no use now.
+            let link = &mut self.core.links[index];
+            link.out.clear();
+            link.sent = 0;
+            return Ok(());
+        }
+        match result {
+            1.. => self.core.link_sent(index, result as usize),
+            _ => self.core.link_failed(
+                index,
+                DbError::Io(io::Error::from_raw_os_error(-result.min(-1))),
+            ),
+        }
+        Ok(())
+    }
+
+    /// Sends what each link has queued, one send in flight per link, and re-arms the
+    /// receives that ran out of buffers.
+    fn send_links(&mut self) -> io::Result<()> {
+        for index in 0..self.links.len() {
+            self.arm_link_recv(index)?;
+            if self.core.links[index].in_flight {
+                continue;
+            }
+            let Some(fd) = self.core.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+                continue;
+            };
+            let generation = link_generation(self.core.links[index].generation);
+            let unsent = self.core.link_unsent(index);
+            if unsent.is_empty() {
+                continue;
+            }
+            let entry = opcode::Send::new(
+                types::Fd(fd),
+                unsent.as_ptr(),
+                unsent.len().min(u32::MAX as usize) as u32,
+            )
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data(LINK_SEND, generation, index));
+            self.core.links[index].in_flight = true;
+            // SAFETY: the link's `out` is neither changed nor freed while `in_flight` is set.
+            unsafe { self.push(entry) }?;
+        }
+        Ok(())
+    }
+}
+
+/// A link's generation as it fits in a completion's user data.
+fn link_generation(generation: u64) -> u32 {
+    generation as u32 & GENERATION_MASK
 }
 
 /// Interrupted, or the kernel wants completions reaped first: try again.
@@ -751,25 +875,27 @@ impl Drop for PanicReport {
     }
 }
 
-/// Runs one io_uring worker per listener, each with its own handler. Returns an error as
-/// soon as any ring cannot be set up, or later when any worker stops.
-pub fn run<H, F>(listeners: Vec<OwnedFd>, new_handler: F, options: UringOptions) -> io::Result<()>
+/// Runs one io_uring worker per listener, each with the service and database connections
+/// `new_worker` makes on its thread. Returns an error as soon as any ring cannot be set up,
+/// or later when any worker stops.
+pub fn run<S, F>(listeners: Vec<OwnedFd>, new_worker: F, options: UringOptions) -> io::Result<()>
 where
-    H: Handler,
-    F: Fn() -> H + Send + Sync + 'static,
+    S: Service,
+    F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
     let threads = listeners.len();
-    let new_handler = std::sync::Arc::new(new_handler);
+    let new_worker = Arc::new(new_worker);
     let (reports, reported) = mpsc::channel();
     for (i, listener) in listeners.into_iter().enumerate() {
-        let new_handler = new_handler.clone();
+        let new_worker = new_worker.clone();
         let reports = reports.clone();
         std::thread::Builder::new()
             .name(format!("gnosis-uring-{i}"))
             .spawn(move || {
                 let guard = PanicReport(reports.clone());
                 // The ring is made on the thread that uses it (SINGLE_ISSUER).
-                let report = match Worker::new(listener, new_handler(), options) {
+                let (service, pool) = new_worker();
+                let report = match Worker::new(listener, service, pool, options) {
                     Ok(worker) => {
                         let _ = reports.send(Report::Ready(worker.setup()));
                         Report::Stopped(worker.run())

@@ -2,6 +2,7 @@
 //! `scripts/pg.sh` like the shared one, for tests that stop and start the database.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::process::Command;
 
 pub struct Cluster {
@@ -12,7 +13,13 @@ pub struct Cluster {
 impl Cluster {
     /// A cluster that is not started yet; `start` creates it.
     pub fn new(name: &str) -> Cluster {
-        let dir = std::env::temp_dir().join(format!("gnosis-pg-{name}-{}", std::process::id()));
+        // Unique within the process too: a test may run once per binary, in parallel.
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "gnosis-pg-{name}-{}-{}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        ));
         Cluster {
             dir,
             port: super::free_port(),

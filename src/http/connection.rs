@@ -2,12 +2,14 @@
 //!
 //! Responses leave in request order. A request answered at once goes straight to the output
 //! unless an earlier one is still waiting (for the database); then it waits in line behind
-//! it, already written, and the line moves into the output as its front completes.
+//! it, already written, and the line moves into the output as its front completes
+//! ([`Connection::collect`], which the server calls only while the kernel is not sending
+//! from the output).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::http::{parse, ContentType, HttpDate, Parsed, Request, Response, Status};
+use super::{parse, ContentType, HttpDate, Parsed, Request, Response, Status};
 
 /// Answers requests. Each worker thread owns one.
 pub trait Handler {
@@ -19,7 +21,6 @@ pub trait Handler {
         response: Response,
         ticket: Ticket,
         out: &mut Vec<u8>,
-        date: &HttpDate,
     ) -> Reply;
 }
 
@@ -66,10 +67,14 @@ pub struct Connection {
     spare: Vec<Vec<u8>>,
     /// How much of `output` has been sent.
     sent: usize,
-    /// No further requests will be read: the last response closes the connection.
+    /// No further requests will be answered: the last response closes the connection.
     closing: bool,
-    /// When the oldest unanswered byte of `input` arrived.
-    partial_since: Option<Instant>,
+    /// The peer sent its last byte; the requests already in `input` are still answered.
+    peer_eof: bool,
+    /// Since when the client owes the rest of a request it has begun; `None` while there is
+    /// no partial request, or while the server itself holds the input back.
+    waiting_since: Option<Instant>,
+    /// The last time a request was taken in or a response byte went out.
     last_active: Instant,
 }
 
@@ -85,7 +90,8 @@ impl Connection {
             spare: Vec::new(),
             sent: 0,
             closing: false,
-            partial_since: None,
+            peer_eof: false,
+            waiting_since: None,
             last_active: now,
         }
     }
@@ -101,7 +107,8 @@ impl Connection {
         }
         self.sent = 0;
         self.closing = false;
-        self.partial_since = None;
+        self.peer_eof = false;
+        self.waiting_since = None;
         self.last_active = now;
     }
 
@@ -114,9 +121,9 @@ impl Connection {
     /// reading its responses. A malformed request is answered with its error status and
     /// ends the connection.
     pub fn process(&mut self, handler: &mut impl Handler, date: &HttpDate, now: Instant) {
-        self.last_active = now;
         let mut consumed = 0;
-        while self.wants_input() {
+        let mut partial = false;
+        while !self.closing && self.has_room() {
             match parse(&self.input[consumed..]) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
@@ -128,7 +135,7 @@ impl Connection {
                     };
                     if self.queue.is_empty() {
                         let reply =
-                            handler.handle(&request, response, ticket, &mut self.output, date);
+                            handler.handle(&request, response, ticket, &mut self.output);
                         if reply == Reply::Later {
                             let bytes = self.spare.pop().unwrap_or_default();
                             self.queue.push_back(Queued {
@@ -139,7 +146,7 @@ impl Connection {
                         }
                     } else {
                         let mut bytes = self.spare.pop().unwrap_or_default();
-                        let reply = handler.handle(&request, response, ticket, &mut bytes, date);
+                        let reply = handler.handle(&request, response, ticket, &mut bytes);
                         let done = reply == Reply::Now;
                         self.queue.push_back(Queued {
                             response,
@@ -149,7 +156,10 @@ impl Connection {
                     }
                     self.closing = !response.keep_alive();
                 }
-                Parsed::Partial => break,
+                Parsed::Partial => {
+                    partial = consumed < self.input.len();
+                    break;
+                }
                 Parsed::Invalid(status) => {
                     self.fail(status, date);
                     consumed = self.input.len();
@@ -157,12 +167,23 @@ impl Connection {
             }
         }
         self.input.drain(..consumed);
+        if consumed > 0 {
+            self.last_active = now;
+        }
+        // A request the peer began but can no longer finish is dropped with the connection.
+        if self.peer_eof && (partial || self.input.is_empty()) {
+            self.closing = true;
+        }
         if self.closing {
             self.input.clear();
+            partial = false;
         }
-        self.partial_since = match self.input.is_empty() {
-            true => None,
-            false => self.partial_since.or(Some(now)),
+        // The request timeout runs from the first byte of the request the client has not
+        // finished; requests held back by the server do not count against the client.
+        self.waiting_since = match partial {
+            false => None,
+            true if consumed > 0 => Some(now),
+            true => self.waiting_since.or(Some(now)),
         };
     }
 
@@ -182,9 +203,9 @@ impl Connection {
         self.closing = true;
     }
 
-    /// Writes the response for `ticket` and moves every finished response at the front of the
-    /// line to the output. A ticket of an earlier peer of this slot, or one already answered,
-    /// is ignored.
+    /// Writes the response for `ticket` into its place in line; [`Connection::collect`]
+    /// moves it to the output once every response before it is there too. A ticket of an
+    /// earlier peer of this slot, or one already answered, is ignored.
     pub fn complete(
         &mut self,
         ticket: Ticket,
@@ -192,6 +213,7 @@ impl Connection {
         status: Status,
         content_type: ContentType,
         body: &[u8],
+        now: Instant,
     ) {
         if ticket.slot != self.slot || ticket.generation != self.generation {
             return;
@@ -204,6 +226,11 @@ impl Connection {
             .response
             .write(&mut queued.bytes, date, status, content_type, body);
         queued.done = true;
+        self.last_active = now;
+    }
+
+    /// Moves every finished response at the front of the line to the output.
+    pub fn collect(&mut self) {
         while self.queue.front().is_some_and(|queued| queued.done) {
             let Some(mut queued) = self.queue.pop_front() else {
                 break;
@@ -215,19 +242,29 @@ impl Connection {
         }
     }
 
-    /// The peer sent its last byte: answer what was complete, then close.
+    /// The peer sent its last byte: answer the complete requests already received, then
+    /// close.
     pub fn peer_closed(&mut self) {
-        self.closing = true;
-        self.input.clear();
-        self.partial_since = None;
+        self.peer_eof = true;
+        if self.input.is_empty() {
+            self.closing = true;
+        }
+    }
+
+    /// Received bytes not answered yet.
+    pub fn buffered_input(&self) -> usize {
+        self.input.len()
     }
 
     pub fn unsent(&self) -> &[u8] {
         &self.output[self.sent..]
     }
 
-    pub fn mark_sent(&mut self, n: usize) {
+    pub fn mark_sent(&mut self, n: usize, now: Instant) {
         self.sent += n;
+        if n > 0 {
+            self.last_active = now;
+        }
         if self.sent == self.output.len() {
             self.output.clear();
             self.sent = 0;
@@ -240,16 +277,19 @@ impl Connection {
         }
     }
 
-    /// Whether the server should read more from this peer now.
-    pub fn wants_input(&self) -> bool {
-        !self.closing
-            && self.output.len() - self.sent < OUTPUT_HIGH_WATER
-            && self.queue.len() < MAX_QUEUED
+    /// Whether more responses may be produced now: the client is reading them.
+    fn has_room(&self) -> bool {
+        self.output.len() - self.sent < OUTPUT_HIGH_WATER && self.queue.len() < MAX_QUEUED
     }
 
-    /// Requests are waiting in the input for the output to drain.
+    /// Whether the server should read more from this peer now.
+    pub fn wants_input(&self) -> bool {
+        !self.closing && !self.peer_eof && self.has_room()
+    }
+
+    /// Complete requests wait in the input for the output to drain.
     pub fn has_backlog(&self) -> bool {
-        !self.closing && !self.input.is_empty()
+        !self.closing && !self.input.is_empty() && self.waiting_since.is_none()
     }
 
     /// Everything is answered and sent and no more will be read.
@@ -257,14 +297,14 @@ impl Connection {
         self.closing && self.queue.is_empty() && self.sent == self.output.len()
     }
 
-    /// Whether the connection has been idle, or stuck in one request, for too long.
+    /// Whether the client took too long to send a request it began, or nothing moved in
+    /// either direction for too long (an idle keep-alive connection, or a client that does
+    /// not read its responses).
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
-        if let Some(since) = self.partial_since {
+        if let Some(since) = self.waiting_since {
             return now.duration_since(since) > limits.request;
         }
-        self.queue.is_empty()
-            && self.sent == self.output.len()
-            && now.duration_since(self.last_active) > limits.idle
+        now.duration_since(self.last_active) > limits.idle
     }
 }
 
