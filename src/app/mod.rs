@@ -101,12 +101,14 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
         ..pg::Options::default()
     };
     let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
+    let threads = Arc::new(pg::pool::Threads::default());
     move || {
         let pool = Pool::new(
             &target,
             STATEMENTS,
             &options,
             pg_conns,
+            &threads,
             std::time::Instant::now(),
         );
         (App::new(cache.clone(), max_db_requests), pool)

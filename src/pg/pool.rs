@@ -1,5 +1,10 @@
 //! One worker thread's PostgreSQL connections, and which of them a request's queries go to.
+//!
+//! The first connection is always wanted; the others open only when it is busy, and a thread
+//! gives them back when another thread has none (the server's connection slots are shared
+//! by all threads and may be scarce).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,22 +18,44 @@ pub struct Pool {
     /// Where the connections' sockets connect to; `None` for a server without a database.
     target: Option<Arc<Target>>,
     conns: Vec<PgConn>,
+    /// Shared by the pools of all threads.
+    threads: Arc<Threads>,
+    /// This pool is counted in `threads.starving`.
+    starving: bool,
+}
+
+/// What the pools of all threads tell each other.
+#[derive(Default)]
+pub struct Threads {
+    /// Pools with no ready connection that keep failing to get one.
+    starving: AtomicUsize,
 }
 
 impl Pool {
-    /// `size` connections that start connecting at once.
+    /// Up to `size` connections; the first starts connecting at once, the others when
+    /// needed. `threads` is shared by the pools of all threads.
     pub fn new(
         target: &Arc<Target>,
         statements: &'static [Statement],
         options: &Options,
         size: usize,
+        threads: &Arc<Threads>,
         now: Instant,
     ) -> Pool {
+        let conns = (0..size)
+            .map(|index| {
+                let mut conn = PgConn::new(target.clone(), statements, options.clone(), now);
+                if index > 0 {
+                    conn.park(now, &mut |_, _| {});
+                }
+                conn
+            })
+            .collect();
         Pool {
             target: Some(target.clone()),
-            conns: (0..size)
-                .map(|_| PgConn::new(target.clone(), statements, options.clone(), now))
-                .collect(),
+            conns,
+            threads: threads.clone(),
+            starving: false,
         }
     }
 
@@ -37,6 +64,8 @@ impl Pool {
         Pool {
             target: None,
             conns: Vec::new(),
+            threads: Arc::default(),
+            starving: false,
         }
     }
 
@@ -71,7 +100,12 @@ impl Pool {
             .find(|&i| self.conns[i].queued() < SPILL_DEPTH)
             .or_else(|| ready().min_by_key(|&i| self.conns[i].queued()));
         match chosen {
-            Some(index) => Some(&mut self.conns[index]),
+            Some(index) => {
+                if self.conns[index].queued() >= SPILL_DEPTH {
+                    self.open_spare(now);
+                }
+                Some(&mut self.conns[index])
+            }
             None => {
                 for conn in &mut self.conns {
                     conn.wanted(now);
@@ -81,12 +115,53 @@ impl Pool {
         }
     }
 
-    /// Every connection has either become ready or failed to: what the database is like
-    /// right now is known.
+    /// Opens a parked connection for the overflow, unless another thread has none.
+    fn open_spare(&mut self, now: Instant) {
+        if self.threads.starving.load(Ordering::Relaxed) > 0 {
+            return;
+        }
+        if let Some(spare) = self.conns.iter_mut().find(|conn| conn.is_parked()) {
+            spare.unpark(now);
+        }
+    }
+
+    /// Keeps the count of starving threads true, and while another thread starves, gives
+    /// back the connections this one can do without: every ready one but the busiest that
+    /// holds no query, and every one still trying.
+    pub fn balance(&mut self, now: Instant) {
+        let has_ready = self.conns.iter().any(PgConn::is_ready);
+        let starving = !has_ready
+            && self
+                .conns
+                .iter()
+                .any(|conn| !conn.is_parked() && conn.last_error().is_some());
+        if starving != self.starving {
+            self.starving = starving;
+            match starving {
+                true => self.threads.starving.fetch_add(1, Ordering::Relaxed),
+                false => self.threads.starving.fetch_sub(1, Ordering::Relaxed),
+            };
+        }
+        if starving || !has_ready || self.threads.starving.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let keep = (0..self.conns.len())
+            .filter(|&i| self.conns[i].is_ready())
+            .max_by_key(|&i| self.conns[i].queued());
+        for (index, conn) in self.conns.iter_mut().enumerate() {
+            let idle = !conn.is_ready() || conn.queued() == 0;
+            if Some(index) != keep && !conn.is_parked() && idle {
+                conn.park(now, &mut |_, _| {});
+            }
+        }
+    }
+
+    /// Every connection has either become ready or failed to (or waits parked): what the
+    /// database is like right now is known.
     pub fn settled(&self) -> bool {
         self.conns
             .iter()
-            .all(|conn| conn.is_ready() || conn.last_error().is_some())
+            .all(|conn| conn.is_ready() || conn.is_parked() || conn.last_error().is_some())
     }
 
     /// When [`Pool::on_timer`] must run next.
@@ -99,6 +174,14 @@ impl Pool {
             if conn.deadline().is_some_and(|deadline| deadline <= now) {
                 conn.on_timer(now, sink);
             }
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if self.starving {
+            self.threads.starving.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

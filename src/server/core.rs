@@ -226,10 +226,13 @@ impl<S: Service> Core<S> {
         true
     }
 
-    /// Runs the database connections' timers: reconnects, deadlines.
+    /// Runs the database connections' timers (reconnects, deadlines), and gives back
+    /// connections another thread needs more.
     pub fn on_timers(&mut self) {
         let (pool, mut deliver) = self.split();
-        pool.on_timer(deliver.now, &mut |token, event| deliver.event(token, event));
+        let now = deliver.now;
+        pool.on_timer(now, &mut |token, event| deliver.event(token, event));
+        pool.balance(now);
     }
 
     // The PostgreSQL connections' sockets.
