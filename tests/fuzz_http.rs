@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use gnosis::app::world::WorldCache;
+use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
 use gnosis::http::{parse, Connection, HttpDate, Parsed};
 use gnosis::pg::Pool;
@@ -16,7 +16,7 @@ use proptest::prelude::*;
 /// Feeds `chunks` one after another, answering after each; returns everything written.
 /// There is no database: its routes answer 503.
 fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
-    let mut app = App::new(Arc::new(WorldCache::default()), 16);
+    let mut app = App::new(Arc::new(WorldSnapshot::default()), 16);
     let mut db = Pool::empty();
     let mut conn = Connection::new(0, Instant::now());
     let mut written = Vec::new();

@@ -4,11 +4,12 @@
 
 use std::time::Instant;
 
+use super::cache::Cache;
 use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, random_id, World};
 use crate::http::{ContentType, Status, Ticket};
 use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
-use crate::pg::{DbError, Event, Param, Pool, Row, Statement};
+use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
 use crate::service::Finished;
 
 /// Prepared once per connection; the indexes below name them.
@@ -42,7 +43,12 @@ pub enum DbRoute {
     Queries(usize),
     Updates(usize),
     Fortunes,
+    /// The misses of a cached-queries request of this many rows.
+    CachedQueries(usize),
 }
+
+/// Queues one query of a job: its statement and parameters.
+type Queue<'a> = dyn FnMut(usize, &[Param<'_>]) -> Result<(), QueryError> + 'a;
 
 /// The requests of one thread that wait for the database.
 pub struct Jobs {
@@ -94,19 +100,7 @@ impl Jobs {
         db: &mut Pool,
         now: Instant,
     ) -> Result<(), Status> {
-        if self.active >= self.max_active {
-            return Err(Status::ServiceUnavailable);
-        }
-        let pg = db.pick(now).ok_or(Status::ServiceUnavailable)?;
-        let index = self.allocate(ticket, route);
-        let job = &mut self.all[index];
-        let token = index as u64;
-        let mut outstanding = 0;
-        let mut queue = |statement: usize, params: &[Param]| {
-            pg.query(statement, params, token, now)
-                .map(|()| outstanding += 1)
-        };
-        let queued = match route {
+        self.begin(route, ticket, db, now, |job, queue| match route {
             DbRoute::World => queue(SELECT_WORLD, &[Param::Int4(random_id(rng))]),
             DbRoute::Queries(n) => {
                 (0..n).try_for_each(|_| queue(SELECT_WORLD, &[Param::Int4(random_id(rng))]))
@@ -129,7 +123,52 @@ impl Jobs {
                         )
                     })
             }
+            DbRoute::CachedQueries(_) => unreachable!("cache misses start with read_through"),
+        })
+    }
+
+    /// A cached-queries request whose cache lacked some rows: `found` are the rows it had,
+    /// `missing` the ids to read, each by its own SELECT; the rows read go into the cache.
+    pub fn read_through(
+        &mut self,
+        ticket: Ticket,
+        found: &[World],
+        missing: &[i32],
+        db: &mut Pool,
+        now: Instant,
+    ) -> Result<(), Status> {
+        let route = DbRoute::CachedQueries(found.len() + missing.len());
+        self.begin(route, ticket, db, now, |job, queue| {
+            job.worlds.extend_from_slice(found);
+            missing
+                .iter()
+                .try_for_each(|&id| queue(SELECT_WORLD, &[Param::Int4(id)]))
+        })
+    }
+
+    /// Makes a job for the request and lets `queue_all` queue its queries, each through
+    /// the `queue` it is given, on one ready connection.
+    fn begin(
+        &mut self,
+        route: DbRoute,
+        ticket: Ticket,
+        db: &mut Pool,
+        now: Instant,
+        queue_all: impl FnOnce(&mut Job, &mut Queue<'_>) -> Result<(), QueryError>,
+    ) -> Result<(), Status> {
+        if self.active >= self.max_active {
+            return Err(Status::ServiceUnavailable);
+        }
+        let pg = db.pick(now).ok_or(Status::ServiceUnavailable)?;
+        let index = self.allocate(ticket, route);
+        let job = &mut self.all[index];
+        let token = index as u64;
+        let mut outstanding = 0;
+        let mut queue = |statement: usize, params: &[Param<'_>]| {
+            pg.query(statement, params, token, now)
+                .map(|()| outstanding += 1)
         };
+        let queued = queue_all(job, &mut queue);
         job.outstanding = outstanding;
         if queued.is_err() {
             // The connection is full: answer 503, once the queries that did go out are
@@ -144,13 +183,19 @@ impl Jobs {
     }
 
     /// One event of job `token`'s queries; returns its response once the last one is in.
-    pub fn on_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>> {
+    /// Rows read on a cache miss go into `cache`.
+    pub fn on_event(
+        &mut self,
+        token: u64,
+        event: Event<'_>,
+        cache: &mut Cache,
+    ) -> Option<Finished<'_>> {
         let index = token as usize;
         let job = self.all.get_mut(index).filter(|job| job.outstanding > 0)?;
         match event {
             Event::Row(row) => {
                 if job.failure.is_none() {
-                    if let Err(error) = job.take_row(&row) {
+                    if let Err(error) = job.take_row(&row, cache) {
                         self.errors.report(&error);
                         job.failure = Some(Status::InternalServerError);
                     }
@@ -178,7 +223,7 @@ impl Jobs {
         let job = &mut self.all[index];
         let expected_worlds = match job.route {
             DbRoute::World => 1,
-            DbRoute::Queries(n) | DbRoute::Updates(n) => n,
+            DbRoute::Queries(n) | DbRoute::Updates(n) | DbRoute::CachedQueries(n) => n,
             DbRoute::Fortunes => 0,
         };
         if job.failure.is_none() && job.worlds.len() != expected_worlds {
@@ -201,7 +246,7 @@ impl Jobs {
                 write_json(body, &job.worlds[0]);
                 (Status::Ok, ContentType::Json)
             }
-            (None, DbRoute::Queries(_) | DbRoute::Updates(_)) => {
+            (None, DbRoute::Queries(_) | DbRoute::Updates(_) | DbRoute::CachedQueries(_)) => {
                 write_json(body, &job.worlds);
                 (Status::Ok, ContentType::Json)
             }
@@ -249,7 +294,7 @@ impl Jobs {
 }
 
 impl Job {
-    fn take_row(&mut self, row: &Row<'_>) -> Result<(), DbError> {
+    fn take_row(&mut self, row: &Row<'_>, cache: &mut Cache) -> Result<(), DbError> {
         match self.route {
             DbRoute::Fortunes => self.fortunes.push(row.int4(0)?, row.text(1)?),
             DbRoute::World | DbRoute::Queries(_) => self.worlds.push(World {
@@ -268,6 +313,14 @@ impl Job {
                     id,
                     random_number: self.numbers[at],
                 });
+            }
+            DbRoute::CachedQueries(_) => {
+                let world = World {
+                    id: row.int4(0)?,
+                    random_number: row.int4(1)?,
+                };
+                cache.insert(world);
+                self.worlds.push(world);
             }
         }
         Ok(())

@@ -3,6 +3,7 @@
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
 //! in [`db::Jobs`] and are answered when its queries come back.
 
+pub mod cache;
 pub mod db;
 pub mod fortune;
 pub mod world;
@@ -16,8 +17,9 @@ use crate::config::Config;
 use crate::http::{ContentType, Method, Reply, Request, Response, Status, Ticket};
 use crate::pg::{self, Pool, Target};
 use crate::service::{Context, Finished, Service};
+use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
-use world::{World, WorldCache};
+use world::{random_id, World, WorldSnapshot};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -69,18 +71,22 @@ struct Message {
 pub struct App {
     /// Reused for serializing bodies.
     body: Vec<u8>,
-    cache: Arc<WorldCache>,
+    cache: Cache,
+    /// Scratch for the rows and the cache misses of one cached-queries request.
     worlds: Vec<World>,
+    missing: Vec<i32>,
     rng: fastrand::Rng,
     jobs: Jobs,
 }
 
 impl App {
-    pub fn new(cache: Arc<WorldCache>, max_db_requests: usize) -> Self {
+    /// `snapshot` primes the thread's cache once it has been taken.
+    pub fn new(snapshot: Arc<WorldSnapshot>, max_db_requests: usize) -> Self {
         App {
             body: Vec::new(),
-            cache,
+            cache: Cache::new(snapshot),
             worlds: Vec::new(),
+            missing: Vec::new(),
             rng: fastrand::Rng::new(),
             jobs: Jobs::new(max_db_requests),
         }
@@ -91,10 +97,10 @@ impl App {
 /// return what makes each worker thread's app and database connections.
 pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
     let target = Target::new(pg::Config::from_env());
-    let cache = WorldCache::load_in_background(target.clone());
+    let snapshot = WorldSnapshot::load_in_background(target.clone());
     // Requests wait in the listen backlog meanwhile: better than a 503 just after start-up.
-    // Without a database the server goes on and the cache fills in once it answers.
-    cache.wait_for_first_attempt(Duration::from_secs(3));
+    // Without a database the server goes on and the caches fill in once it answers.
+    snapshot.wait_for_first_attempt(Duration::from_secs(3));
     let options = pg::Options {
         connect_timeout: config.connect_timeout,
         query_timeout: config.query_timeout,
@@ -111,7 +117,7 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
             &threads,
             std::time::Instant::now(),
         );
-        (App::new(cache.clone(), max_db_requests), pool)
+        (App::new(snapshot.clone(), max_db_requests), pool)
     }
 }
 
@@ -151,13 +157,20 @@ impl Service for App {
                 response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
             }
             Route::CachedQueries(count) => {
-                if self.cache.pick_random(&mut self.rng, count, &mut self.worlds) {
+                let (worlds, missing, rng) = (&mut self.worlds, &mut self.missing, &mut self.rng);
+                worlds.clear();
+                missing.clear();
+                let ids = (0..count).map(|_| random_id(rng));
+                self.cache.lookup(ids, worlds, missing);
+                if missing.is_empty() {
                     self.body.clear();
-                    write_json(&mut self.body, &self.worlds);
+                    write_json(&mut self.body, worlds);
                     response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
                 } else {
-                    // Not loaded yet: the database has not answered since start-up.
-                    response.write_error(out, cx.date, Status::ServiceUnavailable);
+                    match self.jobs.read_through(ticket, worlds, missing, cx.db, cx.now) {
+                        Ok(()) => return Reply::Later,
+                        Err(status) => response.write_error(out, cx.date, status),
+                    }
                 }
             }
             Route::Database(route) => {
@@ -174,7 +187,7 @@ impl Service for App {
     }
 
     fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
-        self.jobs.on_event(token, event)
+        self.jobs.on_event(token, event, &mut self.cache)
     }
 }
 

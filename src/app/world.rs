@@ -41,26 +41,27 @@ static ALL_WORLDS: &[Statement] = &[Statement {
     param_types: &[],
 }];
 
-/// Every `world` row, read once from the database, then shared read-only by all threads.
+/// Every `world` row as read once at start-up, shared read-only by all threads to prime
+/// their caches ([`super::cache::Cache`]).
 #[derive(Default)]
-pub struct WorldCache {
+pub struct WorldSnapshot {
     /// Indexed by id; index 0 is unused.
     worlds: OnceLock<Box<[World]>>,
     /// The first attempt to load has ended, loaded or not.
     tried: AtomicBool,
 }
 
-impl WorldCache {
-    /// A cache that a background thread fills as soon as the database answers, retrying
-    /// until it does; requests find it empty until then.
-    pub fn load_in_background(target: Arc<Target>) -> Arc<WorldCache> {
-        let cache = Arc::new(WorldCache::default());
-        let filling = cache.clone();
+impl WorldSnapshot {
+    /// A snapshot that a background thread takes as soon as the database answers, retrying
+    /// until it does; it is empty until then.
+    pub fn load_in_background(target: Arc<Target>) -> Arc<WorldSnapshot> {
+        let snapshot = Arc::new(WorldSnapshot::default());
+        let filling = snapshot.clone();
         std::thread::Builder::new()
             .name("gnosis-cache".into())
             .spawn(move || filling.load_until_done(&target))
             .expect("spawning the cache loader");
-        cache
+        snapshot
     }
 
     fn load_until_done(&self, target: &Arc<Target>) {
@@ -71,12 +72,12 @@ impl WorldCache {
             self.tried.store(true, Ordering::Release);
             match attempt {
                 Ok(worlds) => {
-                    eprintln!("gnosis: cached {} world rows", worlds.len() - 1);
+                    eprintln!("gnosis: loaded {} world rows for the cache", worlds.len() - 1);
                     let _ = self.worlds.set(worlds);
                     return;
                 }
                 Err(err) if !reported => {
-                    eprintln!("gnosis: cannot load the world cache yet ({err}); retrying");
+                    eprintln!("gnosis: cannot load the world rows for the cache yet ({err}); retrying");
                     reported = true;
                 }
                 Err(_) => {}
@@ -125,20 +126,9 @@ impl WorldCache {
         self.worlds.get().is_some()
     }
 
-    /// Replaces `into` with `count` worlds picked at random; false while not loaded yet.
-    pub fn pick_random(
-        &self,
-        rng: &mut fastrand::Rng,
-        count: usize,
-        into: &mut Vec<World>,
-    ) -> bool {
-        let Some(worlds) = self.worlds.get() else {
-            return false;
-        };
-        into.clear();
-        // Loading checked that index i holds id i for every id 1..=10000.
-        into.extend((0..count).map(|_| worlds[random_id(rng) as usize]));
-        true
+    /// Every row (index 0 unused: index i holds id i), once loaded.
+    pub fn rows(&self) -> Option<&[World]> {
+        self.worlds.get().map(|worlds| &worlds[1..])
     }
 }
 
