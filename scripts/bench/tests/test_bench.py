@@ -428,6 +428,17 @@ class Scheduling(unittest.TestCase):
         self.assertIn("**invalid: errors** (1.250)", table)
         self.assertNotIn("2/2 rounds higher", table)
 
+    def test_vortex_updates_are_flagged_as_no_legal_bar(self):
+        self.RATES = dict(self.RATES, vortex=2000)
+        vortex = bench.Server("vortex", "/bin/vortex", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["vortex"])
+        servers = [self.servers[0], vortex]
+        record = bench.run_test(bench.TESTS["updates"], servers, self.args("updates", [5], rounds=1), lambda m: None, RecordingLineup())
+        self.assertIn(("vortex", "http://127.0.0.1:8080/updates?q=5", 512, 3, False), self.calls)
+        meta = dict(meta_for(["gnosis", "vortex"]), anchors={"vortex": "vortex"})
+        table = bench.render_markdown(meta, [record], ["gnosis", "vortex"])
+        self.assertIn("| updates* | N=5 | 1,000 | 2,000 | 0.500 (1/1 lower) |", table)
+        self.assertEqual(table.count("TFB's rule 7 forbids"), 2)  # under the summary and the test
+
     def test_a_test_no_server_serves(self):
         record = bench.run_test(bench.TESTS["cached"], self.servers[1:], self.args("cached", [1]), lambda m: None, RecordingLineup())
         self.assertTrue(record["not_served"])
