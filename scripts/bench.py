@@ -121,6 +121,73 @@ class BenchError(Exception):
     """A setup problem that stops the run (exit status 2)."""
 
 
+# ---------------------------------------------------------------- anchors
+
+# TFB's top Rust entries, prebuilt (see /work/shared/anchors/README.md). Each listens on
+# 0.0.0.0:8080 only, takes no arguments and, if it has database tests, connects at start-up to
+# tfb-database:5432 as TFB's containers do.
+DEFAULT_ANCHORS_DIR = Path("/work/shared/anchors/bin")
+ANCHOR_PREFIX = "anchor:"
+ANCHOR_PORT = 8080
+DB_TESTS = ("db", "queries", "updates", "fortunes")
+# The anchors' N-query URLs differ from TFB's benchmark_config ones (?queries=N).
+ANCHOR_PATHS = {"queries": "/queries?q=", "updates": "/updates?q="}
+RULE_7_NOTE = (
+    "puts all of a request's queries under one Sync, which TFB's rule 7 forbids: its numbers "
+    "here are not a legal bar (/work/shared/anchors.md)"
+)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    name: str
+    tests: tuple  # the tests it serves; cached queries: none of them
+    not_a_legal_bar: tuple = ()  # tests it serves against TFB's rules: its numbers there are no bar
+
+    @property
+    def needs_database(self):
+        return any(t in DB_TESTS for t in self.tests)
+
+    def url_path(self, test, level):
+        if test.name in ANCHOR_PATHS:
+            return f"{ANCHOR_PATHS[test.name]}{level}"
+        return test.url_path(level)
+
+
+ANCHORS = {
+    a.name: a
+    for a in [
+        Anchor("may-minihttp", ("json", "plaintext") + DB_TESTS),
+        Anchor("xitca-web", ("json", "plaintext") + DB_TESTS),
+        Anchor("vortex", ("json", "plaintext") + DB_TESTS, not_a_legal_bar=("queries", "updates")),
+        Anchor("faf", ("plaintext",)),
+    ]
+}
+
+# The database the anchors expect, made with scripts/pg.sh: TFB's set-up on TCP port 5432. Its
+# Unix socket lives in its own directory only: a /tmp/.s.PGSQL.5432 would be found by the
+# socket auto-detection of any gnosis started without PGHOST on this machine (other people's
+# tests too), which would then talk to this cluster over a trusted socket without knowing it.
+ANCHOR_DB_PORT = 5432
+ANCHOR_PG_DIR = "/tmp/gnosis-pg-5432"
+ANCHOR_PG_SH_ENV = {
+    "GNOSIS_PG_DIR": ANCHOR_PG_DIR,
+    "GNOSIS_PG_PORT": str(ANCHOR_DB_PORT),
+    "GNOSIS_PG_SOCKET_DIRS": f"{ANCHOR_PG_DIR}/socket",
+}
+# What every non-anchor server of such a run gets, so that it uses the anchors' database the
+# anchors' way (TCP, SCRAM), whatever PG* variables the shell had.
+ANCHOR_DB_CLIENT_ENV = {
+    "PGHOST": "127.0.0.1",
+    "PGPORT": str(ANCHOR_DB_PORT),
+    "PGUSER": "benchmarkdbuser",
+    "PGPASSWORD": "benchmarkdbpass",
+    "PGDATABASE": "hello_world",
+}
+PG_SH = REPO / "scripts" / "pg.sh"
+HOSTS_FILE = "/etc/hosts"
+
+
 # ---------------------------------------------------------------- command line
 
 
@@ -133,12 +200,31 @@ def parse_args(argv):
     p.add_argument(
         "--server",
         default=f"{REPO}/target/release/gnosis --port {{port}}",
-        help="server command line, run by /bin/sh; {port} is replaced by the port (default: %(default)s)",
+        help="server command line, run by /bin/sh, {port} replaced by the port; or anchor:NAME "
+        f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)",
     )
-    p.add_argument("--name", help="label of --server in the tables (default: its program name)")
-    p.add_argument("--baseline", help="second server command line, run alternately with --server")
-    p.add_argument("--baseline-name", default="baseline", help="label of --baseline (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8080, help="port of --server (default: %(default)s)")
+    p.add_argument("--name", help="label of --server in the tables (default: its program or anchor name)")
+    p.add_argument("--baseline", help="a second server (command line or anchor:NAME), run alternately with --server")
+    p.add_argument(
+        "--baseline-name", help="label of --baseline (default: the anchor's name, or 'baseline')"
+    )
+    p.add_argument(
+        "--anchors",
+        metavar="NAME,NAME|all",
+        help=f"more servers: these anchors ({', '.join(ANCHORS)}), each run alternately with "
+        "--server (and --baseline); ratios are --server over each of them",
+    )
+    p.add_argument(
+        "--anchors-dir",
+        default=str(DEFAULT_ANCHORS_DIR),
+        help="where the anchors' binaries are (default: %(default)s)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        help=f"port of --server (default: 8080, or {ANCHOR_PORT + 1} when an anchor, always on "
+        f"{ANCHOR_PORT}, is in the run)",
+    )
     p.add_argument("--baseline-port", type=int, help="port of --baseline (default: --port + 1)")
     p.add_argument(
         "--tests",
@@ -197,17 +283,82 @@ def parse_args(argv):
         args.levels = resolve_levels(args.tests, profile["levels"], args.levels)
     except ValueError as e:
         p.error(str(e))
+    try:
+        args.specs = server_specs(args)
+    except ValueError as e:
+        p.error(str(e))
     if args.rounds is None:
-        args.rounds = 4 if args.baseline else 1
-    if args.baseline_port is None:
-        args.baseline_port = args.port + 1
+        args.rounds = 4 if len(args.specs) > 1 else 1
     if min(args.duration, args.warmup, args.primer, args.rounds, args.threads, args.max_concurrency) < 1:
         p.error("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
-    if args.baseline and args.baseline_port == args.port:
+    commands = [s for s in args.specs if s.anchor is None]
+    if len({s.port for s in commands}) < len(commands):
         p.error("--baseline-port must differ from --port")
-    if args.name is None:
-        args.name = program_name(args.server)
     return args
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One server of the run: a command line (with its port), or an anchor (always on 8080)."""
+
+    name: str
+    command: str  # the command line, or the anchor's binary
+    port: int
+    anchor: Anchor = None
+
+
+def anchor_named(name):
+    if name not in ANCHORS:
+        raise ValueError(f"unknown anchor {name!r}; the anchors are {', '.join(ANCHORS)}")
+    return ANCHORS[name]
+
+
+def parse_anchor_list(text):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(ANCHORS.values())
+    if not names:
+        raise ValueError("--anchors: name at least one anchor, or all")
+    return [anchor_named(n) for n in names]
+
+
+def server_specs(args):
+    """The servers in run order: --server, --baseline, then each of --anchors."""
+    wanted = [(args.server, args.name, "server"), (args.baseline, args.baseline_name, "baseline")]
+    anchors_dir = Path(args.anchors_dir)
+    chosen = []  # (name or None, command or None, anchor or None, role)
+    for text, name, role in wanted:
+        if text is None:
+            continue
+        if text.startswith(ANCHOR_PREFIX):
+            chosen.append((name, None, anchor_named(text[len(ANCHOR_PREFIX):].strip()), role))
+        else:
+            chosen.append((name, text, None, role))
+    for anchor in parse_anchor_list(args.anchors) if args.anchors else []:
+        chosen.append((None, None, anchor, "anchor"))
+
+    with_anchor = any(anchor for _, _, anchor, _ in chosen)
+    if args.port is None:
+        args.port = ANCHOR_PORT + 1 if with_anchor else 8080
+    if args.baseline_port is None:
+        args.baseline_port = args.port + 1
+    specs, taken = [], set()
+    for name, command, anchor, role in chosen:
+        if anchor:
+            name = name or anchor.name
+            spec = ServerSpec(name, str(anchors_dir / anchor.name), ANCHOR_PORT, anchor)
+        else:
+            name = name or (program_name(command) if role == "server" else "baseline")
+            port = args.port if role == "server" else args.baseline_port
+            spec = ServerSpec(name, command.replace("{port}", str(port)), port)
+        if spec.name in taken:  # the same program twice: keep the labels apart
+            number = 2
+            while f"{spec.name} #{number}" in taken:
+                number += 1
+            spec = ServerSpec(f"{spec.name} #{number}", spec.command, spec.port, spec.anchor)
+        taken.add(spec.name)
+        specs.append(spec)
+    return specs
 
 
 def resolve_levels(tests, profile_levels, overrides):
@@ -263,14 +414,7 @@ def raise_open_files_limit():
 
 
 def machine_info():
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()
     return {
         "cpus": len(os.sched_getaffinity(0)),
@@ -319,42 +463,89 @@ def read_peak_rss_kib(pid):
 
 
 class Server:
-    """A server started in its own session; its CPU and memory are those of every process in it."""
+    """A server started in its own session; its CPU and memory are those of every process in it.
 
-    def __init__(self, name, command, host, port, log_path):
+    A command line runs under /bin/sh; an anchor's binary (or wrapper script) runs directly,
+    without arguments. It can be stopped and started again (anchors sharing port 8080 take turns).
+    """
+
+    def __init__(self, name, command, host, port, log_path, anchor=None, env=None):
         self.name = name
         self.command = command.replace("{port}", str(port))
         self.host = host
         self.port = port
         self.log_path = log_path
+        self.anchor = anchor
+        self.env = env  # added to the inherited environment
         self.process = None
+        self.stopped = True  # not started yet, or stopped on purpose
+        self.starts = 0
         self.peak_reset_works = True
 
+    def serves(self, test):
+        return self.anchor is None or test.name in self.anchor.tests
+
+    def url_path(self, test, level):
+        return self.anchor.url_path(test, level) if self.anchor else test.url_path(level)
+
+    def is_up(self):
+        """Started and not stopped on purpose (it may have died since: check_alive says so)."""
+        return self.process is not None and not self.stopped
+
     def start(self, timeout):
-        if port_open(self.host, self.port):
-            raise BenchError(f"port {self.port} is already in use: refusing to benchmark whatever listens there")
-        log = open(self.log_path, "wb")
-        print(f"starting {self.name}: {self.command}", flush=True)
-        self.process = subprocess.Popen(
-            self.command, shell=True, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
+        owner = port_in_use(self.port)
+        if owner:
+            raise BenchError(
+                f"port {self.port} is already in use ({owner}): refusing to start {self.name} "
+                "or to benchmark whatever listens there"
+            )
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- bench.py: start {self.starts} of {self.name}: {self.command}\n".encode())
+            log.flush()
+            print(f"starting {self.name}: {self.command}", flush=True)
+            env = dict(os.environ, **self.env) if self.env else None
+            argv, shell = (self.command, True) if self.anchor is None else ([self.command], False)
+            try:
+                self.process = subprocess.Popen(
+                    argv, shell=shell, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                )
+            except OSError as e:
+                raise BenchError(f"cannot start {self.name} ({self.command}): {e}") from None
+        self.stopped = False
         deadline = time.monotonic() + timeout
         while not port_open(self.host, self.port):
             if self.process.poll() is not None:
-                raise BenchError(f"{self.name} exited with status {self.process.returncode}; see {self.log_path}")
+                self.stopped = True
+                raise BenchError(self.death_notice("exited before it opened its port"))
             if time.monotonic() > deadline:
-                raise BenchError(f"{self.name} did not open port {self.port} within {timeout:.0f} s")
+                raise BenchError(f"{self.name} did not open port {self.port} within {timeout:.0f} s; see {self.log_path}")
             time.sleep(0.1)
 
     def check_alive(self):
-        if self.process.poll() is not None:
-            raise BenchError(f"{self.name} died (status {self.process.returncode}); see {self.log_path}")
+        if self.process is not None and not self.stopped and self.process.poll() is not None:
+            self.stopped = True
+            raise BenchError(self.death_notice("died during the run; its numbers for this test are void"))
+
+    def death_notice(self, what):
+        """What to tell about a server that exited on its own: how, and why SIGILL matters."""
+        notice = f"{self.name} {what} ({exit_description(self.process.returncode, self.anchor is None)})"
+        if exit_signal(self.process.returncode, self.anchor is None) == signal.SIGILL:
+            notice += (
+                f". SIGILL is an illegal instruction: this machine's CPU ({cpu_model()}) lacks one that "
+                "the binary was compiled for (the anchors are built with -C target-cpu=native on "
+                "another machine): rebuild it on this CPU"
+            )
+        tail = log_tail(self.log_path)
+        return notice + (f"; the end of {self.log_path}:\n{tail}" if tail else f"; see {self.log_path}")
 
     def stop(self):
         """Stop every process of the server's group, also when its first process already died."""
         if self.process is None:
             return
+        self.stopped = True
+        if self.process.poll() is not None and not self.pids():
+            return  # already gone, every process of it
         group = self.process.pid
         self.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + 10
@@ -389,6 +580,21 @@ class Server:
             if measured_only and int(entry) == session and name == "sh":
                 continue
             found.append(entry)
+        return found
+
+    def processes(self):
+        """`name[pid] N threads` of each measured process: what the CPU and RSS figures cover."""
+        found = []
+        if self.process is None:
+            return found
+        for pid in self.pids(measured_only=True):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    text = f.read()
+                threads = text[text.rindex(")") + 2 :].split()[17]
+                found.append(f"{read_proc_stat(pid)[0]}[{pid}] {threads} threads")
+            except (OSError, ValueError, IndexError):
+                continue
         return found
 
     def cpu_ticks(self):
@@ -426,6 +632,82 @@ def port_open(host, port):
             return True
     except OSError:
         return False
+
+
+def port_in_use(port):
+    """None if nothing listens on `port` on any address, else who does (as far as /proc tells)."""
+    listening = port_open(LOOPBACK, port)
+    if not listening:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                listening = True
+    if not listening:
+        return None
+    owners = port_owners(port)
+    return "by " + ", ".join(owners) if owners else "by a process this user cannot see"
+
+
+def port_owners(port):
+    """`name[pid]` of the processes with a socket listening on `port` (from /proc/net and /proc/*/fd)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address "ADDR:PORT" in hex; state 0A is LISTEN
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    owners = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in fds):
+                owners.append(f"{read_proc_stat(entry)[0]}[{entry}]")
+        except (OSError, ValueError, IndexError):
+            continue
+    return owners
+
+
+def exit_signal(returncode, via_shell):
+    """The signal that ended a process, from Popen's returncode (a shell reports 128 + N)."""
+    if returncode is None:
+        return None
+    number = -returncode if returncode < 0 else returncode - 128 if via_shell and 128 < returncode < 160 else None
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
+
+
+def exit_description(returncode, via_shell):
+    sig = exit_signal(returncode, via_shell)
+    return f"killed by {sig.name}" if sig else f"exit status {returncode}"
+
+
+def cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def log_tail(path, lines=8):
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text.rstrip().splitlines()[-lines:])
 
 
 def probe(host, port, path, accept):
@@ -527,62 +809,235 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined):
 # ---------------------------------------------------------------- running the tests
 
 
-def run_test(test, servers, args, log):
-    """Primer and warm-up per server, then each level: rounds x servers, alternating the order."""
+def rotated(servers, round_no):
+    """Round 1: A B C, round 2: B C A, round 3: C A B ...: each server goes first equally often
+    (with two servers: A B, B A), so that slow drift of the machine hits all alike."""
+    k = (round_no - 1) % len(servers)
+    return servers[k:] + servers[:k]
+
+
+def run_test(test, servers, args, log, lineup=None):
+    """One test, alternating the servers that serve it; the record of every wrk run.
+
+    Servers with ports of their own run side by side: primer and warm-up of each, then each
+    level, round by round, one run per server. Servers that share a port (the anchors' 8080)
+    take turns instead: per round, each in turn is started if need be, primed, warmed up and
+    run at every level. `lineup` starts and stops them (None: they are up already). A server
+    that dies raises BenchError with the test's record, marked failed, as `error.record`.
+    """
     levels = args.levels[test.name]
-    warm_path = test.url_path(QUERY_WARMUP_N) if test.kind == "queries" else test.path
-    record = {"test": test.name, "level_name": test.level_name, "levels": levels, "servers": {}}
-
+    record = {"test": test.name, "level_name": test.level_name, "levels": levels, "servers": {}, "skipped": {}}
+    taking_part = []
     for server in servers:
-        record["servers"][server.name] = {"runs": [], "probe": None}
-        path = test.url_path(levels[0])
-        try:
-            status, length = probe(server.host, server.port, path, test.accept)
-        except (OSError, http.client.HTTPException) as e:
-            server.check_alive()
-            status, length = f"no answer ({e})", 0
-        record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
-        if status != 200:
-            record["failed"] = f"{server.name} answered {status} to {path}"
-            log(f"!!! {test.name}: {record['failed']}; skipping this test")
-            return record
+        if server.serves(test):
+            taking_part.append(server)
+            record["servers"][server.name] = {"runs": [], "probe": None}
+        else:
+            record["skipped"][server.name] = f"{server.name} does not serve {test.name}"
+            log(f"--- {test.name}: {server.name} does not serve it: left out, its ratio is –")
+    if not taking_part:
+        record["not_served"] = True
+        log(f"--- {test.name}: no server of this run serves it")
+        return record
+    try:
+        if len({s.port for s in taking_part}) == len(taking_part):
+            run_side_by_side(test, taking_part, levels, record, args, log, lineup)
+        else:
+            if lineup is None:
+                raise BenchError("servers sharing a port need a lineup to take turns")
+            run_in_turns(test, taking_part, levels, record, args, log, lineup)
+    except BenchError as e:
+        record["failed"] = str(e)
+        e.record = record
+        raise
+    return record
 
-    def url(server, path):
-        return f"http://{server.host}:{server.port}{path}"
 
-    def measure(server, phase, level, round_no, path, connections, threads, duration, pipelined):
-        run = run_wrk(server, url(server, path), connections, threads, duration, test.accept, pipelined)
-        run.update(phase=phase, level=level, round=round_no, path=path)
-        record["servers"][server.name]["runs"].append(run)
-        s = run["summary"]
-        trouble = s["socket_errors"] or s["non_2xx"]
-        log(
-            f"{'!!! ' if trouble else ''}{test.name:9} {server.name:>12} {phase:7} "
-            f"{test.level_name}={level if level is not None else '-':<5} c={connections:<5} "
-            f"{s['requests_per_s']:>12,.0f} req/s  p99 {format_latency(s['latency_us']['p99']):>9}  "
-            f"cpu {run['server_cpu_percent']:5.0f}%  errors {s['socket_errors']}  non-2xx {s['non_2xx']}"
+def probe_server(test, server, path, record, log):
+    """True if the server answers 200 to `path`; else marks the test failed (but not the run)."""
+    try:
+        status, length = probe(server.host, server.port, path, test.accept)
+    except (OSError, http.client.HTTPException) as e:
+        server.check_alive()
+        status, length = f"no answer ({e})", 0
+    record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
+    if status != 200:
+        record["failed"] = f"{server.name} answered {status} to {path}"
+        log(f"!!! {test.name}: {record['failed']}; skipping this test")
+        return False
+    return True
+
+
+def measure(test, server, record, args, log, phase, level, round_no):
+    """One wrk run: primer (8 connections), warm-up (the top concurrency) or a level."""
+    if phase == "level":
+        path = server.url_path(test, level)
+        connections = args.max_concurrency if test.kind == "queries" else level
+        duration, pipelined = args.duration, test.kind == "pipelined"
+    else:
+        # TFB primes and warms up the query tests with N = 2, and plaintext without pipelining.
+        path = server.url_path(test, QUERY_WARMUP_N) if test.kind == "queries" else test.path
+        connections = PRIMER_CONNECTIONS if phase == "primer" else args.max_concurrency
+        duration, pipelined = (args.primer if phase == "primer" else args.warmup), False
+    threads = min(connections, args.threads)
+    url = f"http://{server.host}:{server.port}{path}"
+    run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined)
+    run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
+    record["servers"][server.name]["runs"].append(run)
+    s = run["summary"]
+    trouble = s["socket_errors"] or s["non_2xx"]
+    log(
+        f"{'!!! ' if trouble else ''}{test.name:9} {server.name:>12} {phase:7} "
+        f"{test.level_name}={level if level is not None else '-':<5} c={connections:<5} "
+        f"{s['requests_per_s']:>12,.0f} req/s  p99 {format_latency(s['latency_us']['p99']):>9}  "
+        f"cpu {run['server_cpu_percent']:5.0f}%  errors {s['socket_errors']}  non-2xx {s['non_2xx']}"
+    )
+
+
+def run_side_by_side(test, servers, levels, record, args, log, lineup):
+    if lineup:
+        lineup.bring_up(servers)
+    for server in servers:
+        if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
+            return
+    for server in servers:
+        measure(test, server, record, args, log, "primer", None, 0)
+        measure(test, server, record, args, log, "warmup", None, 0)
+    time.sleep(args.pause_after_warmup)
+    for level in levels:
+        for round_no in range(1, args.rounds + 1):
+            for server in rotated(servers, round_no):
+                measure(test, server, record, args, log, "level", level, round_no)
+                time.sleep(args.pause_between_levels)
+
+
+def run_in_turns(test, servers, levels, record, args, log, lineup):
+    for round_no in range(1, args.rounds + 1):
+        for server in rotated(servers, round_no):
+            lineup.bring_up([server])
+            if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
+                return
+            measure(test, server, record, args, log, "primer", None, round_no)
+            measure(test, server, record, args, log, "warmup", None, round_no)
+            time.sleep(args.pause_after_warmup)
+            for level in levels:
+                measure(test, server, record, args, log, "level", level, round_no)
+                time.sleep(args.pause_between_levels)
+
+
+class Lineup:
+    """Starts the servers a test needs; a server whose port another one holds waits for it to stop."""
+
+    def __init__(self, servers, timeout, log):
+        self.servers = servers
+        self.timeout = timeout
+        self.log = log
+
+    def bring_up(self, wanted):
+        for server in wanted:
+            for other in self.servers:
+                if other is not server and other.port == server.port and other.is_up():
+                    other.check_alive()
+                    self.log(f"--- stopping {other.name}: {server.name} needs port {server.port}")
+                    other.stop()
+            if server.is_up():
+                server.check_alive()
+                continue
+            server.start(self.timeout)
+            self.log(f"--- {server.name} is up on port {server.port}: {', '.join(server.processes())}")
+
+    def stop_all(self):
+        for server in self.servers:
+            server.stop()
+
+
+# ---------------------------------------------------------------- the anchors' database
+
+
+def hosts_entry(hosts_text, name):
+    """The address that an /etc/hosts text gives `name`, or None."""
+    for line in hosts_text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) >= 2 and name in words[1:]:
+            return words[0]
+    return None
+
+
+def ensure_tfb_database_host(log, hosts_file=HOSTS_FILE):
+    """`tfb-database` must name this machine, as in TFB's Docker network: add it if need be."""
+    text = Path(hosts_file).read_text()
+    address = hosts_entry(text, "tfb-database")
+    if address is None:
+        if os.geteuid() != 0:
+            raise BenchError(
+                f"tfb-database is not in {hosts_file}, and only root may add it: run "
+                f"`echo '127.0.0.1 tfb-database' | sudo tee -a {hosts_file}`, then this again"
+            )
+        with open(hosts_file, "a") as f:
+            f.write(("" if not text or text.endswith("\n") else "\n") + "127.0.0.1 tfb-database\n")
+        log(f"--- added the line '127.0.0.1 tfb-database' to {hosts_file} (running as root); it stays there")
+    elif not address.startswith("127."):
+        raise BenchError(
+            f"{hosts_file} sends tfb-database to {address}, not to this machine: the anchors would use "
+            "another database than gnosis; remove or fix that line"
         )
 
-    for server in servers:
-        primer_threads = min(PRIMER_CONNECTIONS, args.threads)
-        measure(server, "primer", None, 0, warm_path, PRIMER_CONNECTIONS, primer_threads, args.primer, False)
-        warmup_threads = min(args.max_concurrency, args.threads)
-        measure(server, "warmup", None, 0, warm_path, args.max_concurrency, warmup_threads, args.warmup, False)
-    time.sleep(args.pause_after_warmup)
 
-    for level in levels:
-        connections = args.max_concurrency if test.kind == "queries" else level
-        threads = min(connections, args.threads)
-        for round_no in range(1, args.rounds + 1):
-            # Alternate who goes first (A B, B A, ...), so that drift of the machine hits both alike.
-            order = servers if round_no % 2 == 1 else list(reversed(servers))
-            for server in order:
-                measure(
-                    server, "level", level, round_no, test.url_path(level),
-                    connections, threads, args.duration, test.kind == "pipelined",
-                )  # fmt: skip
-                time.sleep(args.pause_between_levels)
-    return record
+class AnchorDatabase:
+    """TFB's database where the anchors look for it: a scripts/pg.sh cluster on 127.0.0.1:5432."""
+
+    def __init__(self, log):
+        self.log = log
+        self.started = False
+
+    def pg_sh(self, action):
+        try:
+            return subprocess.run(
+                ["bash", str(PG_SH), action], env=dict(os.environ, **ANCHOR_PG_SH_ENV),
+                capture_output=True, text=True, timeout=900,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
+
+    def start(self):
+        ensure_tfb_database_host(self.log)
+        pg_env = " ".join(f"{k}={v}" for k, v in ANCHOR_PG_SH_ENV.items())
+        if self.pg_sh("status").returncode == 0:
+            self.log(f"--- the anchors' PostgreSQL ({ANCHOR_PG_DIR}) is already running: using it, leaving it running")
+        else:
+            owner = port_in_use(ANCHOR_DB_PORT)
+            if owner:
+                raise BenchError(
+                    f"port {ANCHOR_DB_PORT} is already in use ({owner}) by something other than this "
+                    f"script's cluster in {ANCHOR_PG_DIR}: the anchors need it for tfb-database; stop that first"
+                )
+            self.log(f"--- starting the anchors' PostgreSQL: {pg_env} scripts/pg.sh start")
+            done = self.pg_sh("start")
+            if done.returncode != 0:
+                raise BenchError(f"scripts/pg.sh start failed ({pg_env}):\n{done.stderr.strip()}")
+            self.started = True
+        self.check_login()
+
+    def check_login(self):
+        """One query the anchors' way (TCP to tfb-database, SCRAM), before any server relies on it."""
+        if not shutil.which("psql"):
+            return
+        env = dict(os.environ, PGPASSWORD="benchmarkdbpass", PGCONNECT_TIMEOUT="10")
+        command = ["psql", "-X", "-A", "-t", "-h", "tfb-database", "-p", str(ANCHOR_DB_PORT),
+                   "-U", "benchmarkdbuser", "-d", "hello_world", "-c", "SELECT count(*) FROM world"]  # fmt: skip
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0 or done.stdout.strip() != "10000":
+            raise BenchError(
+                f"the anchors' database does not answer as tfb-database:{ANCHOR_DB_PORT}: "
+                f"{(done.stderr or done.stdout).strip()}"
+            )
+
+    def stop(self):
+        if self.started:
+            done = self.pg_sh("stop")
+            self.log(f"--- stopped the anchors' PostgreSQL ({ANCHOR_PG_DIR})"
+                     + ("" if done.returncode == 0 else f": FAILED: {done.stderr.strip()}"))  # fmt: skip
+            self.started = False
 
 
 def summarize(record):
@@ -595,6 +1050,7 @@ def summarize(record):
                 continue
             rps = [rate(r) for r in runs]
             per_cpu = [rate_per_cpu(r) for r in runs if rate_per_cpu(r)]
+            cpu_per_1k = [1000 * r["server_cpu_s"] / r["summary"]["requests"] for r in runs if r["summary"]["requests"]]
             rows[(name, level)] = {
                 "runs": len(runs),
                 "rps_median": statistics.median(rps),
@@ -607,6 +1063,7 @@ def summarize(record):
                 "non_2xx": sum(r["summary"]["non_2xx"] for r in runs),
                 "cpu_percent": statistics.median(r["server_cpu_percent"] for r in runs),
                 "requests_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
+                "cpu_s_per_1k_requests": statistics.median(cpu_per_1k) if cpu_per_1k else None,
                 "peak_rss_kib": max(r["server_peak_rss_kib"] for r in runs),
                 "connections": runs[0]["connections"],
             }
@@ -651,7 +1108,13 @@ def format_mib(kib):
 
 
 def level_runs(record, name, level):
+    if name not in record["servers"]:
+        return []  # the server does not serve this test
     return [r for r in record["servers"][name]["runs"] if r["phase"] == "level" and r["level"] == level]
+
+
+def run_has_errors(run):
+    return bool(run["summary"]["socket_errors"] or run["summary"]["non_2xx"])
 
 
 def rate(run):
@@ -663,11 +1126,19 @@ def rate_per_cpu(run):
 
 
 def ratios(record, candidate, baseline, metric):
-    """Per level: the ratio of the two servers' medians of `metric`, and each round's own ratio."""
+    """Per level: the ratio of the two servers' medians of `metric`, and each round's own ratio.
+
+    A level where either server had socket errors or error statuses gets `errors` set: its
+    ratio compares a failing server and means nothing. A test that either server does not
+    serve, or that failed, has no ratios at all.
+    """
     out = {}
+    if "failed" in record:
+        return out
     for level in record["levels"]:
-        mine = [r for r in level_runs(record, candidate, level) if metric(r)]
-        theirs = [r for r in level_runs(record, baseline, level) if metric(r)]
+        mine_all, theirs_all = level_runs(record, candidate, level), level_runs(record, baseline, level)
+        mine = [r for r in mine_all if metric(r)]
+        theirs = [r for r in theirs_all if metric(r)]
         if not mine or not theirs:
             continue
         by_round = {r["round"]: metric(r) for r in theirs}
@@ -675,6 +1146,7 @@ def ratios(record, candidate, baseline, metric):
         out[level] = {
             "ratio": statistics.median(map(metric, mine)) / statistics.median(map(metric, theirs)),
             "paired": paired,
+            "errors": any(map(run_has_errors, mine_all + theirs_all)),
         }
     return out
 
@@ -685,6 +1157,8 @@ def format_ratio(ratio):
     Each round runs the two servers back to back, so a round's ratio is little affected by slow
     drift of the machine; when the rounds disagree on the direction, the difference is noise.
     """
+    if ratio.get("errors"):
+        return f"**invalid: errors** ({ratio['ratio']:.3f})"
     paired = ratio["paired"]
     if not paired:
         return f"**{ratio['ratio']:.3f}**"
@@ -709,7 +1183,9 @@ def render_markdown(meta, records, names):
         f"{meta['load_average']['start']:.2f} at the start, {meta['load_average']['end']:.2f} at the end",
     ]
     if meta["database"]:
-        lines.append(f"- Database (from the environment): {meta['database']}")
+        lines.append(f"- Database: {meta['database']}")
+    for note in meta.get("setup", []):
+        lines.append(f"- Set-up: {note}")
     if meta.get("peak_rss_note"):
         lines.append(f"- Note: {meta['peak_rss_note']}")
     for name in names:
@@ -723,14 +1199,16 @@ def render_markdown(meta, records, names):
         f"{cfg['max_concurrency']} connections, wrk threads min({cfg['threads']}, connections), "
         f"plaintext pipelined {PIPELINE_DEPTH} deep, query tests at {cfg['max_concurrency']} connections",
         "- requests/s, p50, p99 and CPU are medians over the rounds; errors are totals; CPU is the "
-        "server's utime+stime over wall time (100% = one core); peak RSS is VmHWM during the run",
+        "server's utime+stime over wall time (100% = one core), all its processes and threads; "
+        "CPU-s per 1k req is the server's CPU seconds per 1,000 requests; peak RSS is VmHWM during the run",
     ]
     if len(names) > 1:
+        others = ", ".join(f"`{n}`" for n in names[1:])
         lines.append(
-            f"- ratio: median of `{names[0]}` over median of `{names[1]}`; in parentheses, how many rounds "
-            "(the two servers back to back) agree on the direction, and the range of the rounds' own ratios. "
+            f"- ratio: median of `{names[0]}` over median of {others}; in parentheses, how many rounds "
+            "agree on the direction, and the range of the rounds' own ratios. "
             "req per CPU-s (requests per second of server CPU time) is steadier than requests/s when "
-            "other work shares the machine"
+            "other work shares the machine. – : a server does not serve that test"
         )
     lines.append("")
     failures = collect_failures(records)
@@ -738,15 +1216,24 @@ def render_markdown(meta, records, names):
         lines += ["> **WARNING: this run had errors; its numbers are not valid.**", ">"]
         lines += [f"> - {f}" for f in failures]
         lines.append("")
+    if len(names) > 1:
+        lines += summary_table(records, names, meta)
 
-    baseline = names[1] if len(names) > 1 else None
     for record in records:
         test = TESTS[record["test"]]
         lines.append(f"## {test.name}: `{test.url_path('N') if test.kind == 'queries' else test.path}`")
         lines.append("")
-        if "failed" in record:
-            lines += [f"**Not run: {record['failed']}.**", ""]
+        for reason in record.get("skipped", {}).values():
+            lines += [f"Left out: {reason}.", ""]
+        for name in rule_breakers(record, meta):
+            lines += [f"Note: {name} {RULE_7_NOTE}.", ""]
+        if record.get("not_served"):
+            lines += ["**Not run: no server of this run serves it.**", ""]
             continue
+        if "failed" in record:
+            lines += [f"**FAILED, no ratio: {record['failed']}.**", ""]
+            continue
+        taking_part = [n for n in names if n in record["servers"]]
         rows = summarize(record)
         several_rounds = meta["config"]["rounds"] > 1
         header = [test.level_name]
@@ -755,10 +1242,10 @@ def render_markdown(meta, records, names):
         header += ["server", "requests/s"]
         if several_rounds:
             header.append("runs (min–max)")
-        header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "req per CPU-s", "peak RSS"]
+        header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "CPU-s per 1k req", "peak RSS"]
         lines += table_header(header)
         for level in record["levels"]:
-            for name in names:
+            for name in taking_part:
                 row = rows.get((name, level))
                 if row is None:
                     continue
@@ -774,17 +1261,23 @@ def render_markdown(meta, records, names):
                     loud(row["socket_errors"]),
                     loud(row["non_2xx"]),
                     f"{row['cpu_percent']:.0f}%",
-                    format_rps(row["requests_per_cpu_s"]) if row["requests_per_cpu_s"] else "–",
+                    format_cpu_per_1k(row["cpu_s_per_1k_requests"]),
                     format_mib(row["peak_rss_kib"]),
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
-        if baseline:
+        for other in names[1:]:
             lines.append("")
-            lines += comparison_table(record, test, names[0], baseline, rows)
+            if len(names) > 2:
+                lines += [f"`{names[0]}` against `{other}`:", ""]
+            if names[0] not in record["servers"] or other not in record["servers"]:
+                missing = names[0] if names[0] not in record["servers"] else other
+                lines.append(f"ratio: – ({missing} does not serve {test.name})")
+            else:
+                lines += comparison_table(record, test, names[0], other, rows)
         lines.append("")
         totals = "; ".join(
             f"{name} {t['cpu_s']:.1f} s CPU, peak RSS {format_mib(t['peak_rss_kib'])}"
-            for name in names
+            for name in taking_part
             for t in [test_totals(record["servers"][name])]
         )
         lines += [f"Whole test (primer and warm-up included): {totals}.", ""]
@@ -792,8 +1285,57 @@ def render_markdown(meta, records, names):
     return "\n".join(lines)
 
 
+def rule_breakers(record, meta):
+    """The anchors of the run that serve this test against TFB's rules."""
+    anchors = meta.get("anchors", {})
+    return [n for n in record["servers"] if record["test"] in ANCHORS.get(anchors.get(n), Anchor("", ())).not_a_legal_bar]
+
+
+def summary_table(records, names, meta):
+    """Every test and level on one table: each server's requests/s, then the ratios to the first."""
+    first, others = names[0], names[1:]
+    header = ["test", "level"] + names + [f"{first} / {o}" for o in others]
+    lines = ["## Summary (requests/s, medians)", ""] + table_header(header)
+    for record in records:
+        test = TESTS[record["test"]]
+        if record.get("not_served") or "failed" in record:
+            status = "not served" if record.get("not_served") else "**FAILED**"
+            lines.append("| " + " | ".join([test.name, status] + ["–"] * (len(header) - 2)) + " |")
+            continue
+        rows = summarize(record)
+        by_other = {o: ratios(record, first, o, rate) for o in others}
+        for level in record["levels"]:
+            label = f"N={level}" if test.kind == "queries" else f"c={level}"
+            cells = [test.name + ("*" if rule_breakers(record, meta) else ""), label]
+            cells += [format_rps(rows[(n, level)]["rps_median"]) if (n, level) in rows else "–" for n in names]
+            cells += [short_ratio(by_other[o].get(level)) for o in others]
+            lines.append("| " + " | ".join(cells) + " |")
+    breakers = sorted({n for record in records if "servers" in record for n in rule_breakers(record, meta)})
+    if breakers:
+        lines += ["", f"\\* {', '.join(breakers)} {RULE_7_NOTE}."]
+    return lines + [""]
+
+
+def short_ratio(ratio):
+    if ratio is None:
+        return "–"
+    if ratio.get("errors"):
+        return "**invalid: errors**"
+    paired = ratio["paired"]
+    higher = sum(r > 1 for r in paired)
+    if paired and higher in (0, len(paired)):
+        agree = f" ({len(paired)}/{len(paired)} {'higher' if higher else 'lower'})"
+    else:
+        agree = f" (rounds disagree)" if paired else ""
+    return f"{ratio['ratio']:.3f}{agree}"
+
+
+def format_cpu_per_1k(value):
+    return "–" if value is None else f"{value:.3g}"
+
+
 def table_header(header):
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" if h == "server" else "---:" for h in header) + "|"]
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" if h in ("server", "test", "level") else "---:" for h in header) + "|"]
 
 
 def comparison_table(record, test, candidate, baseline, rows):
@@ -843,7 +1385,7 @@ def chart_name(test_name):
 
 # ---------------------------------------------------------------- SVG chart
 
-SERIES_COLOURS = ["#1f6fb4", "#d9480f", "#2b8a3e", "#862e9c"]
+SERIES_COLOURS = ["#1f6fb4", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#495057"]
 
 
 def nice_ceiling(value):
@@ -918,7 +1460,7 @@ def render_svg(title, x_label, levels, series):
         for x, y in points:
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>')
         # Legend in a row between the title and the plot, where no line can hide it.
-        legend_x = left + 200 * n
+        legend_x = left + min(200, plot_w // max(len(series), 1)) * n
         out.append(
             f'<rect x="{legend_x}" y="30" width="12" height="12" fill="{colour}"/>'
             f'<text x="{legend_x + 18}" y="40">{xml_escape(name)}</text>'
@@ -931,7 +1473,7 @@ def chart_for(record, names):
     test = TESTS[record["test"]]
     rows = summarize(record)
     series = [(name, [rows[(name, lv)]["rps_median"] if (name, lv) in rows else None for lv in record["levels"]])
-              for name in names]  # fmt: skip
+              for name in names if name in record["servers"]]  # fmt: skip
     if test.kind == "queries":
         connections = next(row["connections"] for row in rows.values())
         x_label = f"queries per request (N), {connections} connections"
@@ -943,6 +1485,21 @@ def chart_for(record, names):
 
 
 # ---------------------------------------------------------------- main
+
+
+def preflight(servers):
+    """Before anything starts: the anchors' binaries exist, and no port of the run is taken."""
+    for server in servers:
+        if server.anchor and not os.access(server.command, os.X_OK):
+            raise BenchError(
+                f"anchor {server.name}: no executable {server.command} (see /work/shared/anchors/README.md, "
+                "or --anchors-dir)"
+            )
+    for port in sorted({s.port for s in servers}):
+        owner = port_in_use(port)
+        if owner:
+            users = ", ".join(s.name for s in servers if s.port == port)
+            raise BenchError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
 
 
 def main(argv):
@@ -967,16 +1524,27 @@ def main(argv):
                       "max_concurrency", "pause_after_warmup", "pause_between_levels")
         },  # fmt: skip
     }
-    if args.baseline and args.baseline_name == args.name:
-        args.baseline_name = f"{args.baseline_name} (baseline)"
-    servers = [Server(args.name, args.server, LOOPBACK, args.port, out_dir / "server.log")]
-    if args.baseline:
-        servers.append(
-            Server(args.baseline_name, args.baseline, LOOPBACK, args.baseline_port, out_dir / "baseline.log")
+    # A database anchor cannot even start without tfb-database: then every server of the run
+    # uses that database, gnosis included, over TCP as the anchors do.
+    anchor_db = any(spec.anchor and spec.anchor.needs_database for spec in args.specs)
+    client_env = ANCHOR_DB_CLIENT_ENV if anchor_db else None
+    if anchor_db:
+        meta["database"] = (
+            f"tfb-database:{ANCHOR_DB_PORT} (127.0.0.1), SCRAM over TCP, for every server: the anchors by "
+            f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
+            f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
+    servers = []
+    for i, spec in enumerate(args.specs):
+        log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"anchor-{spec.name}.log"
+        servers.append(
+            Server(spec.name, spec.command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
+                   anchor=spec.anchor, env=None if spec.anchor else client_env)
+        )  # fmt: skip
     names = [s.name for s in servers]
     for s in servers:
-        meta["servers"][s.name] = s.command
+        meta["servers"][s.name] = s.command + (f" (anchor, port {s.port})" if s.anchor else "")
+    meta["anchors"] = {s.name: s.anchor.name for s in servers if s.anchor}
 
     log_file = open(out_dir / "bench.log", "w")
 
@@ -987,32 +1555,45 @@ def main(argv):
 
     log(f"results in {out_dir}")
     records = []
+    database = AnchorDatabase(log) if anchor_db else None
+    lineup = Lineup(servers, args.startup_timeout, log)
     try:
-        for server in servers:
-            server.start(args.startup_timeout)
+        preflight(servers)
+        if database:
+            database.start()
+            meta["setup"] = [
+                f"PostgreSQL on 127.0.0.1:{ANCHOR_DB_PORT} ({ANCHOR_PG_DIR}) "
+                + ("started for this run and stopped after it" if database.started else "already running, left running")
+            ]
         for name in args.tests:
-            records.append(run_test(TESTS[name], servers, args, log))
+            records.append(run_test(TESTS[name], servers, args, log, lineup))
     except BenchError as e:
+        if getattr(e, "record", None) is not None:
+            records.append(e.record)
         log(f"!!! {e}")
         meta["aborted"] = str(e)
     finally:
-        for server in servers:
-            server.stop()
+        lineup.stop_all()
+        if database:
+            database.stop()
         if any(not s.peak_reset_works for s in servers):
             meta["peak_rss_note"] = "clear_refs not writable: peak RSS is since the server started"
         meta["load_average"]["end"] = os.getloadavg()[0]
 
     for record in records:
-        if "failed" not in record:
+        if "failed" not in record and not record.get("not_served"):
             record["summary"] = [{"server": name, "level": level, **row} for (name, level), row in summarize(record).items()]
-            if len(names) > 1:
-                record["ratios"] = {
-                    metric.__name__: {str(level): r for level, r in ratios(record, *names, metric).items()}
+            # Per other server: the first server's ratio to it, per metric and level.
+            record["ratios"] = {
+                other: {
+                    metric.__name__: {str(level): r for level, r in ratios(record, names[0], other, metric).items()}
                     for metric in (rate, rate_per_cpu)
                 }
+                for other in names[1:]
+            }
     (out_dir / "results.json").write_text(json.dumps({"meta": meta, "tests": records}, indent=1) + "\n")
     for record in records:
-        if "failed" not in record:
+        if "failed" not in record and not record.get("not_served"):
             (out_dir / chart_name(record["test"])).write_text(chart_for(record, names))
     table = render_markdown(meta, records, names)
     if "aborted" in meta:
@@ -1034,7 +1615,12 @@ def main(argv):
     return 0
 
 
+def stop_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the servers and the database are stopped
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     try:
         sys.exit(main(sys.argv[1:]))
     except BenchError as e:

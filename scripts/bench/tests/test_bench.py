@@ -5,14 +5,20 @@ Run: python3 -m unittest discover -s scripts/bench/tests -v   (takes about 10 s;
 
 import argparse
 import importlib.util
+import io
+import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import unittest
 import xml.etree.ElementTree as ET
+from contextlib import redirect_stderr
+from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -60,12 +66,22 @@ class QuietHTTPServer(ThreadingHTTPServer):
 
 
 class FakeServer:
-    """What run_wrk needs of a Server, for a server living in this process (CPU/RSS not measured)."""
+    """What run_wrk and run_test need of a Server, for a server living in this process
+    (CPU/RSS not measured); it serves every test at TFB's URLs."""
 
     def __init__(self, name="in-process", port=None):
         self.name = name
         self.host = "127.0.0.1"
         self.port = port
+
+    def serves(self, test):
+        return True
+
+    def url_path(self, test, level):
+        return test.url_path(level)
+
+    def processes(self):
+        return []
 
     def check_alive(self):
         pass
@@ -118,13 +134,16 @@ class WrkRuns(unittest.TestCase):
         self.assertEqual(summary["non_2xx"], summary["requests"])
 
     def test_baseline_run_tables_and_chart(self):
-        """Two 'servers' (the same one), rounds, a level that fails, and what the report makes of it."""
+        """Two servers (the same handler on two ports), rounds, a level that fails, and the report."""
         args = argparse.Namespace(
             levels={"cached": [1, 13]}, threads=1, primer=1, warmup=1, duration=1, max_concurrency=2,
             rounds=2, pause_after_warmup=0, pause_between_levels=0,
         )  # fmt: skip
-        port = self.httpd.server_address[1]
-        servers = [FakeServer("a", port), FakeServer("b", port)]
+        second = QuietHTTPServer(("127.0.0.1", 0), CountingHandler)
+        threading.Thread(target=second.serve_forever, daemon=True).start()
+        self.addCleanup(second.server_close)
+        self.addCleanup(second.shutdown)
+        servers = [FakeServer("a", self.httpd.server_address[1]), FakeServer("b", second.server_address[1])]
         record = bench.run_test(bench.TESTS["cached"], servers, args, log=lambda message: None)
 
         for name in ("a", "b"):
@@ -233,6 +252,375 @@ class ParsingAndLevels(unittest.TestCase):
     def test_program_name(self):
         self.assertEqual(bench.program_name("env PGHOST=x /opt/gnosis/bin/gnosis --port 1"), "gnosis")
         self.assertEqual(bench.program_name("target/release/gnosis-uring --port {port}"), "gnosis-uring")
+
+
+def bench_args(*argv):
+    """parse_args with --out somewhere harmless (nothing is written by parsing)."""
+    return bench.parse_args(list(argv))
+
+
+class AnchorsOnTheCommandLine(unittest.TestCase):
+    def test_gnosis_against_anchors(self):
+        args = bench_args("--anchors", "xitca-web,faf")
+        self.assertEqual([s.name for s in args.specs], ["gnosis", "xitca-web", "faf"])
+        # The anchors own 8080: gnosis moves to 8081 unless told otherwise.
+        self.assertEqual([s.port for s in args.specs], [8081, 8080, 8080])
+        self.assertTrue(args.specs[0].command.endswith("/target/release/gnosis --port 8081"))
+        self.assertEqual(args.specs[1].command, str(bench.DEFAULT_ANCHORS_DIR / "xitca-web"))
+        self.assertIs(args.specs[2].anchor, bench.ANCHORS["faf"])
+        self.assertEqual(args.rounds, 4)
+
+    def test_anchor_as_main_server_and_baseline(self):
+        args = bench_args("--server", "anchor:xitca-web", "--baseline", "anchor:vortex", "--anchors-dir", "/x")
+        self.assertEqual([(s.name, s.command, s.port) for s in args.specs],
+                         [("xitca-web", "/x/xitca-web", 8080), ("vortex", "/x/vortex", 8080)])  # fmt: skip
+        args = bench_args("--baseline", "anchor:faf", "--port", "9000", "--rounds", "1")
+        self.assertEqual([(s.name, s.port) for s in args.specs], [("gnosis", 9000), ("faf", 8080)])
+        self.assertEqual(args.rounds, 1)
+        args = bench_args("--server", "anchor:faf", "--anchors", "faf")
+        self.assertEqual([s.name for s in args.specs], ["faf", "faf #2"])
+        self.assertEqual([s.name for s in bench_args("--anchors", "all").specs[1:]], list(bench.ANCHORS))
+        # Without an anchor nothing changes: 8080, and the baseline on the next port.
+        args = bench_args("--baseline", "/tmp/old --port {port}")
+        self.assertEqual([(s.name, s.command, s.port) for s in args.specs],
+                         [("gnosis", f"{bench.REPO}/target/release/gnosis --port 8080", 8080),
+                          ("baseline", "/tmp/old --port 8081", 8081)])  # fmt: skip
+
+    def test_unknown_anchor_is_a_usage_error(self):
+        for argv in (["--anchors", "actix"], ["--baseline", "anchor:nope"], ["--anchors", ","]):
+            with self.assertRaises(SystemExit), redirect_stderr(io.StringIO()):
+                bench_args(*argv)
+
+    def test_level_selection(self):
+        args = bench_args("--anchors", "xitca-web", "--tests", "db,queries,plaintext",
+                          "--levels", "db=512", "--levels", "queries=20", "--levels", "plaintext=256")  # fmt: skip
+        self.assertEqual(args.levels, {"db": [512], "queries": [20], "plaintext": [256]})
+        args = bench_args("--anchors", "faf", "--profile", "tfb", "--tests", "plaintext,updates,fortunes")
+        self.assertEqual(args.levels, {"plaintext": [256, 1024, 4096, 16384], "updates": [1, 5, 10, 15, 20],
+                                       "fortunes": bench.TFB_CONNECTION_LEVELS})  # fmt: skip
+        self.assertEqual((args.duration, args.warmup, args.primer), (15, 15, 5))
+
+
+class AnchorUrls(unittest.TestCase):
+    def server(self, anchor=None):
+        return bench.Server(anchor.name if anchor else "gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), anchor)
+
+    def test_url_mapping(self):
+        t = bench.TESTS
+        for name in ("may-minihttp", "xitca-web", "vortex"):
+            anchor = self.server(bench.ANCHORS[name])
+            self.assertEqual(anchor.url_path(t["queries"], 20), "/queries?q=20")
+            self.assertEqual(anchor.url_path(t["updates"], 5), "/updates?q=5")
+            for test, path in (("json", "/json"), ("db", "/db"), ("fortunes", "/fortunes"), ("plaintext", "/plaintext")):
+                self.assertEqual(anchor.url_path(t[test], 512), path)
+        gnosis = self.server()
+        self.assertEqual(gnosis.url_path(t["queries"], 20), "/queries?queries=20")
+        self.assertEqual(gnosis.url_path(t["updates"], 5), "/updates?queries=5")
+        self.assertEqual(gnosis.url_path(t["cached"], 100), "/cached-queries?count=100")
+
+    def test_what_each_serves(self):
+        served = {name: {t for t in bench.TESTS if self.server(a).serves(bench.TESTS[t])}
+                  for name, a in bench.ANCHORS.items()}  # fmt: skip
+        everything_but_cached = {"json", "plaintext", "db", "queries", "updates", "fortunes"}
+        self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
+                                  "vortex": everything_but_cached, "faf": {"plaintext"}})  # fmt: skip
+        self.assertTrue(all(self.server().serves(t) for t in bench.TESTS.values()))
+        self.assertFalse(bench.ANCHORS["faf"].needs_database)
+        self.assertTrue(bench.ANCHORS["vortex"].needs_database)
+
+
+def fake_run(requests, cpu_s=1.0, non_2xx=0):
+    """What run_wrk returns, for a 1 s run."""
+    return {
+        "connections": 0, "threads": 1, "command": "wrk ...", "wrk_output": "",
+        "summary": {"requests": requests, "requests_per_s": float(requests), "duration_us": 1e6,
+                    "socket_errors": 0, "non_2xx": non_2xx, "latency_us": {"p50": 100, "p99": 900}},
+        "server_cpu_s": cpu_s, "server_cpu_percent": 100 * cpu_s, "server_peak_rss_kib": 2048,
+        "requests_per_cpu_s": round(requests / cpu_s), "wrk_cpu_s": 0.1, "wall_s": 1.0,
+    }  # fmt: skip
+
+
+class RecordingLineup:
+    def __init__(self):
+        self.calls = []
+
+    def bring_up(self, servers):
+        self.calls.append([s.name for s in servers])
+
+
+class Scheduling(unittest.TestCase):
+    """run_test's order of runs, skips and ratios, with wrk and the probe replaced (no servers run)."""
+
+    RATES = {"gnosis": 1000, "xitca-web": 800, "faf": 500}
+
+    def setUp(self):
+        self.calls = []
+
+        def run_wrk(server, url, connections, threads, duration, accept, pipelined):
+            self.calls.append((server.name, url, connections, duration, pipelined))
+            return fake_run(self.RATES[server.name], non_2xx=self.non_2xx.get(server.name, 0))
+
+        self.non_2xx = {}
+        patches = [mock.patch.object(bench, "run_wrk", run_wrk),
+                   mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 13))]  # fmt: skip
+        for patch in patches:
+            patch.start()
+            self.addCleanup(patch.stop)
+        self.servers = [
+            bench.Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8081, Path(os.devnull)),
+            bench.Server("xitca-web", "/bin/xitca-web", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["xitca-web"]),
+            bench.Server("faf", "/bin/faf", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["faf"]),
+        ]  # fmt: skip
+
+    def args(self, test, levels, rounds=2):
+        return argparse.Namespace(
+            levels={test: levels}, threads=2, primer=1, warmup=2, duration=3, max_concurrency=512, rounds=rounds,
+            pause_after_warmup=0, pause_between_levels=0,
+        )  # fmt: skip
+
+    def test_side_by_side_with_an_anchor_that_is_left_out(self):
+        lineup = RecordingLineup()
+        record = bench.run_test(bench.TESTS["queries"], self.servers, self.args("queries", [1, 20]), lambda m: None, lineup)
+        self.assertEqual(record["skipped"], {"faf": "faf does not serve queries"})
+        self.assertEqual(lineup.calls, [["gnosis", "xitca-web"]])  # both up together, faf never started
+        levels = [(name, url) for name, url, _, duration, _ in self.calls if duration == 3]
+        self.assertEqual(levels, [
+            ("gnosis", "http://127.0.0.1:8081/queries?queries=1"), ("xitca-web", "http://127.0.0.1:8080/queries?q=1"),
+            ("xitca-web", "http://127.0.0.1:8080/queries?q=1"), ("gnosis", "http://127.0.0.1:8081/queries?queries=1"),
+            ("gnosis", "http://127.0.0.1:8081/queries?queries=20"), ("xitca-web", "http://127.0.0.1:8080/queries?q=20"),
+            ("xitca-web", "http://127.0.0.1:8080/queries?q=20"), ("gnosis", "http://127.0.0.1:8081/queries?queries=20"),
+        ])  # fmt: skip
+        # Primer and warm-up with N = 2 at 8 and 512 connections; every level at 512.
+        self.assertEqual([c[1:4] for c in self.calls[:2]],
+                         [("http://127.0.0.1:8081/queries?queries=2", 8, 1), ("http://127.0.0.1:8081/queries?queries=2", 512, 2)])  # fmt: skip
+        self.assertEqual({c[2] for c in self.calls[4:]}, {512})
+
+        rows = bench.summarize(record)
+        self.assertEqual(rows[("gnosis", 20)]["cpu_s_per_1k_requests"], 1.0)
+        self.assertNotIn(("faf", 20), rows)
+        self.assertAlmostEqual(bench.ratios(record, "gnosis", "xitca-web", bench.rate)[20]["ratio"], 1.25)
+        self.assertEqual(bench.ratios(record, "gnosis", "faf", bench.rate), {})
+        table = bench.render_markdown(meta_for(["gnosis", "xitca-web", "faf"], rounds=2), [record], ["gnosis", "xitca-web", "faf"])
+        self.assertIn("| queries | N=20 | 1,000 | 800 | – | 1.250 (2/2 higher) | – |", table)
+        self.assertIn("ratio: – (faf does not serve queries)", table)
+        self.assertNotIn("WARNING", table)
+
+    def test_servers_sharing_a_port_take_turns(self):
+        lineup = RecordingLineup()
+        record = bench.run_test(bench.TESTS["plaintext"], self.servers, self.args("plaintext", [256]), lambda m: None, lineup)
+        # Round 1: gnosis, xitca-web, faf; round 2 starts one further on; each turn: primer, warm-up, levels.
+        self.assertEqual(lineup.calls, [["gnosis"], ["xitca-web"], ["faf"], ["xitca-web"], ["faf"], ["gnosis"]])
+        order = [(name, duration) for name, _, _, duration, _ in self.calls]
+        turn = lambda name: [(name, 1), (name, 2), (name, 3)]  # noqa: E731
+        self.assertEqual(order, turn("gnosis") + turn("xitca-web") + turn("faf") + turn("xitca-web") + turn("faf") + turn("gnosis"))
+        self.assertEqual({c[4] for c in self.calls if c[3] == 3}, {True})  # levels pipelined, primer/warm-up not
+        self.assertEqual({c[4] for c in self.calls if c[3] != 3}, {False})
+        self.assertEqual([r["round"] for r in record["servers"]["faf"]["runs"]], [1, 1, 1, 2, 2, 2])
+        self.assertAlmostEqual(bench.ratios(record, "gnosis", "faf", bench.rate)[256]["ratio"], 2.0)
+
+    def test_errors_make_the_ratio_invalid(self):
+        self.non_2xx = {"xitca-web": 7}
+        record = bench.run_test(bench.TESTS["db"], self.servers[:2], self.args("db", [512]), lambda m: None, RecordingLineup())
+        names = ["gnosis", "xitca-web"]
+        table = bench.render_markdown(meta_for(names, rounds=2), [record], names)
+        self.assertIn("WARNING: this run had errors", table)
+        self.assertIn("| db | c=512 | 1,000 | 800 | **invalid: errors** |", table)
+        self.assertIn("**invalid: errors** (1.250)", table)
+        self.assertNotIn("2/2 rounds higher", table)
+
+    def test_vortex_updates_are_flagged_as_no_legal_bar(self):
+        self.RATES = dict(self.RATES, vortex=2000)
+        vortex = bench.Server("vortex", "/bin/vortex", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["vortex"])
+        servers = [self.servers[0], vortex]
+        record = bench.run_test(bench.TESTS["updates"], servers, self.args("updates", [5], rounds=1), lambda m: None, RecordingLineup())
+        self.assertIn(("vortex", "http://127.0.0.1:8080/updates?q=5", 512, 3, False), self.calls)
+        meta = dict(meta_for(["gnosis", "vortex"]), anchors={"vortex": "vortex"})
+        table = bench.render_markdown(meta, [record], ["gnosis", "vortex"])
+        self.assertIn("| updates* | N=5 | 1,000 | 2,000 | 0.500 (1/1 lower) |", table)
+        self.assertEqual(table.count("TFB's rule 7 forbids"), 2)  # under the summary and the test
+
+    def test_a_test_no_server_serves(self):
+        record = bench.run_test(bench.TESTS["cached"], self.servers[1:], self.args("cached", [1]), lambda m: None, RecordingLineup())
+        self.assertTrue(record["not_served"])
+        self.assertEqual(self.calls, [])
+        table = bench.render_markdown(meta_for(["xitca-web", "faf"]), [record], ["xitca-web", "faf"])
+        self.assertIn("**Not run: no server of this run serves it.**", table)
+        self.assertEqual(bench.collect_failures([record]), [])
+
+
+def meta_for(names, rounds=1):
+    return {
+        "date": "2026-11-22 00:00 UTC", "command": "scripts/bench.py",
+        "machine": {"cpus": 2, "cpu_model": "cpu", "kernel": "6", "wrk": "wrk", "git_commit": None},
+        "servers": {n: f"cmd {n}" for n in names}, "load_average": {"start": 1.0, "end": 2.0}, "database": "",
+        "config": {"profile": "quick", "duration": 1, "rounds": rounds, "primer": 1, "warmup": 1,
+                   "max_concurrency": 512, "threads": 2},
+    }  # fmt: skip
+
+
+def executable(directory, name, text):
+    path = Path(directory) / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+class ServerTrouble(unittest.TestCase):
+    """Real processes that die: at start with SIGILL, and in the middle of a test."""
+
+    def test_sigill_at_start_names_the_cpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            binary = executable(tmp, "faf", "#!/bin/sh\necho 'about to die'\nkill -ILL $$\n")
+            server = bench.Server("faf", str(binary), "127.0.0.1", free_port(), Path(tmp) / "log", bench.ANCHORS["faf"])
+            with self.assertRaises(bench.BenchError) as caught:
+                server.start(timeout=20)
+        message = str(caught.exception)
+        self.assertIn("killed by SIGILL", message)
+        self.assertIn("CPU", message)
+        self.assertIn("about to die", message)  # the end of its log
+
+    def test_a_server_that_dies_mid_test_fails_the_test_loudly(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp}"
+            victim = bench.Server("victim", command, "127.0.0.1", port, Path(tmp) / "log")
+            other = FakeServer("other", 1)
+            done = []
+
+            def run_wrk(server, url, connections, threads, duration, accept, pipelined):
+                server.check_alive()
+                done.append(server.name)
+                if len(done) == 5:  # primer and warm-up of both, then the first level run: the crash
+                    os.kill(victim.process.pid, signal.SIGSEGV)
+                    victim.process.wait(timeout=20)
+                    server.check_alive()
+                return fake_run(100)
+
+            args = argparse.Namespace(levels={"json": [16, 32]}, threads=1, primer=1, warmup=1, duration=1,
+                                      max_concurrency=2, rounds=2, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
+            try:
+                victim.start(timeout=20)
+                with mock.patch.object(bench, "run_wrk", run_wrk), \
+                        mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 27)), \
+                        self.assertRaises(bench.BenchError) as caught:  # fmt: skip
+                    bench.run_test(bench.TESTS["json"], [victim, other], args, lambda m: None)
+            finally:
+                victim.stop()
+        self.assertEqual(done, ["victim", "victim", "other", "other", "victim"])
+        self.assertIn("victim died during the run", str(caught.exception))
+        self.assertIn("SIGSEGV", str(caught.exception))
+        record = caught.exception.record
+        self.assertIn("SIGSEGV", record["failed"])
+        names = ["victim", "other"]
+        table = bench.render_markdown(meta_for(names, rounds=2), [record], names)
+        self.assertIn("**FAILED, no ratio: victim died during the run", table)
+        self.assertNotIn("| ratio |", table)
+        self.assertIn("| json | **FAILED** | – | – | – |", table)
+        self.assertEqual(len(bench.collect_failures([record])), 1)
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
+    def test_a_wrapper_script_measures_the_real_server(self):
+        """Like vortex's wrapper: a shell script that execs the server; its CPU is the server's."""
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            wrapper = executable(tmp, "vortex", f"#!/bin/sh\nexec {sys.executable} -m http.server {port} "
+                                                f"--bind 127.0.0.1 --directory {tmp}\n")  # fmt: skip
+            server = bench.Server("vortex", str(wrapper), "127.0.0.1", port, Path(tmp) / "log", bench.ANCHORS["vortex"])
+            try:
+                bench.Lineup([server], 20, lambda m: None).bring_up([server])
+                processes = server.processes()
+                run = bench.run_wrk(server, f"http://127.0.0.1:{port}/", 2, 1, 1, bench.ACCEPT_JSON, False)
+            finally:
+                server.stop()
+        self.assertEqual(len(processes), 1)
+        self.assertRegex(processes[0], r"^python[\d.]*\[\d+\] \d+ threads$")
+        self.assertGreater(run["server_cpu_s"], 0)
+
+
+class PortsAndHosts(unittest.TestCase):
+    def test_port_in_use_names_the_owner(self):
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), CountingHandler)
+        try:
+            owner = bench.port_in_use(httpd.server_address[1])
+        finally:
+            httpd.server_close()
+        self.assertIn(f"[{os.getpid()}]", owner)
+        self.assertIsNone(bench.port_in_use(free_port()))
+
+    def test_preflight_wants_the_anchor_binaries(self):
+        server = bench.Server("faf", "/nonexistent/faf", "127.0.0.1", free_port(), Path(os.devnull), bench.ANCHORS["faf"])
+        with self.assertRaisesRegex(bench.BenchError, "anchor faf: no executable /nonexistent/faf"):
+            bench.preflight([server])
+
+    def test_hosts_file(self):
+        messages = []
+        with tempfile.TemporaryDirectory() as tmp:
+            hosts = Path(tmp) / "hosts"
+            hosts.write_text("127.0.0.1 localhost\n# 10.0.0.9 tfb-database\n127.0.0.1\tvm")
+            if os.geteuid() == 0:
+                bench.ensure_tfb_database_host(messages.append, str(hosts))
+                self.assertEqual(hosts.read_text(), "127.0.0.1 localhost\n# 10.0.0.9 tfb-database\n127.0.0.1\tvm\n"
+                                                    "127.0.0.1 tfb-database\n")  # fmt: skip
+                self.assertIn("added the line '127.0.0.1 tfb-database'", messages[0])
+                bench.ensure_tfb_database_host(messages.append, str(hosts))  # present: left alone
+                self.assertEqual(hosts.read_text().count("tfb-database"), 2)
+                self.assertEqual(len(messages), 1)
+            else:
+                with self.assertRaisesRegex(bench.BenchError, "only root may add it"):
+                    bench.ensure_tfb_database_host(messages.append, str(hosts))
+            hosts.write_text("10.1.2.3 db tfb-database  # elsewhere\n")
+            with self.assertRaisesRegex(bench.BenchError, "sends tfb-database to 10.1.2.3"):
+                bench.ensure_tfb_database_host(messages.append, str(hosts))
+        self.assertEqual(bench.hosts_entry("::1 a tfb-database b\n", "tfb-database"), "::1")
+        self.assertIsNone(bench.hosts_entry("127.0.0.1 tfb-databases\n", "tfb-database"))
+
+
+GNOSIS = bench.REPO / "target" / "release" / "gnosis"
+FAF = bench.DEFAULT_ANCHORS_DIR / "faf"
+
+
+@unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
+@unittest.skipUnless(GNOSIS.exists(), "no target/release/gnosis (cargo build --release)")
+@unittest.skipUnless(os.access(FAF, os.X_OK), f"no anchor binary {FAF}")
+class EndToEnd(unittest.TestCase):
+    def test_gnosis_against_faf(self):
+        """The real command: gnosis and the real faf, plaintext, 1 s, 1 round; then nothing left running."""
+        port = free_port()
+        for needed in (bench.ANCHOR_PORT, port):
+            owner = bench.port_in_use(needed)
+            if owner:
+                self.skipTest(f"port {needed} is in use ({owner}) on this shared machine")
+        with tempfile.TemporaryDirectory() as tmp:
+            argv = [sys.executable, str(BENCH_PY), "--baseline", "anchor:faf", "--port", str(port),
+                    "--tests", "plaintext", "--levels", "256", "--duration", "1", "--warmup", "1",
+                    "--primer", "1", "--rounds", "1", "--out", tmp]  # fmt: skip
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+            self.assertEqual(done.returncode, 0, done.stdout[-3000:] + done.stderr[-3000:])
+            (result,) = Path(tmp).glob("*/results.json")
+            data = json.loads(result.read_text())
+            table = (result.parent / "table.md").read_text()
+        (record,) = data["tests"]
+        self.assertEqual(set(record["servers"]), {"gnosis", "faf"})
+        self.assertIn("/work", data["meta"]["servers"]["faf"] + str(FAF))
+        for name, server in record["servers"].items():
+            runs = server["runs"]
+            self.assertEqual([r["phase"] for r in runs], ["primer", "warmup", "level"], name)
+            level = runs[-1]
+            self.assertGreater(level["summary"]["requests"], 0, name)
+            self.assertEqual(level["summary"]["socket_errors"] + level["summary"]["non_2xx"], 0, name)
+            self.assertGreater(level["server_cpu_s"], 0, name)
+            self.assertGreater(level["server_peak_rss_kib"], 0, name)
+        faf_processes = record["servers"]["faf"]["runs"][-1]["processes"]
+        self.assertRegex(faf_processes[0], r"^faf\[\d+\]")
+        self.assertEqual(record["servers"]["faf"]["runs"][-1]["path"], "/plaintext")
+        self.assertGreater(record["ratios"]["faf"]["rate"]["256"]["ratio"], 0)
+        self.assertRegex(table, r"\| plaintext \| c=256 \| [\d,]+ \| [\d,]+ \| \d+\.\d{3} ")
+        # faf was stopped: its process is gone (or its pid reused by something else).
+        pid = faf_processes[0].split("[")[1].split("]")[0]
+        try:
+            self.assertNotEqual(bench.read_proc_stat(pid)[0], "faf")
+        except OSError:
+            pass
 
 
 class Chart(unittest.TestCase):
