@@ -10,7 +10,7 @@ use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, new_random_number, random_id, World};
 use crate::http::{ContentType, Status};
 use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
-use crate::pg::{Config, DbError, Event, Param, PgConn, Row, Statement};
+use crate::pg::{DbError, Driver, Event, Options, Param, PgConn, Row, Statement, Target};
 use crate::server::Ticket;
 
 /// Prepared once per connection; the indexes below name them.
@@ -51,7 +51,7 @@ pub enum DbRoute {
 const SPILL_DEPTH: usize = 1024;
 
 pub struct Database {
-    connections: Vec<PgConn>,
+    connections: Vec<Driver>,
     jobs: Jobs,
 }
 
@@ -93,16 +93,24 @@ struct Finished {
 }
 
 impl Database {
-    pub fn new(config: Arc<Config>, connections: usize) -> Database {
+    pub fn new(target: Arc<Target>, connections: usize) -> Database {
+        let now = Instant::now();
         Database {
             connections: (0..connections)
-                .map(|_| PgConn::new(config.clone(), STATEMENTS))
+                .map(|_| {
+                    Driver::new(PgConn::new(
+                        target.clone(),
+                        STATEMENTS,
+                        Options::default(),
+                        now,
+                    ))
+                })
                 .collect(),
             jobs: Jobs::default(),
         }
     }
 
-    pub fn connections(&self) -> &[PgConn] {
+    pub fn connections(&self) -> &[Driver] {
         &self.connections
     }
 
@@ -111,15 +119,22 @@ impl Database {
     pub fn settled(&self) -> bool {
         self.connections
             .iter()
-            .all(|pg| pg.is_ready() || pg.last_error().is_some())
+            .all(|pg| pg.conn.is_ready() || pg.conn.last_error().is_some())
     }
 
     /// Queues the queries for `route`, each its own Bind/Execute/Sync; the response comes
     /// through [`Database::take_finished`]. `Err` is the status to answer with at once when
     /// nothing could be queued.
     pub fn start(&mut self, route: DbRoute, ticket: Ticket) -> Result<(), Status> {
-        let connection = self.pick_connection().ok_or(Status::ServiceUnavailable)?;
-        let pg = &mut self.connections[connection];
+        let now = Instant::now();
+        let Some(connection) = self.pick_connection() else {
+            // Down: the next attempt may come sooner now that requests wait for it.
+            for pg in &mut self.connections {
+                pg.conn.wanted(now);
+            }
+            return Err(Status::ServiceUnavailable);
+        };
+        let pg = &mut self.connections[connection].conn;
         let index = self.jobs.allocate(ticket, route, connection);
         let Jobs { all, rng, ids, .. } = &mut self.jobs;
         let job = &mut all[index];
@@ -134,10 +149,10 @@ impl Database {
         }
         let queued = match route {
             DbRoute::Fortunes => pg
-                .query(SELECT_FORTUNES, &[], token)
+                .query(SELECT_FORTUNES, &[], token, now)
                 .map(|()| job.outstanding = 1),
             _ => ids.iter().try_for_each(|&id| {
-                pg.query(SELECT_WORLD, &[Param::Int4(id)], token)
+                pg.query(SELECT_WORLD, &[Param::Int4(id)], token, now)
                     .map(|()| job.outstanding += 1)
             }),
         };
@@ -157,10 +172,11 @@ impl Database {
     /// one. One deep pipeline keeps a backend busiest for the least overhead; the others take
     /// only what it cannot keep up with.
     fn pick_connection(&self) -> Option<usize> {
-        let ready = || (0..self.connections.len()).filter(|&i| self.connections[i].is_ready());
+        let conn = |i: usize| &self.connections[i].conn;
+        let ready = || (0..self.connections.len()).filter(|&i| conn(i).is_ready());
         ready()
-            .find(|&i| self.connections[i].queued() < SPILL_DEPTH)
-            .or_else(|| ready().min_by_key(|&i| self.connections[i].queued()))
+            .find(|&i| conn(i).queued() < SPILL_DEPTH)
+            .or_else(|| ready().min_by_key(|&i| conn(i).queued()))
     }
 
     pub fn on_readable(&mut self, connection: usize) {
@@ -193,7 +209,10 @@ impl Database {
     }
 
     pub fn next_timer(&self) -> Option<Instant> {
-        self.connections.iter().filter_map(PgConn::next_timer).min()
+        self.connections
+            .iter()
+            .filter_map(|pg| pg.conn.deadline())
+            .min()
     }
 
     /// Hands out every finished response.
@@ -217,6 +236,7 @@ impl Database {
     /// in the same order and cannot deadlock.
     fn send_due_updates(&mut self) {
         let jobs = &mut self.jobs;
+        let now = Instant::now();
         while let Some(index) = jobs.updates_due.pop() {
             let Jobs {
                 all,
@@ -235,7 +255,8 @@ impl Database {
             numbers.clear();
             numbers.extend(job.worlds.iter().map(|world| world.random_number));
             let params = [Param::Int4Array(ids), Param::Int4Array(numbers)];
-            match self.connections[job.connection].query(UPDATE_WORLDS, &params, index as u64) {
+            let pg = &mut self.connections[job.connection].conn;
+            match pg.query(UPDATE_WORLDS, &params, index as u64, now) {
                 Ok(()) => {
                     job.updating = true;
                     job.outstanding = 1;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::pg::{BlockingClient, Config, DbError, Statement};
+use crate::pg::{BlockingClient, DbError, Statement, Target};
 
 /// TFB's `world` table holds ids 1..=10000, and random numbers are drawn from the same range.
 pub const WORLD_ROWS: i32 = 10_000;
@@ -63,21 +63,21 @@ pub struct WorldCache {
 impl WorldCache {
     /// A cache that a background thread fills as soon as the database answers, retrying
     /// until it does; requests find it empty until then.
-    pub fn load_in_background(config: Arc<Config>) -> Arc<WorldCache> {
+    pub fn load_in_background(target: Arc<Target>) -> Arc<WorldCache> {
         let cache = Arc::new(WorldCache::default());
         let filling = cache.clone();
         std::thread::Builder::new()
             .name("gnosis-cache".into())
-            .spawn(move || filling.load_until_done(&config))
+            .spawn(move || filling.load_until_done(&target))
             .expect("spawning the cache loader");
         cache
     }
 
-    fn load_until_done(&self, config: &Arc<Config>) {
+    fn load_until_done(&self, target: &Arc<Target>) {
         let mut delay = Duration::from_millis(50);
         let mut reported = false;
         loop {
-            let attempt = Self::read_all(config);
+            let attempt = Self::read_all(target);
             self.tried.store(true, Ordering::Release);
             match attempt {
                 Ok(worlds) => {
@@ -96,10 +96,10 @@ impl WorldCache {
         }
     }
 
-    fn read_all(config: &Arc<Config>) -> Result<Box<[World]>, DbError> {
+    fn read_all(target: &Arc<Target>) -> Result<Box<[World]>, DbError> {
         // Short: the caller retries, and start-up waits for the first attempt.
         let mut client =
-            BlockingClient::connect(config.clone(), ALL_WORLDS, Duration::from_secs(1))?;
+            BlockingClient::connect(target.clone(), ALL_WORLDS, Duration::from_secs(1))?;
         let mut worlds = vec![
             World {
                 id: 0,

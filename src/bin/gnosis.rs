@@ -1,6 +1,5 @@
 //! The epoll server for all seven TFB tests.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use gnosis::app::db::Database;
@@ -21,7 +20,7 @@ fn main() {
         "gnosis: serving on 0.0.0.0:{} with {} threads (epoll), {} PostgreSQL connection(s) each",
         config.port, config.threads, config.pg_conns
     );
-    let database = Arc::new(gnosis::pg::Config::from_env());
+    let database = gnosis::pg::Target::new(gnosis::pg::Config::from_env());
     let cache = WorldCache::load_in_background(database.clone());
     // Requests wait in the listen backlog meanwhile: better than a 503 just after start-up.
     // Without a database the server goes on and the cache fills in once it answers.
