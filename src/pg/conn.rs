@@ -1075,3 +1075,5 @@ impl FailureLog {
     }
 }
 
+#[cfg(test)]
+mod tests;
