@@ -435,3 +435,112 @@ impl Epoll {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::os::unix::net::UnixListener;
+
+    fn int_option(socket: &OwnedFd, level: libc::c_int, name: libc::c_int) -> libc::c_int {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `value` and `len` are valid out-parameters.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                level,
+                name,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        value
+    }
+
+    /// Waits for the connect to end and returns its outcome.
+    fn finish(socket: &OwnedFd) -> io::Result<()> {
+        let ready = poll_socket(socket, true, Duration::from_secs(10))?;
+        assert!(ready.writable);
+        take_socket_error(socket)
+    }
+
+    #[test]
+    fn tcp_connects_non_blocking_with_nodelay_and_keepalive() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = connect_nonblocking(&Address::Tcp(listener.local_addr().unwrap())).unwrap();
+        finish(&socket).unwrap();
+        let (level, tcp) = (libc::SOL_SOCKET, libc::IPPROTO_TCP);
+        assert_eq!(int_option(&socket, tcp, libc::TCP_NODELAY), 1);
+        assert_eq!(int_option(&socket, level, libc::SO_KEEPALIVE), 1);
+        assert_eq!(int_option(&socket, tcp, libc::TCP_KEEPIDLE), 10);
+        assert_eq!(int_option(&socket, tcp, libc::TCP_KEEPINTVL), 5);
+        assert_eq!(int_option(&socket, tcp, libc::TCP_KEEPCNT), 3);
+        assert_eq!(int_option(&socket, tcp, libc::TCP_USER_TIMEOUT), 15_000);
+        // SAFETY: fcntl(2) F_GETFL/F_GETFD on a socket we own.
+        let (flags, fd_flags) = unsafe {
+            (
+                libc::fcntl(socket.as_raw_fd(), libc::F_GETFL),
+                libc::fcntl(socket.as_raw_fd(), libc::F_GETFD),
+            )
+        };
+        assert!(flags & libc::O_NONBLOCK != 0 && fd_flags & libc::FD_CLOEXEC != 0);
+
+        // Bytes both ways; nothing there is WouldBlock, not a wait.
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 16];
+        let err = receive(&socket, &mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(send(&socket, b"ping").unwrap(), 4);
+        std::io::Write::write_all(&mut peer, b"pong").unwrap();
+        assert!(
+            poll_socket(&socket, false, Duration::from_secs(10))
+                .unwrap()
+                .readable
+        );
+        assert_eq!(receive(&socket, &mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"pong");
+        // Read before closing: unread data would make the close a reset.
+        std::io::Read::read_exact(&mut peer, &mut buf[..4]).unwrap();
+        drop(peer);
+        assert!(
+            poll_socket(&socket, false, Duration::from_secs(10))
+                .unwrap()
+                .readable
+        );
+        assert_eq!(receive(&socket, &mut buf).unwrap(), 0, "end of stream");
+    }
+
+    #[test]
+    fn a_refused_tcp_connect_is_reported_by_so_error_or_at_once() {
+        let port = {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap()
+        };
+        let outcome = connect_nonblocking(&Address::Tcp(port)).and_then(|s| finish(&s));
+        assert_eq!(
+            outcome.unwrap_err().raw_os_error(),
+            Some(libc::ECONNREFUSED)
+        );
+    }
+
+    #[test]
+    fn unix_sockets_connect_by_path() {
+        let dir = std::env::temp_dir().join(format!("gnosis-sys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(".s.PGSQL.1");
+        let _ = std::fs::remove_file(&path);
+        let _listener = UnixListener::bind(&path).unwrap();
+        let socket = connect_nonblocking(&Address::Unix(path.clone())).unwrap();
+        finish(&socket).unwrap();
+        let missing = connect_nonblocking(&Address::Unix(dir.join("missing")));
+        assert_eq!(missing.unwrap_err().kind(), io::ErrorKind::NotFound);
+        let long = Address::Unix(PathBuf::from("/".repeat(200)));
+        assert_eq!(
+            connect_nonblocking(&long).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

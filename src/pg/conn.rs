@@ -506,7 +506,8 @@ impl PgConn {
             let message_len = match head.get(1..5) {
                 Some(len) => 1 + u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize,
                 None => 0,
-            };
+            }
+            .min(1 + protocol::MAX_MESSAGE_LEN);
             let wanted = (self.read_end + MIN_READ_ROOM).max(message_len);
             if wanted > self.read_buf.len() {
                 let len = wanted.max(self.read_buf.len() * 2);
