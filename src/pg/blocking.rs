@@ -270,7 +270,7 @@ pub struct BlockingClient {
 impl BlockingClient {
     /// Connects and prepares `statements`, retrying (with the connection's backoff) until
     /// `timeout`; a wrong password or a missing database fails at once. Each query may take
-    /// up to `timeout` too.
+    /// up to `timeout` too. Failures are returned, not logged.
     pub fn connect(
         target: impl Into<Arc<Target>>,
         statements: &'static [Statement],
@@ -281,7 +281,8 @@ impl BlockingClient {
             query_timeout: timeout,
             ..Options::default()
         };
-        let conn = PgConn::new(target.into(), statements, options, Instant::now());
+        let conn =
+            PgConn::new(target.into(), statements, options, Instant::now()).without_logging();
         let mut client = BlockingClient {
             driver: Driver::new(conn),
             timeout,

@@ -332,6 +332,8 @@ pub struct PgConn {
     read_end: usize,
     last_error: Option<DbError>,
     log: FailureLog,
+    /// Whether failures and recoveries are logged (see `without_logging`).
+    logging: bool,
 }
 
 impl PgConn {
@@ -366,7 +368,15 @@ impl PgConn {
             read_end: 0,
             last_error: None,
             log: FailureLog::default(),
+            logging: true,
         }
+    }
+
+    /// No log lines: for a client that returns every failure to its caller, which reports
+    /// it (`BlockingClient`; the cache loader makes a new one per attempt).
+    pub(crate) fn without_logging(mut self) -> PgConn {
+        self.logging = false;
+        self
     }
 
     /// Where to connect; `target().address()` for `Step::Connect`.
@@ -798,7 +808,9 @@ impl PgConn {
         self.proven = true;
         self.backoff.reset();
         if let Some(line) = self.log.recovered(&self.target, now) {
-            eprintln!("{line}");
+            if self.logging {
+                eprintln!("{line}");
+            }
         }
     }
 
@@ -915,7 +927,9 @@ impl PgConn {
             self.log
                 .failed(&self.target, failure_kind(&error), &reason, proven, now)
         {
-            eprintln!("{line}");
+            if self.logging {
+                eprintln!("{line}");
+            }
         }
         self.last_error = Some(error);
     }
