@@ -1021,8 +1021,6 @@ struct Outage {
     began: Instant,
     failed_attempts: u64,
     last_line: Instant,
-    /// Failures since the last line.
-    unlogged: u64,
     kinds_logged: Vec<String>,
 }
 
@@ -1041,7 +1039,6 @@ impl FailureLog {
                 began: now,
                 failed_attempts: u64::from(!lost),
                 last_line: now,
-                unlogged: 0,
                 kinds_logged: vec![kind],
             });
             return Some(match lost {
@@ -1058,23 +1055,20 @@ impl FailureLog {
         if !outage.kinds_logged.contains(&kind) && outage.kinds_logged.len() < MAX_REASONS_LOGGED {
             outage.kinds_logged.push(kind);
             outage.last_line = now;
-            outage.unlogged = 0;
             return Some(format!(
                 "gnosis: PostgreSQL connection to {target} failed ({reason}); \
                  {attempts} failed attempts so far, retrying"
             ));
         }
         if now.saturating_duration_since(outage.last_line) >= FAILURE_SUMMARY_EVERY {
-            let lines = format!(
+            let line = format!(
                 "gnosis: PostgreSQL connection to {target} still failing ({reason}): \
                  {attempts} failed attempts in {} s",
                 now.saturating_duration_since(outage.began).as_secs()
             );
             outage.last_line = now;
-            outage.unlogged = 0;
-            return Some(lines);
+            return Some(line);
         }
-        outage.unlogged += 1;
         None
     }
 
