@@ -82,13 +82,13 @@ impl Config {
                 None => (arg, None),
             };
             let mut value = || {
-                inline.clone().or_else(|| args.next()).ok_or_else(|| {
-                    CliExit::Invalid(format!("{flag} needs a value\n\n{}", usage()))
-                })
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or_else(|| CliExit::Invalid(format!("{flag} needs a value\n\n{}", usage())))
             };
-            let millis = |text: String| {
-                parse_number::<u64>(&text, &flag, &usage).map(Duration::from_millis)
-            };
+            let millis =
+                |text: String| parse_number::<u64>(&text, &flag, &usage).map(Duration::from_millis);
             match flag.as_str() {
                 "--help" | "-h" => return Err(CliExit::Help(usage())),
                 "--port" => config.port = parse_number(&value()?, &flag, &usage)?,

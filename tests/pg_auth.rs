@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use gnosis::pg::protocol::INT4_OID;
-use gnosis::pg::{BlockingClient, Config, DbError, Host, Statement};
+use gnosis::pg::{BlockingClient, Config, DbError, Host, Statement, Target};
 
 static WHO: &[Statement] = &[
     Statement {
@@ -25,7 +25,7 @@ static WHO: &[Statement] = &[
 ];
 
 /// Connects, runs `who`, returns (current_user, over a Unix socket).
-fn who(config: std::sync::Arc<Config>) -> Result<(String, bool), DbError> {
+fn who(config: std::sync::Arc<Target>) -> Result<(String, bool), DbError> {
     let mut client = BlockingClient::connect(config, WHO, Duration::from_secs(10))?;
     let mut answer = None;
     client.query(0, &[gnosis::pg::Param::Int4(41)], |row| {
@@ -41,7 +41,7 @@ fn who(config: std::sync::Arc<Config>) -> Result<(String, bool), DbError> {
 #[test]
 fn scram_sha_256_over_tcp() {
     let config = common::tfb_tcp();
-    assert_eq!(config.host, Host::Tcp("127.0.0.1".into()));
+    assert_eq!(config.config().host, Host::Tcp("127.0.0.1".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), false));
 }
 
@@ -72,7 +72,7 @@ fn trust_over_the_socket_directory_in_pghost() {
         ("PGHOST", dir.to_str().unwrap()),
         ("PGUSER", "gnosis_trust"),
     ]);
-    assert_eq!(config.host, Host::Unix(dir));
+    assert_eq!(config.config().host, Host::Unix(dir));
     assert_eq!(who(config).unwrap(), ("gnosis_trust".to_string(), true));
 }
 
@@ -80,7 +80,7 @@ fn trust_over_the_socket_directory_in_pghost() {
 fn socket_found_by_auto_detection() {
     // PGHOST unset, PGPORT set: the cluster's socket in /tmp is found.
     let config = common::config(&[]);
-    assert_eq!(config.host, Host::Unix("/tmp".into()));
+    assert_eq!(config.config().host, Host::Unix("/tmp".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), true));
 }
 
@@ -166,7 +166,7 @@ fn offered(request: &'static [u8]) -> DbError {
         password: "benchmarkdbpass".into(),
         database: "hello_world".into(),
     };
-    let error = match BlockingClient::connect(config.into(), WHO, Duration::from_secs(5)) {
+    let error = match BlockingClient::connect(config, WHO, Duration::from_secs(5)) {
         Ok(_) => panic!("connected to a server asking for an unsupported method"),
         Err(error) => error,
     };

@@ -12,9 +12,8 @@ mod common;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use gnosis::pg::blocking::poll_once;
 use gnosis::pg::protocol::INT4_OID;
-use gnosis::pg::{Event, Param, PgConn, Statement};
+use gnosis::pg::{Driver, Event, Param, Statement};
 
 static STATEMENTS: &[Statement] = &[Statement {
     name: "world",
@@ -36,7 +35,7 @@ fn thread_cpu() -> Duration {
 
 /// Keeps `depth` queries in flight for `secs`; returns queries per second and the client's
 /// CPU time per query.
-fn run(conn: &mut PgConn, depth: usize, secs: f64) -> (f64, Duration) {
+fn run(pg: &mut Driver, depth: usize, secs: f64) -> (f64, Duration) {
     let finished = Cell::new(0u64);
     let rows = Cell::new(0u64);
     let mut sink = |_token: u64, event: Event<'_>| match event {
@@ -58,17 +57,17 @@ fn run(conn: &mut PgConn, depth: usize, secs: f64) -> (f64, Duration) {
         }
         while sent - finished.get() < depth as u64 {
             let id = fastrand::i32(1..=10_000);
-            conn.query(0, &[Param::Int4(id)], sent).unwrap();
+            pg.conn.query(0, &[Param::Int4(id)], sent, now).unwrap();
             sent += 1;
         }
-        conn.flush(&mut sink);
-        poll_once(conn, Instant::now() + Duration::from_millis(100), &mut sink);
+        pg.flush(&mut sink);
+        pg.poll_once(Instant::now() + Duration::from_millis(100), &mut sink);
     }
     let elapsed = start.elapsed().as_secs_f64();
     let done = finished.get();
     let cpu_per_query = (thread_cpu() - cpu_start) / done.max(1) as u32;
     // Drain what is still in flight so the next run starts clean.
-    common::drive(conn, Duration::from_secs(30), &mut sink, |_| {
+    common::drive(pg, Duration::from_secs(30), &mut sink, |_| {
         finished.get() == sent
     });
     assert_eq!(rows.get(), sent);
@@ -89,15 +88,9 @@ fn single_row_selects_pipelined_vs_round_trips() {
             common::config(&[("PGHOST", common::socket_dir().to_str().unwrap())]),
         ),
     ] {
-        let mut conn = PgConn::new(config, STATEMENTS);
-        common::drive(
-            &mut conn,
-            Duration::from_secs(10),
-            &mut common::ignore_events,
-            |c| c.is_ready(),
-        );
+        let mut pg = common::ready(config, STATEMENTS);
         for depth in [1, 16, 64, 256] {
-            let (qps, cpu) = run(&mut conn, depth, secs);
+            let (qps, cpu) = run(&mut pg, depth, secs);
             println!(
                 "{transport} depth {depth:>3}: {qps:>7.0} queries/s, client CPU {:.2} us/query",
                 cpu.as_secs_f64() * 1e6

@@ -171,7 +171,7 @@ proptest! {
 /// with a protocol error and retry with backoff; nothing panics.
 #[test]
 fn a_server_speaking_garbage_is_a_protocol_error_then_a_retry() {
-    use gnosis::pg::{Config, Host, PgConn};
+    use gnosis::pg::{Config, Driver, Host, Options, PgConn, Step, Target};
     use std::time::{Duration, Instant};
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -189,30 +189,28 @@ fn a_server_speaking_garbage_is_a_protocol_error_then_a_retry() {
         }
         accepted
     });
-    let config = Config {
+    let target = Target::new(Config {
         host: Host::Tcp("127.0.0.1".into()),
         port,
         user: "u".into(),
         password: "p".into(),
         database: "d".into(),
-    };
-    let mut conn = PgConn::new(std::sync::Arc::new(config), &[]);
+    });
+    let conn = PgConn::new(target, &[], Options::default(), Instant::now());
+    let mut pg = Driver::new(conn);
     // Done once the second socket has been dropped for a protocol error.
-    let mut sockets = 0;
     common::drive(
-        &mut conn,
+        &mut pg,
         Duration::from_secs(10),
         &mut common::ignore_events,
         |c| {
-            if let Some((_, generation)) = c.socket() {
-                sockets = generation;
-            }
-            sockets >= 2
-                && c.socket().is_none()
+            c.generation() >= 2
+                && c.step() == Step::Idle
                 && matches!(c.last_error(), Some(gnosis::pg::DbError::Protocol(_)))
         },
     );
-    assert!(!conn.is_ready());
+    assert!(!pg.conn.is_ready());
+    assert_eq!(pg.socket(), None);
     let accepted = server.join().unwrap();
     // The retry waited for the backoff.
     assert!(accepted[1] - accepted[0] >= Duration::from_millis(40));

@@ -7,10 +7,10 @@ mod common;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gnosis::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
-use gnosis::pg::{BlockingClient, DbError, Event, Param, PgConn, QueryError, Statement};
+use gnosis::pg::{BlockingClient, DbError, Driver, Event, Param, QueryError, Statement};
 
 const WORLD: usize = 0;
 const DIVIDE: usize = 1;
@@ -116,25 +116,18 @@ impl Recorder {
     }
 }
 
-/// Drives `conn` until `count` queries have finished.
-fn drive_until_finished(conn: &mut PgConn, recorder: &RefCell<Recorder>, count: usize) {
+/// Drives `pg` until `count` queries have finished.
+fn drive_until_finished(pg: &mut Driver, recorder: &RefCell<Recorder>, count: usize) {
     common::drive(
-        conn,
+        pg,
         Duration::from_secs(60),
         &mut |token, event| recorder.borrow_mut().record(token, event),
         |_| recorder.borrow().finished.len() >= count,
     );
 }
 
-fn ready_conn() -> PgConn {
-    let mut conn = PgConn::new(common::tfb_tcp(), STATEMENTS);
-    common::drive(
-        &mut conn,
-        Duration::from_secs(10),
-        &mut common::ignore_events,
-        |c| c.is_ready(),
-    );
-    conn
+fn ready_conn() -> Driver {
+    common::ready(common::tfb_tcp(), STATEMENTS)
 }
 
 fn blocking() -> BlockingClient {
@@ -156,18 +149,20 @@ fn world_table() -> HashMap<i32, i32> {
 #[test]
 fn ten_thousand_pipelined_queries_come_back_right_and_in_order() {
     let before = world_table();
-    let mut conn = ready_conn();
+    let mut pg = ready_conn();
     let ids: Vec<i32> = (0..10_000).map(|_| fastrand::i32(1..=10_000)).collect();
     let recorder = RefCell::new(Recorder::default());
     // Hand queries out in bursts with a flush after each, as the event loop does.
     for (burst, chunk) in ids.chunks(500).enumerate() {
         for (i, &id) in chunk.iter().enumerate() {
             let token = (burst * 500 + i) as u64;
-            conn.query(WORLD, &[Param::Int4(id)], token).unwrap();
+            pg.conn
+                .query(WORLD, &[Param::Int4(id)], token, Instant::now())
+                .unwrap();
         }
-        conn.flush(&mut |token, event| recorder.borrow_mut().record(token, event));
+        pg.flush(&mut |token, event| recorder.borrow_mut().record(token, event));
     }
-    drive_until_finished(&mut conn, &recorder, ids.len());
+    drive_until_finished(&mut pg, &recorder, ids.len());
     // A test elsewhere updating world meanwhile may change a row once: either value is right.
     let after = world_table();
     let recorder = recorder.into_inner();
@@ -191,15 +186,17 @@ fn ten_thousand_pipelined_queries_come_back_right_and_in_order() {
 
 #[test]
 fn a_failing_query_fails_alone() {
-    let mut conn = ready_conn();
+    let mut pg = ready_conn();
     let divisors: Vec<i32> = (0..1_000)
         .map(|i| if i % 97 == 13 { 0 } else { i % 50 + 1 })
         .collect();
     let recorder = RefCell::new(Recorder::default());
     for (token, &d) in divisors.iter().enumerate() {
-        conn.query(DIVIDE, &[Param::Int4(d)], token as u64).unwrap();
+        pg.conn
+            .query(DIVIDE, &[Param::Int4(d)], token as u64, Instant::now())
+            .unwrap();
     }
-    drive_until_finished(&mut conn, &recorder, divisors.len());
+    drive_until_finished(&mut pg, &recorder, divisors.len());
     let recorder = recorder.into_inner();
     assert_eq!(
         recorder.finished,
@@ -221,24 +218,25 @@ fn a_failing_query_fails_alone() {
             assert_eq!(outcome.rows, vec![vec![1000 / d]]);
         }
     }
-    assert!(conn.is_ready());
+    assert!(pg.conn.is_ready());
 }
 
 #[test]
 fn a_terminated_backend_fails_its_queries_then_reconnects() {
-    let mut conn = ready_conn();
-    let generation = conn.socket().unwrap().1;
+    let mut pg = ready_conn();
+    let generation = pg.conn.generation();
     let recorder = RefCell::new(Recorder::default());
-    conn.query(BACKEND_PID, &[], 0).unwrap();
-    drive_until_finished(&mut conn, &recorder, 1);
+    pg.conn.query(BACKEND_PID, &[], 0, Instant::now()).unwrap();
+    drive_until_finished(&mut pg, &recorder, 1);
     let pid = recorder.borrow().outcomes[&0].rows[0][0];
 
     // Ten queries of 0.2 s each: the backend is killed while they are in flight.
     for token in 1..=10 {
-        conn.query(SLOW, &[Param::Int4(token as i32)], token)
+        pg.conn
+            .query(SLOW, &[Param::Int4(token as i32)], token, Instant::now())
             .unwrap();
     }
-    drive_until_finished(&mut conn, &recorder, 2);
+    drive_until_finished(&mut pg, &recorder, 2);
     let mut killed = false;
     blocking()
         .query(TERMINATE, &[Param::Int4(pid)], |row| {
@@ -247,7 +245,7 @@ fn a_terminated_backend_fails_its_queries_then_reconnects() {
         })
         .unwrap();
     assert!(killed);
-    drive_until_finished(&mut conn, &recorder, 11);
+    drive_until_finished(&mut pg, &recorder, 11);
 
     let recorder = recorder.into_inner();
     assert_eq!(recorder.finished, (0..=10).collect::<Vec<u64>>());
@@ -269,42 +267,49 @@ fn a_terminated_backend_fails_its_queries_then_reconnects() {
 
     // Not ready until the new connection has started up; then it works again.
     assert_eq!(
-        conn.query(WORLD, &[Param::Int4(1)], 99),
+        pg.conn.query(WORLD, &[Param::Int4(1)], 99, Instant::now()),
         Err(QueryError::NotConnected)
     );
     common::drive(
-        &mut conn,
+        &mut pg,
         Duration::from_secs(10),
         &mut common::ignore_events,
         |c| c.is_ready(),
     );
-    assert_ne!(conn.socket().unwrap().1, generation);
+    assert_ne!(pg.conn.generation(), generation);
     let recorder = RefCell::new(Recorder::default());
-    conn.query(BACKEND_PID, &[], 100).unwrap();
-    drive_until_finished(&mut conn, &recorder, 1);
+    pg.conn
+        .query(BACKEND_PID, &[], 100, Instant::now())
+        .unwrap();
+    drive_until_finished(&mut pg, &recorder, 1);
     let new_pid = recorder.borrow().outcomes[&100].rows[0][0];
     assert_ne!(new_pid, pid);
 }
 
 #[test]
 fn the_queue_is_bounded() {
-    let mut conn = ready_conn();
-    let max = gnosis::pg::conn::MAX_QUEUED;
+    let mut pg = ready_conn();
+    let max = gnosis::pg::Options::default().max_queued;
     for token in 0..max as u64 {
-        conn.query(WORLD, &[Param::Int4(1)], token).unwrap();
+        pg.conn
+            .query(WORLD, &[Param::Int4(1)], token, Instant::now())
+            .unwrap();
     }
     assert_eq!(
-        conn.query(WORLD, &[Param::Int4(1)], max as u64),
+        pg.conn
+            .query(WORLD, &[Param::Int4(1)], max as u64, Instant::now()),
         Err(QueryError::QueueFull)
     );
     let recorder = RefCell::new(Recorder::default());
-    drive_until_finished(&mut conn, &recorder, max);
+    drive_until_finished(&mut pg, &recorder, max);
     assert!(recorder
         .borrow()
         .outcomes
         .values()
         .all(|o| matches!(o.result, Some(Ok(())))));
-    conn.query(WORLD, &[Param::Int4(1)], 0).unwrap();
+    pg.conn
+        .query(WORLD, &[Param::Int4(1)], 0, Instant::now())
+        .unwrap();
 }
 
 /// What TFB's verifier checks: each pipelined query is one statement in pg_stat_statements
@@ -323,25 +328,34 @@ fn pg_stat_statements_counts_each_pipelined_query() {
         counts
     };
     let before = stats();
-    let mut conn = ready_conn();
+    let mut pg = ready_conn();
     let recorder = RefCell::new(Recorder::default());
     for token in 0..512 {
         let id = fastrand::i32(1..=10_000);
-        conn.query(WORLD_REVERSED, &[Param::Int4(id)], token)
+        pg.conn
+            .query(WORLD_REVERSED, &[Param::Int4(id)], token, Instant::now())
             .unwrap();
     }
-    drive_until_finished(&mut conn, &recorder, 512);
+    drive_until_finished(&mut pg, &recorder, 512);
     let after = stats();
     assert_eq!((after.0 - before.0, after.1 - before.1), (512, 512));
 }
 
 #[test]
 fn int4_arrays_are_sent_binary() {
-    let mut conn = ready_conn();
+    let mut pg = ready_conn();
     let recorder = RefCell::new(Recorder::default());
-    conn.query(ARRAY_SUM, &[Param::Int4Array(&[3, -1, 1_000_000, 0])], 0)
+    pg.conn
+        .query(
+            ARRAY_SUM,
+            &[Param::Int4Array(&[3, -1, 1_000_000, 0])],
+            0,
+            Instant::now(),
+        )
         .unwrap();
-    conn.query(ARRAY_SUM, &[Param::Int4Array(&[7])], 1).unwrap();
+    pg.conn
+        .query(ARRAY_SUM, &[Param::Int4Array(&[7])], 1, Instant::now())
+        .unwrap();
     // Rows written back with the values they already hold: other tests only read world and
     // compare against a snapshot, which this leaves intact.
     let table = world_table();
@@ -349,13 +363,15 @@ fn int4_arrays_are_sent_binary() {
     ids.sort_unstable();
     ids.dedup();
     let values: Vec<i32> = ids.iter().map(|id| table[id]).collect();
-    conn.query(
-        BULK_UPDATE,
-        &[Param::Int4Array(&ids), Param::Int4Array(&values)],
-        2,
-    )
-    .unwrap();
-    drive_until_finished(&mut conn, &recorder, 3);
+    pg.conn
+        .query(
+            BULK_UPDATE,
+            &[Param::Int4Array(&ids), Param::Int4Array(&values)],
+            2,
+            Instant::now(),
+        )
+        .unwrap();
+    drive_until_finished(&mut pg, &recorder, 3);
     let recorder = recorder.into_inner();
     assert_eq!(recorder.outcomes[&0].rows, vec![vec![1_000_002, 4, -1]]);
     assert_eq!(recorder.outcomes[&1].rows, vec![vec![7, 1, 7]]);

@@ -74,7 +74,16 @@ mod tests {
         });
         missing.clear();
         cache.lookup([7, 8, 7].into_iter(), &mut found, &mut missing);
-        assert_eq!(found, vec![World { id: 7, random_number: 70 }; 2]);
+        assert_eq!(
+            found,
+            vec![
+                World {
+                    id: 7,
+                    random_number: 70
+                };
+                2
+            ]
+        );
         assert_eq!(missing, vec![8]);
     }
 

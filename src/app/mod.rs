@@ -167,17 +167,17 @@ impl Service for App {
                     write_json(&mut self.body, worlds);
                     response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
                 } else {
-                    match self.jobs.read_through(ticket, worlds, missing, cx.db, cx.now) {
+                    match self
+                        .jobs
+                        .read_through(ticket, worlds, missing, cx.db, cx.now)
+                    {
                         Ok(()) => return Reply::Later,
                         Err(status) => response.write_error(out, cx.date, status),
                     }
                 }
             }
             Route::Database(route) => {
-                match self
-                    .jobs
-                    .start(route, ticket, &mut self.rng, cx.db, cx.now)
-                {
+                match self.jobs.start(route, ticket, &mut self.rng, cx.db, cx.now) {
                     Ok(()) => return Reply::Later,
                     Err(status) => response.write_error(out, cx.date, status),
                 }

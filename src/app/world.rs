@@ -72,12 +72,17 @@ impl WorldSnapshot {
             self.tried.store(true, Ordering::Release);
             match attempt {
                 Ok(worlds) => {
-                    eprintln!("gnosis: loaded {} world rows for the cache", worlds.len() - 1);
+                    eprintln!(
+                        "gnosis: loaded {} world rows for the cache",
+                        worlds.len() - 1
+                    );
                     let _ = self.worlds.set(worlds);
                     return;
                 }
                 Err(err) if !reported => {
-                    eprintln!("gnosis: cannot load the world rows for the cache yet ({err}); retrying");
+                    eprintln!(
+                        "gnosis: cannot load the world rows for the cache yet ({err}); retrying"
+                    );
                     reported = true;
                 }
                 Err(_) => {}

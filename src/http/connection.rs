@@ -134,8 +134,7 @@ impl Connection {
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
                     if self.queue.is_empty() {
-                        let reply =
-                            handler.handle(&request, response, ticket, &mut self.output);
+                        let reply = handler.handle(&request, response, ticket, &mut self.output);
                         if reply == Reply::Later {
                             let bytes = self.spare.pop().unwrap_or_default();
                             self.queue.push_back(Queued {

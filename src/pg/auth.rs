@@ -1,11 +1,14 @@
 //! Password authentication: MD5 and SCRAM-SHA-256 (RFC 5802 / RFC 7677, without channel
-//! binding). Pure functions and a small state machine; the connection does the I/O.
+//! binding). Pure functions and a small state machine; the connection does the I/O. The
+//! expensive part of SCRAM, the PBKDF2 of the password, runs on a helper thread and is cached
+//! for the process (`salted_password`).
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
+use std::sync::Mutex;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -67,13 +70,29 @@ pub fn unsupported_method(code: u32) -> String {
     format!("unsupported authentication method: {name} (request code {code})")
 }
 
+/// The most PBKDF2 iterations a server may ask for. PostgreSQL uses 4,096 unless
+/// `scram_iterations` is raised; 1,000,000 leaves room for the 600,000 that OWASP recommends
+/// for PBKDF2-HMAC-SHA-256, and costs about a second of one core (once per password and salt,
+/// on a helper thread, cached). More would let a misconfigured or hostile server make every
+/// start-up burn CPU for longer than the connect timeout.
+pub const MAX_SCRAM_ITERATIONS: u32 = 1_000_000;
+
 /// One SCRAM-SHA-256 exchange, client side.
 pub struct Scram {
     password: Vec<u8>,
     client_first_bare: String,
     client_nonce: String,
-    /// Set after the server's first message: what the final server signature must equal.
+    /// Set by the server's first message.
+    server_first: Option<ServerFirst>,
+    /// Set with the client's final message: what the final server signature must equal.
     expected_server_signature: Option<[u8; 32]>,
+}
+
+struct ServerFirst {
+    message: String,
+    nonce: String,
+    salt: Vec<u8>,
+    iterations: u32,
 }
 
 impl Scram {
@@ -85,6 +104,7 @@ impl Scram {
             password: password.as_bytes().to_vec(),
             client_first_bare: format!("n={user},r={client_nonce}"),
             client_nonce,
+            server_first: None,
             expected_server_signature: None,
         }
     }
@@ -105,14 +125,15 @@ impl Scram {
         format!("n,,{}", self.client_first_bare)
     }
 
-    /// Takes the server-first message and returns the client-final message.
-    pub fn client_final(&mut self, server_first: &[u8]) -> Result<String, String> {
-        let server_first = std::str::from_utf8(server_first)
+    /// Takes the server-first message: its nonce must extend ours, and its iteration count
+    /// be at most [`MAX_SCRAM_ITERATIONS`].
+    pub fn receive_server_first(&mut self, message: &[u8]) -> Result<(), String> {
+        let message = std::str::from_utf8(message)
             .map_err(|_| "SCRAM server-first message is not UTF-8".to_string())?;
         let mut nonce = None;
         let mut salt = None;
         let mut iterations = None;
-        for attr in server_first.split(',') {
+        for attr in message.split(',') {
             match attr.split_once('=') {
                 Some(("r", v)) => nonce = Some(v),
                 Some(("s", v)) => salt = Some(v),
@@ -129,19 +150,58 @@ impl Scram {
         let salt = BASE64
             .decode(salt)
             .map_err(|_| "SCRAM salt is not base64".to_string())?;
-        let iterations: u32 = iterations
-            .parse()
-            .ok()
-            .filter(|&i| (1..=10_000_000).contains(&i))
-            .ok_or_else(|| "SCRAM iteration count is invalid".to_string())?;
+        if iterations.is_empty() || !iterations.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("SCRAM iteration count is invalid".to_string());
+        }
+        let iterations = match iterations.parse::<u32>() {
+            Ok(0) => return Err("SCRAM iteration count is invalid".to_string()),
+            Ok(i) if i <= MAX_SCRAM_ITERATIONS => i,
+            // Digits only, but maybe very many: shown shortened.
+            _ => {
+                let shown = match iterations.get(..24) {
+                    Some(head) if iterations.len() > 24 => format!("{head}..."),
+                    _ => iterations.to_string(),
+                };
+                return Err(format!(
+                    "the server asks for {shown} SCRAM iterations, more than this client's \
+                     cap of {MAX_SCRAM_ITERATIONS}"
+                ));
+            }
+        };
+        self.server_first = Some(ServerFirst {
+            message: message.to_string(),
+            nonce: nonce.to_string(),
+            salt,
+            iterations,
+        });
+        Ok(())
+    }
 
-        let salted = hi(&self.password, &salt, iterations);
-        let client_key = hmac(&salted, b"Client Key");
+    /// The client-final message, once the salted password is known: `Ok(None)` while it is
+    /// being derived on a helper thread (see [`salted_password`]); ask again later.
+    pub fn client_final(&mut self) -> Result<Option<String>, String> {
+        let server = self
+            .server_first
+            .as_ref()
+            .ok_or_else(|| "SCRAM client-final before server-first".to_string())?;
+        match salted_password(&self.password, &server.salt, server.iterations)? {
+            Some(salted) => self.client_final_with(&salted).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The client-final message from the salted password (RFC 5802, section 3).
+    fn client_final_with(&mut self, salted: &[u8; 32]) -> Result<String, String> {
+        let server = self
+            .server_first
+            .as_ref()
+            .ok_or_else(|| "SCRAM client-final before server-first".to_string())?;
+        let client_key = hmac(salted, b"Client Key");
         let stored_key: [u8; 32] = Sha256::digest(client_key).into();
-        let client_final_without_proof = format!("c=biws,r={nonce}");
+        let client_final_without_proof = format!("c=biws,r={}", server.nonce);
         let auth_message = format!(
             "{},{},{}",
-            self.client_first_bare, server_first, client_final_without_proof
+            self.client_first_bare, server.message, client_final_without_proof
         );
         let client_signature = hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
@@ -149,7 +209,7 @@ impl Scram {
             .zip(client_signature)
             .map(|(k, s)| k ^ s)
             .collect();
-        let server_key = hmac(&salted, b"Server Key");
+        let server_key = hmac(salted, b"Server Key");
         self.expected_server_signature = Some(hmac(&server_key, auth_message.as_bytes()));
         Ok(format!(
             "{client_final_without_proof},p={}",
@@ -161,7 +221,7 @@ impl Scram {
     pub fn verify_server_final(&self, server_final: &[u8]) -> Result<(), String> {
         let expected = self
             .expected_server_signature
-            .ok_or_else(|| "SCRAM server-final message before server-first".to_string())?;
+            .ok_or_else(|| "SCRAM server-final message before client-final".to_string())?;
         let text = std::str::from_utf8(server_final)
             .map_err(|_| "SCRAM server-final message is not UTF-8".to_string())?;
         if let Some(error) = text.strip_prefix("e=") {
@@ -178,6 +238,102 @@ impl Scram {
             Err("SCRAM server signature does not match: not the real server".to_string())
         }
     }
+}
+
+/// Salted passwords (PBKDF2 keys) already derived or being derived, for the whole process:
+/// PostgreSQL keeps one salt per role, so every reconnect asks for the same key.
+static SALTED_PASSWORDS: Mutex<Vec<SaltedPassword>> = Mutex::new(Vec::new());
+/// Enough for every role a process uses; a server sending a new salt each time (hostile)
+/// cannot make the cache grow past it.
+const MAX_SALTED_PASSWORDS: usize = 16;
+
+struct SaltedPassword {
+    password: Vec<u8>,
+    salt: Vec<u8>,
+    iterations: u32,
+    /// `None` while a helper thread derives it.
+    key: Option<[u8; 32]>,
+}
+
+/// The salted password for `(password, salt, iterations)` if it is known; otherwise `None`,
+/// and its derivation runs on a helper thread (one per key, however many connections ask),
+/// so that the caller never spends the PBKDF2's time.
+pub fn salted_password(
+    password: &[u8],
+    salt: &[u8],
+    iterations: u32,
+) -> Result<Option<[u8; 32]>, String> {
+    let mut cache = lock_salted_passwords();
+    let known = cache
+        .iter()
+        .find(|e| e.iterations == iterations && e.salt == salt && e.password == password);
+    if let Some(entry) = known {
+        return Ok(entry.key);
+    }
+    if cache.len() >= MAX_SALTED_PASSWORDS {
+        cache.retain(|e| e.key.is_none());
+        if cache.len() >= MAX_SALTED_PASSWORDS {
+            return Err("too many SCRAM keys being derived at once".to_string());
+        }
+    }
+    cache.push(SaltedPassword {
+        password: password.to_vec(),
+        salt: salt.to_vec(),
+        iterations,
+        key: None,
+    });
+    let (password, salt) = (password.to_vec(), salt.to_vec());
+    let spawned = std::thread::Builder::new()
+        .name("gnosis-scram".into())
+        .spawn(move || {
+            let key = hi(&password, &salt, iterations);
+            let mut cache = lock_salted_passwords();
+            let entry = cache
+                .iter_mut()
+                .find(|e| e.iterations == iterations && e.salt == salt && e.password == password);
+            if let Some(entry) = entry {
+                entry.key = Some(key);
+            }
+        });
+    if let Err(error) = spawned {
+        cache.pop();
+        return Err(format!("no thread to derive the SCRAM key: {error}"));
+    }
+    Ok(None)
+}
+
+fn lock_salted_passwords() -> std::sync::MutexGuard<'static, Vec<SaltedPassword>> {
+    // Nothing panics while holding the lock; recover regardless.
+    SALTED_PASSWORDS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The server's side of SCRAM, for tests that play the server: checks the client-final
+/// message's proof and returns the server-final message.
+#[cfg(test)]
+pub(crate) fn scram_server_final(
+    password: &str,
+    salt: &[u8],
+    iterations: u32,
+    client_first: &str,
+    server_first: &str,
+    client_final: &str,
+) -> Result<String, String> {
+    let salted = hi(password.as_bytes(), salt, iterations);
+    let stored_key: [u8; 32] = Sha256::digest(hmac(&salted, b"Client Key")).into();
+    let client_first_bare = client_first.strip_prefix("n,,").ok_or("no gs2 header")?;
+    let (without_proof, proof) = client_final.split_once(",p=").ok_or("no proof")?;
+    let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
+    let signature = hmac(&stored_key, auth_message.as_bytes());
+    let proof = BASE64.decode(proof).map_err(|_| "proof not base64")?;
+    let client_key: Vec<u8> = proof.iter().zip(signature).map(|(p, s)| p ^ s).collect();
+    if Sha256::digest(&client_key)[..] != stored_key[..] {
+        return Err("wrong proof".into());
+    }
+    let server_key = hmac(&salted, b"Server Key");
+    let server_signature = hmac(&server_key, auth_message.as_bytes());
+    Ok(format!("v={}", BASE64.encode(server_signature)))
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
@@ -216,7 +372,11 @@ mod tests {
         assert_eq!(scram.client_first(), "n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
         let server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,\
                             s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
-        let client_final = scram.client_final(server_first.as_bytes()).unwrap();
+        scram.receive_server_first(server_first.as_bytes()).unwrap();
+        let salt = BASE64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
+        let client_final = scram
+            .client_final_with(&hi(b"pencil", &salt, 4096))
+            .unwrap();
         assert_eq!(
             client_final,
             "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,\
@@ -234,9 +394,55 @@ mod tests {
     #[test]
     fn scram_rejects_a_nonce_that_does_not_extend_ours() {
         let mut scram = Scram::new("", "pencil", "abc".to_string());
-        assert!(scram.client_final(b"r=xyz123,s=AAAA,i=4096").is_err());
-        assert!(scram.client_final(b"r=abc,s=AAAA,i=4096").is_err());
-        assert!(scram.client_final(b"r=abcdef,s=AAAA,i=0").is_err());
+        assert!(scram
+            .receive_server_first(b"r=xyz123,s=AAAA,i=4096")
+            .is_err());
+        assert!(scram.receive_server_first(b"r=abc,s=AAAA,i=4096").is_err());
+        assert!(scram.receive_server_first(b"r=abcdef,s=AAAA,i=0").is_err());
+        assert!(scram.receive_server_first(b"r=abcdef,s=AAAA,i=-1").is_err());
+        assert!(scram.receive_server_first(b"r=abcdef,s=A,i=4096").is_err());
+        assert!(scram.client_final().is_err(), "no server-first accepted");
+        assert!(scram.verify_server_final(b"v=AAAA").is_err());
+    }
+
+    #[test]
+    fn scram_iterations_above_the_cap_are_refused_naming_both() {
+        let mut scram = Scram::new("", "pencil", "abc".to_string());
+        for asked in ["1000001", "10000000", "99999999999999999999"] {
+            let message = format!("r=abcdef,s=AAAA,i={asked}");
+            let error = scram.receive_server_first(message.as_bytes()).unwrap_err();
+            assert!(
+                error.contains(asked) && error.contains("1000000"),
+                "{error}"
+            );
+        }
+        let at_cap = format!("r=abcdef,s=AAAA,i={MAX_SCRAM_ITERATIONS}");
+        scram.receive_server_first(at_cap.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn salted_passwords_are_derived_once_off_the_callers_thread() {
+        // A salt no other test uses: the cache is the process's.
+        let salt = b"salted_passwords_are_derived_once";
+        let caller = std::thread::current().id();
+        assert_eq!(salted_password(b"pencil", salt, 4096), Ok(None));
+        // Asking again while it is derived starts nothing new.
+        assert_eq!(salted_password(b"pencil", salt, 4096), Ok(None));
+        let started = std::time::Instant::now();
+        let key = loop {
+            if let Some(key) = salted_password(b"pencil", salt, 4096).unwrap() {
+                break key;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        assert_eq!(key, hi(b"pencil", salt, 4096));
+        assert_eq!(std::thread::current().id(), caller);
+        let derivations = lock_salted_passwords()
+            .iter()
+            .filter(|e| e.salt == salt)
+            .count();
+        assert_eq!(derivations, 1);
     }
 
     /// PostgreSQL stores "md5" + md5("password" + "postgres") for role postgres with password

@@ -1,32 +1,290 @@
-//! A blocking client for start-up work (e.g. loading the 10,000-row cache): a `PgConn`
-//! driven by `poll(2)` until each answer is complete.
+//! Driving a `PgConn` with plain system calls: `Driver` owns the socket and moves the bytes
+//! (readiness from poll(2) in `poll_once`, or from the caller's own event loop), and
+//! `BlockingClient` runs one query at a time on it, for start-up work such as loading the
+//! 10,000-row cache, and for tests.
 
 use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::conn::{DbError, Event, Param, PgConn, QueryError, Row, Statement};
-use super::target::Config;
+use super::conn::{
+    DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step, DEFAULT_TIMEOUT,
+};
+use super::target::Target;
+use crate::sys;
+
+/// Once this much of `out` has been sent, the unsent rest moves to the front.
+const OUT_COMPACT_AT: usize = 64 * 1024;
+
+/// A `PgConn` with the socket it wants: opens, closes and reads and writes it as the
+/// connection's `step()` says. Every method that can change the step ends by bringing the
+/// socket in line with it.
+pub struct Driver {
+    pub conn: PgConn,
+    socket: Option<Socket>,
+    /// Bytes taken from the connection; `out[sent..]` is not sent yet.
+    out: Vec<u8>,
+    sent: usize,
+}
+
+struct Socket {
+    fd: OwnedFd,
+    /// The connection's generation the socket was opened for.
+    generation: u64,
+}
+
+impl Driver {
+    pub fn new(conn: PgConn) -> Driver {
+        Driver {
+            conn,
+            socket: None,
+            out: Vec::with_capacity(64 * 1024),
+            sent: 0,
+        }
+    }
+
+    /// The socket and the connection generation it belongs to, for an event loop to watch.
+    pub fn socket(&self) -> Option<(RawFd, u64)> {
+        self.socket
+            .as_ref()
+            .map(|socket| (socket.fd.as_raw_fd(), socket.generation))
+    }
+
+    /// Whether to wait for the socket to be writable: a connect under way, or bytes unsent.
+    pub fn wants_write(&self) -> bool {
+        self.socket.is_some()
+            && match self.conn.step() {
+                Step::Connecting => true,
+                Step::Io => self.sent < self.out.len() || self.conn.has_output(),
+                Step::Connect | Step::Idle => false,
+            }
+    }
+
+    /// Sends what the connection has queued, as far as the socket takes it.
+    pub fn flush(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+        self.settle(Instant::now(), sink);
+    }
+
+    /// The socket is readable (or hung up, or failed): reads until it is empty.
+    pub fn on_readable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let now = Instant::now();
+        self.read(now, sink);
+        self.settle(now, sink);
+    }
+
+    /// The socket is writable: the connect finished, or there is room to send.
+    pub fn on_writable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let now = Instant::now();
+        if self.conn.step() == Step::Connecting {
+            self.finish_connect(now, sink);
+        }
+        self.settle(now, sink);
+    }
+
+    /// Lets the connection act on its deadlines (`conn.deadline()`).
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        self.conn.on_timer(now, sink);
+        self.settle(now, sink);
+    }
+
+    /// One step without an event loop: waits with poll(2) for the socket, or for the
+    /// connection's deadline, at most until `deadline`, and lets the connection act on what
+    /// happened. Blocks; waits for a host name being resolved too.
+    pub fn poll_once(&mut self, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let now = Instant::now();
+        if self.conn.step() == Step::Connect && self.conn.target().address().is_none() {
+            self.conn
+                .target()
+                .wait_resolved(deadline.saturating_duration_since(now));
+        }
+        self.settle(now, sink);
+        let wake = self.conn.deadline().map_or(deadline, |at| at.min(deadline));
+        let timeout = wake.saturating_duration_since(Instant::now());
+        match &self.socket {
+            Some(socket) => match sys::poll_socket(&socket.fd, self.wants_write(), timeout) {
+                Ok(ready) => {
+                    let now = Instant::now();
+                    if ready.writable && self.conn.step() == Step::Connecting {
+                        self.finish_connect(now, sink);
+                    } else if ready.writable {
+                        self.send(now, sink);
+                    }
+                    if ready.readable {
+                        self.read(now, sink);
+                    }
+                }
+                Err(error) => self
+                    .conn
+                    .transport_failed(DbError::Io(error), Instant::now(), sink),
+            },
+            None if !timeout.is_zero() => std::thread::sleep(timeout),
+            None => {}
+        }
+        self.on_timer(Instant::now(), sink);
+    }
+
+    /// Brings the socket in line with the connection's step, then sends what it can.
+    fn settle(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let step = self.conn.step();
+        let stale = self
+            .socket
+            .as_ref()
+            .is_some_and(|socket| socket.generation != self.conn.generation());
+        if stale || step == Step::Idle {
+            self.close();
+        }
+        if step == Step::Connect {
+            self.open(now, sink);
+        }
+        self.send(now, sink);
+    }
+
+    fn open(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        self.close();
+        let target = self.conn.target();
+        let opened = match target.address() {
+            Some(address) => sys::connect_nonblocking(&address).map_err(DbError::Io),
+            None => Err(target.unresolved()),
+        };
+        match opened {
+            Ok(fd) => {
+                self.socket = Some(Socket {
+                    fd,
+                    generation: self.conn.generation(),
+                });
+                self.conn.connecting(now);
+            }
+            Err(error) => self.conn.transport_failed(error, now, sink),
+        }
+    }
+
+    /// Closes the socket, sending a goodbye the connection left (after `park`) if nothing
+    /// else is half-sent.
+    fn close(&mut self) {
+        if let Some(socket) = self.socket.take() {
+            let goodbye = self.conn.step() == Step::Idle && self.conn.has_output();
+            if goodbye && self.sent == self.out.len() {
+                self.out.clear();
+                self.conn.take_output(&mut self.out);
+                let _ = sys::send(socket.fd.as_raw_fd(), &self.out);
+            }
+        }
+        self.out.clear();
+        self.sent = 0;
+    }
+
+    fn finish_connect(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let Some(socket) = &self.socket else {
+            return;
+        };
+        match sys::take_socket_error(&socket.fd) {
+            Ok(()) => self.conn.connected(now),
+            Err(error) => self.conn.transport_failed(DbError::Io(error), now, sink),
+        }
+    }
+
+    /// Reads until the socket is empty, handing each read to the connection.
+    fn read(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        if self.conn.step() == Step::Connecting {
+            // Readable before connected: the connect failed, and SO_ERROR says why.
+            return self.finish_connect(now, sink);
+        }
+        let generation = self.conn.generation();
+        while self.conn.step() == Step::Io && self.conn.generation() == generation {
+            let Some(socket) = &self.socket else {
+                return;
+            };
+            let buffer = self.conn.read_buffer();
+            let room = buffer.len();
+            match sys::receive(socket.fd.as_raw_fd(), buffer) {
+                Ok(0) => return self.conn.transport_failed(DbError::closed(), now, sink),
+                Ok(n) => {
+                    self.conn.filled(n, now, sink);
+                    // A short read emptied the socket: skip the read that would say EAGAIN.
+                    if n < room {
+                        return;
+                    }
+                }
+                Err(error) => match error.kind() {
+                    io::ErrorKind::WouldBlock => return,
+                    io::ErrorKind::Interrupted => {}
+                    _ => return self.conn.transport_failed(DbError::Io(error), now, sink),
+                },
+            }
+        }
+    }
+
+    fn send(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let Some(socket) = &self.socket else {
+            return;
+        };
+        if self.conn.step() != Step::Io {
+            return;
+        }
+        self.conn.take_output(&mut self.out);
+        while self.sent < self.out.len() {
+            match sys::send(socket.fd.as_raw_fd(), &self.out[self.sent..]) {
+                Ok(0) => break,
+                Ok(n) => self.sent += n,
+                Err(error) => match error.kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => {}
+                    _ => {
+                        self.conn.transport_failed(DbError::Io(error), now, sink);
+                        return self.close();
+                    }
+                },
+            }
+        }
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        } else if self.sent >= OUT_COMPACT_AT {
+            self.out.drain(..self.sent);
+            self.sent = 0;
+        }
+    }
+}
+
+impl Drop for Driver {
+    /// Says goodbye (Terminate) when nothing is half-sent; the socket closes with the driver.
+    fn drop(&mut self) {
+        if let Some(socket) = &self.socket {
+            if self.conn.step() == Step::Io && self.sent == self.out.len() {
+                self.out.clear();
+                self.conn.goodbye();
+                self.conn.take_output(&mut self.out);
+                let _ = sys::send(socket.fd.as_raw_fd(), &self.out);
+            }
+        }
+    }
+}
 
 pub struct BlockingClient {
-    config: Arc<Config>,
-    statements: &'static [Statement],
-    conn: PgConn,
+    driver: Driver,
     timeout: Duration,
 }
 
 impl BlockingClient {
     /// Connects and prepares `statements`, retrying (with the connection's backoff) until
-    /// `timeout`; a wrong password or a missing database fails at once.
+    /// `timeout`; a wrong password or a missing database fails at once. Each query may take
+    /// up to `timeout` too. Failures are returned, not logged.
     pub fn connect(
-        config: Arc<Config>,
+        target: impl Into<Arc<Target>>,
         statements: &'static [Statement],
         timeout: Duration,
     ) -> Result<BlockingClient, DbError> {
+        let options = Options {
+            connect_timeout: timeout.min(DEFAULT_TIMEOUT),
+            query_timeout: timeout,
+            ..Options::default()
+        };
+        let conn =
+            PgConn::new(target.into(), statements, options, Instant::now()).without_logging();
         let mut client = BlockingClient {
-            conn: PgConn::new(config.clone(), statements),
-            config,
-            statements,
+            driver: Driver::new(conn),
             timeout,
         };
         client.wait_ready(Instant::now() + timeout)?;
@@ -43,7 +301,7 @@ impl BlockingClient {
     ) -> Result<(), DbError> {
         let deadline = Instant::now() + self.timeout;
         self.wait_ready(deadline)?;
-        match self.conn.query(statement, params, 0) {
+        match self.driver.conn.query(statement, params, 0, Instant::now()) {
             Ok(()) => {}
             Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
             Err(QueryError::QueueFull) => unreachable!("one query at a time"),
@@ -59,18 +317,21 @@ impl BlockingClient {
             Event::Done => outcome.set(Some(Ok(()))),
             Event::Failed(error) => outcome.set(Some(Err(error.clone()))),
         };
-        self.conn.flush(&mut sink);
+        // The connection fails the query at its own deadline; this is only a backstop.
+        let backstop = deadline + Duration::from_secs(1);
         let result = loop {
             if let Some(result) = outcome.take() {
                 break result;
             }
-            if Instant::now() >= deadline {
-                // The answer may still come: drop the connection so it cannot be mistaken
+            if Instant::now() >= backstop {
+                // The answer may still come: drop the connection so that it cannot be taken
                 // for the next query's.
-                self.conn = PgConn::new(self.config.clone(), self.statements);
+                let now = Instant::now();
+                self.driver.conn.park(now, &mut sink);
+                self.driver.conn.unpark(now);
                 return Err(DbError::Timeout);
             }
-            poll_once(&mut self.conn, deadline, &mut sink);
+            self.driver.poll_once(backstop, &mut sink);
         };
         match (result, row_error) {
             (Ok(()), Some(error)) => Err(error),
@@ -80,51 +341,19 @@ impl BlockingClient {
 
     fn wait_ready(&mut self, deadline: Instant) -> Result<(), DbError> {
         let mut sink = |_: u64, _: Event<'_>| {};
-        while !self.conn.is_ready() {
-            if let Some(error) = self.conn.last_error().filter(|e| e.is_permanent()) {
+        while !self.driver.conn.is_ready() {
+            let conn = &mut self.driver.conn;
+            if let Some(error) = conn.last_error().filter(|e| e.is_permanent()) {
                 return Err(error.clone());
             }
-            if Instant::now() >= deadline {
-                return Err(self
-                    .conn
-                    .last_error()
-                    .map_or(DbError::Timeout, DbError::clone));
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(conn.last_error().map_or(DbError::Timeout, DbError::clone));
             }
-            poll_once(&mut self.conn, deadline, &mut sink);
+            // Waiting for the database: try again as soon as the policy allows.
+            conn.wanted(now);
+            self.driver.poll_once(deadline, &mut sink);
         }
         Ok(())
     }
-}
-
-/// Waits for `conn`'s socket or timer (at most until `deadline`) and lets the connection act
-/// on what happened: one step of driving a `PgConn` without an event loop.
-pub fn poll_once(conn: &mut PgConn, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-    let now = Instant::now();
-    let wake = conn.next_timer().map_or(deadline, |t| t.min(deadline));
-    let timeout_ms = wake.saturating_duration_since(now).as_millis().min(1000) as i32;
-    match conn.socket() {
-        Some((fd, _)) => {
-            let mut events = libc::POLLIN;
-            if conn.wants_write() {
-                events |= libc::POLLOUT;
-            }
-            let mut pollfd = libc::pollfd {
-                fd,
-                events,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms.max(1)) };
-            if n > 0 {
-                if pollfd.revents & libc::POLLOUT != 0 {
-                    conn.on_writable(sink);
-                }
-                if pollfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
-                    conn.on_readable(sink);
-                }
-            }
-        }
-        None => std::thread::sleep(Duration::from_millis(timeout_ms.max(1) as u64)),
-    }
-    conn.on_timer(Instant::now(), sink);
 }

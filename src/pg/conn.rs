@@ -1,16 +1,17 @@
-//! One non-blocking PostgreSQL connection, driven by the caller's event loop.
+//! One PostgreSQL connection as a state machine without I/O (sans-I/O): the driver (an event
+//! loop, io_uring, or `blocking::Driver`) owns the socket, moves bytes in and out, and tells
+//! the connection the time; the connection never makes a system call of its own.
 //!
-//! Start-up (connect, authenticate, Parse + Describe every statement) happens inside the
-//! connection; afterwards each `query` appends exactly Bind/Execute/Sync to the write buffer,
-//! `flush` sends everything buffered with one `send`, and `on_readable` decodes the answers and
-//! hands each query's rows, then `Done` or `Failed`, to the sink with the query's token, in
-//! order. A lost connection fails every query it holds and reconnects with a capped backoff.
+//! Start-up (StartupMessage, authentication, Parse + Describe of every statement) happens
+//! inside the connection; afterwards each `query` appends exactly Bind/Execute/Sync to the
+//! output, and the bytes the driver hands to `filled`/`receive` are decoded into each query's
+//! rows, then `Done` or `Failed`, delivered to the sink with the query's token, in order.
+//! Deadlines (start-up, each query) and the reconnect policy (a jittered, capped backoff) live
+//! here too; `step()` says what the driver must do next, `deadline()` when to call `on_timer`.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,22 +20,36 @@ use super::protocol::{
     self, Auth, DataRow, ErrorFields, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
     VARCHAR_OID,
 };
-use super::target::{socket_path, Config, Host};
+use super::target::Target;
 
 pub use super::protocol::Param;
 
 /// Queries a connection holds (written or not) before `query` answers `QueueFull`: TFB's worst
 /// case is 512 connections x 20 queries spread over the threads.
 pub const MAX_QUEUED: usize = 16_384;
+/// The default for [`Options::connect_timeout`] and [`Options::query_timeout`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The first pause after a failure; it doubles with every failure after that.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Low enough that a restarted database is back in use within about a second of accepting
 /// connections; a refused connect costs next to nothing.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// Connect + authenticate + prepare must finish within this, or the attempt counts as failed.
-pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// After an error that retrying does not fix (a wrong password), retries need not be fast.
+pub const BACKOFF_MAX_PERMANENT: Duration = Duration::from_secs(10);
+/// Each pause is the backoff times a random factor in 1 +- this, so that the connections of
+/// many threads do not all reconnect in the same instant.
+pub const BACKOFF_JITTER: f64 = 0.2;
+/// `wanted` brings the next attempt forward, but never closer than this to the last one.
+pub const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(100);
+/// How often to look whether a SCRAM key being derived on a helper thread is there.
+const SCRAM_POLL: Duration = Duration::from_millis(2);
+/// While a failure lasts, a line that sums it up at most this often.
+const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
+/// Distinct reasons of failure logged in one outage; more are only counted.
+const MAX_REASONS_LOGGED: usize = 8;
 const READ_BUF_INITIAL: usize = 64 * 1024;
-/// Once this much of the write buffer has been sent, the unsent rest moves to the front.
-const WRITE_COMPACT_AT: usize = 64 * 1024;
+/// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
+const MIN_READ_ROOM: usize = 4 * 1024;
 
 /// A statement prepared once per connection under `name`.
 #[derive(Debug)]
@@ -143,6 +158,7 @@ impl Clone for DbError {
 }
 
 static CONNECTION_LOST: DbError = DbError::ConnectionLost;
+static TIMED_OUT: DbError = DbError::Timeout;
 
 impl DbError {
     fn server(fields: ErrorFields<'_>) -> DbError {
@@ -157,6 +173,14 @@ impl DbError {
             code: field(b'C'),
             message: field(b'M'),
         }
+    }
+
+    /// The server closed the connection (end of stream), for drivers to report.
+    pub fn closed() -> DbError {
+        DbError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "server closed the connection",
+        ))
     }
 
     /// Errors that retrying the same start-up will not fix (bad password, no such role or
@@ -208,12 +232,56 @@ impl fmt::Display for QueryError {
 
 impl std::error::Error for QueryError {}
 
+/// Limits of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Connect + authentication + prepare must finish within this (default 5 s).
+    pub connect_timeout: Duration,
+    /// A query unanswered this long fails with `DbError::Timeout`, every other query held
+    /// fails with `ConnectionLost`, and the connection is dropped and replaced (default 5 s).
+    pub query_timeout: Duration,
+    /// Queries held (written or not) before `query` answers `QueueFull` (default 16,384).
+    pub max_queued: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            connect_timeout: DEFAULT_TIMEOUT,
+            query_timeout: DEFAULT_TIMEOUT,
+            max_queued: MAX_QUEUED,
+        }
+    }
+}
+
+/// What the connection needs from its driver right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Open a socket to `target().address()` and start a non-blocking connect, then call
+    /// `connecting(now)`; if the socket cannot even be created (or there is no address yet),
+    /// `transport_failed`.
+    Connect,
+    /// The driver's connect is under way: call `connected(now)` when the socket is writable
+    /// and SO_ERROR is 0, else `transport_failed`.
+    Connecting,
+    /// Exchange bytes: read whenever readable (`read_buffer` + `filled`, or `receive`), send
+    /// whatever `take_output` gives.
+    Io,
+    /// No socket wanted (backoff, or parked): the driver closes any socket it holds for this
+    /// connection (after sending what `take_output` still gives, if it likes: a goodbye) and
+    /// calls `on_timer` at `deadline()`.
+    Idle,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// No socket; `deadline` is when to connect again.
-    Waiting,
-    /// Non-blocking connect in progress; writable means done.
+    /// No socket: waiting for the backoff to end, or parked.
+    Idle,
+    /// A socket is wanted from the driver.
+    Connect,
+    /// The driver's non-blocking connect is under way.
     Connecting,
+    /// StartupMessage sent; authentication until the first ReadyForQuery.
     Authenticating,
     /// Parse + Describe of every statement sent, waiting for their ReadyForQuery.
     Preparing,
@@ -223,86 +291,345 @@ enum Phase {
 struct Pending {
     token: u64,
     statement: usize,
+    /// When the query fails with `Timeout` if still unanswered.
+    deadline: Instant,
 }
 
 pub struct PgConn {
-    config: Arc<Config>,
+    target: Arc<Target>,
     statements: &'static [Statement],
-    socket: Option<OwnedFd>,
-    generation: u64,
+    options: Options,
     phase: Phase,
-    /// Reconnect time while Waiting, start-up timeout while connecting.
-    deadline: Option<Instant>,
-    backoff: Duration,
+    parked: bool,
+    /// Changes whenever a socket is given up, so that each socket the driver opens belongs to
+    /// one generation.
+    generation: u64,
+    /// While Idle: when to start the next attempt.
+    retry_at: Option<Instant>,
+    /// From `connecting` until ready: when the attempt counts as failed.
+    startup_deadline: Option<Instant>,
+    /// When the current or last attempt began (entered `Step::Connect`).
+    attempt_started: Instant,
+    /// Whether `wanted` may bring the next attempt forward (see there).
+    retry_early: bool,
+    backoff: Backoff,
+    /// A query has been answered on this connection: it has proven itself.
+    proven: bool,
     scram: Option<Scram>,
+    /// While the SCRAM key is derived on a helper thread: when to look for it again.
+    scram_poll: Option<Instant>,
     /// Result column types of each statement, from Describe at start-up.
     column_types: Vec<Vec<u32>>,
-    /// Queries sent or buffered, oldest first; the front one is being answered.
+    /// Queries written to the output, oldest first; the front one is being answered.
     pending: VecDeque<Pending>,
     /// The ErrorResponse of the front query, delivered at its ReadyForQuery.
     front_error: Option<DbError>,
-    write_buf: Vec<u8>,
-    written: usize,
+    /// Bytes for the driver to send.
+    output: Vec<u8>,
+    /// Received bytes; `read_start..read_end` is the start of a message not complete yet.
     read_buf: Vec<u8>,
     read_start: usize,
     read_end: usize,
     last_error: Option<DbError>,
-    /// The last failure logged, so a long outage logs each distinct reason once.
-    logged_failure: Option<String>,
+    log: FailureLog,
+    /// Whether failures and recoveries are logged (see `without_logging`).
+    logging: bool,
 }
 
 impl PgConn {
-    /// Starts connecting at once (non-blocking).
-    pub fn new(config: Arc<Config>, statements: &'static [Statement]) -> PgConn {
-        let mut conn = PgConn {
-            config,
+    /// A connection that wants its first socket at once (`Step::Connect`).
+    pub fn new(
+        target: Arc<Target>,
+        statements: &'static [Statement],
+        options: Options,
+        now: Instant,
+    ) -> PgConn {
+        PgConn {
+            target,
             statements,
-            socket: None,
+            options,
+            phase: Phase::Connect,
+            parked: false,
             generation: 0,
-            phase: Phase::Waiting,
-            deadline: None,
-            backoff: BACKOFF_MIN,
+            retry_at: None,
+            startup_deadline: None,
+            attempt_started: now,
+            retry_early: false,
+            backoff: Backoff::new(),
+            proven: false,
             scram: None,
+            scram_poll: None,
             column_types: Vec::with_capacity(statements.len()),
             pending: VecDeque::with_capacity(1024),
             front_error: None,
-            write_buf: Vec::with_capacity(64 * 1024),
-            written: 0,
+            output: Vec::with_capacity(64 * 1024),
             read_buf: vec![0; READ_BUF_INITIAL],
             read_start: 0,
             read_end: 0,
             last_error: None,
-            logged_failure: None,
-        };
-        conn.connect(Instant::now());
-        conn
+            log: FailureLog::default(),
+            logging: true,
+        }
     }
 
-    /// Authenticated and every statement prepared.
+    /// No log lines: for a client that returns every failure to its caller, which reports
+    /// it (`BlockingClient`; the cache loader makes a new one per attempt).
+    pub(crate) fn without_logging(mut self) -> PgConn {
+        self.logging = false;
+        self
+    }
+
+    /// Where to connect; `target().address()` for `Step::Connect`.
+    pub fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+
+    pub fn step(&self) -> Step {
+        match self.phase {
+            Phase::Idle => Step::Idle,
+            Phase::Connect => Step::Connect,
+            Phase::Connecting => Step::Connecting,
+            Phase::Authenticating | Phase::Preparing | Phase::Ready => Step::Io,
+        }
+    }
+
+    /// Changes whenever a new socket is wanted: a driver whose socket is of an older
+    /// generation closes it, and drops whatever that socket still delivers.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// When `on_timer` must be called next: the backoff's end, the start-up deadline, the
+    /// oldest query's deadline, or a short poll while a SCRAM key is derived.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Idle if self.parked => None,
+            Phase::Idle => self.retry_at,
+            Phase::Connect => None,
+            Phase::Connecting | Phase::Authenticating | Phase::Preparing => {
+                match (self.startup_deadline, self.scram_poll) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+            Phase::Ready => self.pending.front().map(|query| query.deadline),
+        }
+    }
+
+    /// Acts on whatever deadline has passed; harmless to call at any time.
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let passed = |deadline: Option<Instant>| deadline.is_some_and(|at| at <= now);
+        match self.phase {
+            Phase::Idle => {
+                if !self.parked && passed(self.retry_at) {
+                    self.start_attempt(now);
+                }
+            }
+            Phase::Connect => {}
+            Phase::Connecting | Phase::Authenticating | Phase::Preparing => {
+                if passed(self.startup_deadline) {
+                    self.fail(DbError::Timeout, now, sink);
+                } else if passed(self.scram_poll) {
+                    if let Err(error) = self.continue_scram(now) {
+                        self.fail(error, now, sink);
+                    }
+                }
+            }
+            Phase::Ready => {
+                if passed(self.pending.front().map(|query| query.deadline)) {
+                    if let Some(query) = self.pending.pop_front() {
+                        sink(query.token, Event::Failed(&TIMED_OUT));
+                    }
+                    self.fail(DbError::Timeout, now, sink);
+                }
+            }
+        }
+    }
+
+    /// The driver has started its connect: the start-up deadline runs from now.
+    pub fn connecting(&mut self, now: Instant) {
+        if self.phase == Phase::Connect {
+            self.phase = Phase::Connecting;
+            self.startup_deadline = Some(now + self.options.connect_timeout);
+        }
+    }
+
+    /// The socket is connected: the StartupMessage is the first output.
+    pub fn connected(&mut self, now: Instant) {
+        if self.phase == Phase::Connect {
+            self.connecting(now);
+        }
+        if self.phase == Phase::Connecting {
+            self.phase = Phase::Authenticating;
+            let config = self.target.config();
+            protocol::startup(&mut self.output, &config.user, &config.database);
+        }
+    }
+
+    /// The socket failed: EOF, reset, refused connect, send error, no socket to be had.
+    /// Fails every query held (`ConnectionLost`) and schedules the next attempt. Ignored while
+    /// Idle (the driver reports a socket already given up).
+    pub fn transport_failed(
+        &mut self,
+        error: DbError,
+        now: Instant,
+        sink: &mut impl FnMut(u64, Event<'_>),
+    ) {
+        if self.phase != Phase::Idle {
+            self.fail(error, now, sink);
+        }
+    }
+
+    /// Whether there are bytes waiting to be sent.
+    pub fn has_output(&self) -> bool {
+        !self.output.is_empty()
+    }
+
+    /// Moves every byte waiting to be sent to the end of `out`, swapping buffers when `out`
+    /// is empty so that the common case copies nothing. The driver sends from its own buffer:
+    /// nothing the connection does later can move bytes the kernel is still sending.
+    pub fn take_output(&mut self, out: &mut Vec<u8>) {
+        if out.is_empty() {
+            std::mem::swap(out, &mut self.output);
+        } else {
+            out.extend_from_slice(&self.output);
+            self.output.clear();
+        }
+    }
+
+    /// Free room to receive into: never empty, at least a few KiB, and as large as the
+    /// message being received needs.
+    pub fn read_buffer(&mut self) -> &mut [u8] {
+        if self.read_start == self.read_end {
+            self.read_start = 0;
+            self.read_end = 0;
+        }
+        if self.read_buf.len() - self.read_end < MIN_READ_ROOM {
+            if self.read_start > 0 {
+                self.read_buf.copy_within(self.read_start..self.read_end, 0);
+                self.read_end -= self.read_start;
+                self.read_start = 0;
+            }
+            // What is left is the start of one message: room for all of it, at least. The
+            // decoder has refused lengths over protocol::MAX_MESSAGE_LEN, so this is bounded.
+            let head = &self.read_buf[..self.read_end];
+            let message_len = match head.get(1..5) {
+                Some(len) => 1 + u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize,
+                None => 0,
+            }
+            .min(1 + protocol::MAX_MESSAGE_LEN);
+            let wanted = (self.read_end + MIN_READ_ROOM).max(message_len);
+            if wanted > self.read_buf.len() {
+                let len = wanted.max(self.read_buf.len() * 2);
+                self.read_buf.resize(len, 0);
+            }
+        }
+        &mut self.read_buf[self.read_end..]
+    }
+
+    /// `n` bytes were written at the start of `read_buffer()`: decode and deliver.
+    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        if self.step() != Step::Io {
+            return;
+        }
+        self.read_end = (self.read_end + n).min(self.read_buf.len());
+        if let Err(error) = self.process(now, sink) {
+            self.fail(error, now, sink);
+        }
+    }
+
+    /// `bytes` arrived (copied in: for drivers that receive into buffers of their own).
+    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let generation = self.generation;
+        let mut rest = bytes;
+        while !rest.is_empty() && self.generation == generation && self.step() == Step::Io {
+            let room = self.read_buffer();
+            let n = room.len().min(rest.len());
+            room[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            self.filled(n, now, sink);
+        }
+    }
+
+    /// Appends Bind/Execute/Sync for one query; its deadline starts now.
+    pub fn query(
+        &mut self,
+        statement: usize,
+        params: &[Param],
+        token: u64,
+        now: Instant,
+    ) -> Result<(), QueryError> {
+        if self.phase != Phase::Ready {
+            return Err(QueryError::NotConnected);
+        }
+        if self.pending.len() >= self.options.max_queued {
+            return Err(QueryError::QueueFull);
+        }
+        protocol::bind(&mut self.output, self.statements[statement].name, params);
+        protocol::execute(&mut self.output);
+        protocol::sync(&mut self.output);
+        self.pending.push_back(Pending {
+            token,
+            statement,
+            deadline: now + self.options.query_timeout,
+        });
+        Ok(())
+    }
+
+    /// A request needed this connection while it was down. If the last failure came before
+    /// the connection was up (refused, timed out, the server still starting) and a retry may
+    /// fix it, the next attempt comes no later than `MIN_ATTEMPT_GAP` after the last one
+    /// began, so that the database is used again soon after it is back; never earlier.
+    pub fn wanted(&mut self, _now: Instant) {
+        if self.phase != Phase::Idle || self.parked || !self.retry_early {
+            return;
+        }
+        let early = self.attempt_started + MIN_ATTEMPT_GAP;
+        if self.retry_at.is_some_and(|at| at > early) {
+            self.retry_at = Some(early);
+        }
+    }
+
+    /// Gives the connection up and stays Idle until `unpark`: for a thread that hands back a
+    /// connection slot it does not need. Every query held fails with `ConnectionLost`; a
+    /// connected socket gets a Terminate in the output, for the driver to send if it likes.
+    pub fn park(&mut self, _now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        if self.parked {
+            return;
+        }
+        let connected = self.step() == Step::Io;
+        if self.phase != Phase::Idle {
+            self.drop_connection(sink);
+        }
+        if connected {
+            protocol::terminate(&mut self.output);
+        }
+        self.parked = true;
+    }
+
+    /// Connects again (at once, or when a backoff still running from before `park` ends).
+    pub fn unpark(&mut self, now: Instant) {
+        if !self.parked {
+            return;
+        }
+        self.parked = false;
+        if self.retry_at.is_none_or(|at| at <= now) {
+            self.start_attempt(now);
+        }
+    }
+
+    pub fn is_parked(&self) -> bool {
+        self.parked
+    }
+
+    /// Authenticated and every statement prepared: `query` accepts queries.
     pub fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
     }
 
-    /// Queries queued or in flight, not answered yet.
+    /// Queries held, not answered yet.
     pub fn queued(&self) -> usize {
         self.pending.len()
-    }
-
-    /// The current socket and a generation number that changes with every new socket.
-    pub fn socket(&self) -> Option<(RawFd, u64)> {
-        self.socket
-            .as_ref()
-            .map(|s| (s.as_raw_fd(), self.generation))
-    }
-
-    /// Register EPOLLOUT only while this is true.
-    pub fn wants_write(&self) -> bool {
-        self.socket.is_some() && (self.phase == Phase::Connecting || self.has_unwritten())
-    }
-
-    /// When `on_timer` must be called (reconnect backoff or start-up timeout).
-    pub fn next_timer(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// Why the last connection attempt failed or the last connection was lost; `None` again
@@ -311,208 +638,29 @@ impl PgConn {
         self.last_error.as_ref()
     }
 
-    /// Appends Bind/Execute/Sync for one query; `flush` sends it.
-    pub fn query(
+    /// Queues a Terminate, for a driver about to close a connected socket for good (output
+    /// always ends at a message boundary, so it is never inside another message).
+    pub fn goodbye(&mut self) {
+        if self.step() == Step::Io {
+            protocol::terminate(&mut self.output);
+        }
+    }
+
+    fn start_attempt(&mut self, now: Instant) {
+        self.phase = Phase::Connect;
+        self.attempt_started = now;
+        self.retry_at = None;
+        // A goodbye to the socket before is not sent on this one.
+        self.output.clear();
+    }
+
+    /// Decodes and handles every complete message received.
+    fn process(
         &mut self,
-        statement: usize,
-        params: &[Param],
-        token: u64,
-    ) -> Result<(), QueryError> {
-        if self.phase != Phase::Ready {
-            return Err(QueryError::NotConnected);
-        }
-        if self.pending.len() >= MAX_QUEUED {
-            return Err(QueryError::QueueFull);
-        }
-        protocol::bind(&mut self.write_buf, self.statements[statement].name, params);
-        protocol::execute(&mut self.write_buf);
-        protocol::sync(&mut self.write_buf);
-        self.pending.push_back(Pending { token, statement });
-        Ok(())
-    }
-
-    /// Sends what is buffered with one `send`; the rest waits for `on_writable`.
-    pub fn flush(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
-        if matches!(self.phase, Phase::Waiting | Phase::Connecting) {
-            return;
-        }
-        if let Err(e) = self.write_some() {
-            self.fail(e, sink);
-        }
-    }
-
-    pub fn on_writable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let result = match self.phase {
-            Phase::Waiting => Ok(()),
-            Phase::Connecting => self.connected(),
-            _ => self.write_some(),
-        };
-        if let Err(e) = result {
-            self.fail(e, sink);
-        }
-    }
-
-    /// Reads until the socket is empty, decoding and delivering as it goes.
-    pub fn on_readable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
-        while let Some(fd) = self.socket.as_ref().map(|s| s.as_raw_fd()) {
-            if self.phase == Phase::Connecting {
-                // Readable before writable: the connect failed; on_writable reports why.
-                return self.on_writable(sink);
-            }
-            if let Err(e) = self.make_read_room() {
-                return self.fail(e, sink);
-            }
-            let room = &mut self.read_buf[self.read_end..];
-            // SAFETY: room is a valid writable buffer of room.len() bytes.
-            let n =
-                unsafe { libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT) };
-            if n == 0 {
-                return self.fail(
-                    DbError::Protocol("server closed the connection".into()),
-                    sink,
-                );
-            }
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::WouldBlock => return,
-                    io::ErrorKind::Interrupted => continue,
-                    _ => return self.fail(DbError::Io(e), sink),
-                }
-            }
-            let drained = (n as usize) < room.len();
-            self.read_end += n as usize;
-            if let Err(e) = self.process(sink) {
-                return self.fail(e, sink);
-            }
-            // A short read emptied the socket: skip the recv that would say EAGAIN. Data
-            // arriving later raises a new readiness event, edge- or level-triggered.
-            if drained {
-                return;
-            }
-        }
-    }
-
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        match self.deadline {
-            Some(deadline) if deadline <= now => {}
-            _ => return,
-        }
-        if self.phase == Phase::Waiting {
-            self.connect(now);
-        } else if self.phase != Phase::Ready {
-            self.fail(DbError::Timeout, sink);
-        }
-    }
-
-    fn has_unwritten(&self) -> bool {
-        self.written < self.write_buf.len()
-    }
-
-    fn connect(&mut self, now: Instant) {
-        match open_socket(&self.config) {
-            Ok(socket) => {
-                self.socket = Some(socket);
-                self.generation += 1;
-                self.phase = Phase::Connecting;
-                self.deadline = Some(now + STARTUP_TIMEOUT);
-            }
-            Err(e) => self.fail(e, &mut |_, _| {}),
-        }
-    }
-
-    /// The non-blocking connect finished: check its outcome and send the StartupMessage.
-    fn connected(&mut self) -> Result<(), DbError> {
-        let fd = self.socket.as_ref().map(|s| s.as_raw_fd()).unwrap_or(-1);
-        let mut error: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: error and len are valid for getsockopt's out-parameters.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut error as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            return Err(DbError::Io(io::Error::last_os_error()));
-        }
-        if error != 0 {
-            return Err(DbError::Io(io::Error::from_raw_os_error(error)));
-        }
-        self.phase = Phase::Authenticating;
-        protocol::startup(
-            &mut self.write_buf,
-            &self.config.user,
-            &self.config.database,
-        );
-        self.write_some()
-    }
-
-    fn write_some(&mut self) -> Result<(), DbError> {
-        let Some(fd) = self.socket.as_ref().map(|s| s.as_raw_fd()) else {
-            return Ok(());
-        };
-        while self.has_unwritten() {
-            let out = &self.write_buf[self.written..];
-            // SAFETY: out is a valid readable buffer of out.len() bytes.
-            let n = unsafe {
-                libc::send(
-                    fd,
-                    out.as_ptr().cast(),
-                    out.len(),
-                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => continue,
-                    _ => return Err(DbError::Io(e)),
-                }
-            }
-            self.written += n as usize;
-            // One send per flush: a short write means the socket buffer is full.
-            break;
-        }
-        if !self.has_unwritten() {
-            self.write_buf.clear();
-            self.written = 0;
-        } else if self.written >= WRITE_COMPACT_AT {
-            self.write_buf.drain(..self.written);
-            self.written = 0;
-        }
-        Ok(())
-    }
-
-    /// Makes room at the end of the read buffer: reset when drained, compact, or grow.
-    fn make_read_room(&mut self) -> Result<(), DbError> {
-        if self.read_start == self.read_end {
-            self.read_start = 0;
-            self.read_end = 0;
-        }
-        if self.read_end < self.read_buf.len() {
-            return Ok(());
-        }
-        if self.read_start > 0 {
-            self.read_buf.copy_within(self.read_start..self.read_end, 0);
-            self.read_end -= self.read_start;
-            self.read_start = 0;
-        } else if self.read_buf.len() <= protocol::MAX_MESSAGE_LEN {
-            // One message fills the whole buffer: the decoder has accepted its length.
-            let len = self.read_buf.len() * 2;
-            self.read_buf.resize(len, 0);
-        } else {
-            return Err(DbError::Protocol("message too large".into()));
-        }
-        Ok(())
-    }
-
-    /// Decodes and handles every complete message in the read buffer.
-    fn process(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) -> Result<(), DbError> {
+        now: Instant,
+        sink: &mut impl FnMut(u64, Event<'_>),
+    ) -> Result<(), DbError> {
+        // Taken out so that rows can borrow it while `self` handles them.
         let buf = std::mem::take(&mut self.read_buf);
         let mut at = self.read_start;
         let mut result = Ok(());
@@ -520,7 +668,7 @@ impl PgConn {
             match protocol::decode(&buf[at..self.read_end]) {
                 Ok(Some((message, used))) => {
                     at += used;
-                    result = self.handle(message, sink);
+                    result = self.handle(message, now, sink);
                     if result.is_err() {
                         break;
                     }
@@ -540,18 +688,22 @@ impl PgConn {
     fn handle(
         &mut self,
         message: Message<'_>,
+        now: Instant,
         sink: &mut impl FnMut(u64, Event<'_>),
     ) -> Result<(), DbError> {
         match self.phase {
-            Phase::Ready => self.handle_answer(message, sink),
+            Phase::Ready => self.handle_answer(message, now, sink),
             Phase::Authenticating => match message {
-                Message::Authentication(request) => self.authenticate(request),
+                Message::Authentication(request) => self.authenticate(request, now),
                 Message::ParameterStatus
                 | Message::BackendKeyData
                 | Message::NoticeResponse
                 | Message::NegotiateProtocolVersion => Ok(()),
                 Message::ErrorResponse(fields) => Err(DbError::server(fields)),
-                Message::ReadyForQuery(_) => self.prepare_statements(),
+                Message::ReadyForQuery(_) if self.scram.is_none() => {
+                    self.prepare_statements();
+                    Ok(())
+                }
                 other => Err(unexpected(&other, "during start-up")),
             },
             Phase::Preparing => match message {
@@ -572,16 +724,28 @@ impl PgConn {
                         .statements
                         .get(self.column_types.len())
                         .map_or("?", |s| s.name);
-                    eprintln!("gnosis: PostgreSQL could not prepare statement {name}");
-                    Err(DbError::server(fields))
+                    Err(match DbError::server(fields) {
+                        DbError::Server {
+                            severity,
+                            code,
+                            message,
+                        } => DbError::Server {
+                            severity,
+                            code,
+                            message: format!("preparing statement {name}: {message}"),
+                        },
+                        other => other,
+                    })
                 }
                 Message::ReadyForQuery(_) if self.column_types.len() == self.statements.len() => {
-                    self.became_ready();
+                    self.phase = Phase::Ready;
+                    self.startup_deadline = None;
+                    self.last_error = None;
                     Ok(())
                 }
                 other => Err(unexpected(&other, "while preparing statements")),
             },
-            Phase::Waiting | Phase::Connecting => {
+            Phase::Idle | Phase::Connect | Phase::Connecting => {
                 Err(DbError::Protocol("data before start-up".into()))
             }
         }
@@ -590,6 +754,7 @@ impl PgConn {
     fn handle_answer(
         &mut self,
         message: Message<'_>,
+        now: Instant,
         sink: &mut impl FnMut(u64, Event<'_>),
     ) -> Result<(), DbError> {
         match message {
@@ -621,6 +786,9 @@ impl PgConn {
                     None => sink(front.token, Event::Done),
                     Some(error) => sink(front.token, Event::Failed(&error)),
                 }
+                if !self.proven {
+                    self.proven_now(now);
+                }
             }
             Message::BindComplete
             | Message::CommandComplete
@@ -634,8 +802,20 @@ impl PgConn {
         Ok(())
     }
 
-    fn authenticate(&mut self, request: Auth<'_>) -> Result<(), DbError> {
-        let config = &*self.config;
+    /// The first query answered on this connection: the database works, so a failure from
+    /// now on starts from the shortest backoff again.
+    fn proven_now(&mut self, now: Instant) {
+        self.proven = true;
+        self.backoff.reset();
+        if let Some(line) = self.log.recovered(&self.target, now) {
+            if self.logging {
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    fn authenticate(&mut self, request: Auth<'_>, now: Instant) -> Result<(), DbError> {
+        let config = self.target.config();
         match request {
             Auth::Ok => {
                 if self.scram.is_some() {
@@ -643,18 +823,17 @@ impl PgConn {
                         "server ended SCRAM without proving its signature".into(),
                     ));
                 }
-                return Ok(());
             }
-            Auth::Cleartext => protocol::password(&mut self.write_buf, &config.password),
+            Auth::Cleartext => protocol::password(&mut self.output, &config.password),
             Auth::Md5 { salt } => protocol::password(
-                &mut self.write_buf,
+                &mut self.output,
                 &auth::md5_password(&config.user, &config.password, salt),
             ),
             Auth::Sasl(mechanisms) => {
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
                 protocol::sasl_initial_response(
-                    &mut self.write_buf,
+                    &mut self.output,
                     mechanism,
                     scram.client_first().as_bytes(),
                 );
@@ -665,10 +844,17 @@ impl PgConn {
                     .scram
                     .as_mut()
                     .ok_or_else(|| DbError::Protocol("SASL continue without SASL".into()))?;
-                let client_final = scram.client_final(server_first).map_err(DbError::Auth)?;
-                protocol::sasl_response(&mut self.write_buf, client_final.as_bytes());
+                scram
+                    .receive_server_first(server_first)
+                    .map_err(DbError::Auth)?;
+                self.continue_scram(now)?;
             }
             Auth::SaslFinal(server_final) => {
+                if self.scram_poll.is_some() {
+                    return Err(DbError::Protocol(
+                        "SASL final before the client's final message".into(),
+                    ));
+                }
                 let scram = self
                     .scram
                     .take()
@@ -676,89 +862,97 @@ impl PgConn {
                 scram
                     .verify_server_final(server_final)
                     .map_err(DbError::Auth)?;
-                return Ok(());
             }
             Auth::Unsupported(code) => return Err(DbError::Auth(auth::unsupported_method(code))),
         }
-        self.write_some()
+        Ok(())
     }
 
-    fn prepare_statements(&mut self) -> Result<(), DbError> {
+    /// Sends SCRAM's client-final message if its key is derived, else looks again shortly.
+    fn continue_scram(&mut self, now: Instant) -> Result<(), DbError> {
+        let Some(scram) = self.scram.as_mut() else {
+            self.scram_poll = None;
+            return Ok(());
+        };
+        match scram.client_final().map_err(DbError::Auth)? {
+            Some(message) => {
+                protocol::sasl_response(&mut self.output, message.as_bytes());
+                self.scram_poll = None;
+            }
+            None => self.scram_poll = Some(now + SCRAM_POLL),
+        }
+        Ok(())
+    }
+
+    fn prepare_statements(&mut self) {
         self.phase = Phase::Preparing;
         self.column_types.clear();
         for statement in self.statements {
             protocol::parse(
-                &mut self.write_buf,
+                &mut self.output,
                 statement.name,
                 statement.sql,
                 statement.param_types,
             );
-            protocol::describe_statement(&mut self.write_buf, statement.name);
+            protocol::describe_statement(&mut self.output, statement.name);
         }
-        protocol::sync(&mut self.write_buf);
-        self.write_some()
+        protocol::sync(&mut self.output);
     }
 
-    fn became_ready(&mut self) {
-        self.phase = Phase::Ready;
-        self.deadline = None;
-        self.backoff = BACKOFF_MIN;
-        if self.last_error.take().is_some() {
-            eprintln!(
-                "gnosis: PostgreSQL connection re-established ({})",
-                self.config
-            );
+    /// Gives the connection up: fails every query held, logs, and schedules the next attempt.
+    fn fail(&mut self, error: DbError, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        let phase = self.phase;
+        let proven = self.proven;
+        if matches!(phase, Phase::Connect | Phase::Connecting) {
+            // The address may be stale (the database moved): look the name up again.
+            self.target.connect_failed();
         }
-        self.logged_failure = None;
+        self.drop_connection(sink);
+        let permanent = error.is_permanent();
+        // Refused, timed out, or the server still starting: it may be back any moment.
+        self.retry_early = phase != Phase::Ready && !permanent;
+        self.retry_at = Some(now + self.backoff.next(permanent));
+        let reason = match (&error, phase) {
+            (DbError::Timeout, Phase::Ready) => format!(
+                "no answer to a query within {} ms",
+                self.options.query_timeout.as_millis()
+            ),
+            (DbError::Timeout, _) => format!(
+                "start-up not done within {} ms",
+                self.options.connect_timeout.as_millis()
+            ),
+            (error, _) => error.to_string(),
+        };
+        if let Some(line) =
+            self.log
+                .failed(&self.target, failure_kind(&error), &reason, proven, now)
+        {
+            if self.logging {
+                eprintln!("{line}");
+            }
+        }
+        self.last_error = Some(error);
     }
 
-    /// Drops the socket, fails every query held, and schedules a reconnect.
-    fn fail(&mut self, error: DbError, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let was_ready = self.phase == Phase::Ready;
-        self.socket = None;
-        self.phase = Phase::Waiting;
+    /// Forgets the socket and everything on it; the driver sees `Step::Idle` and a new
+    /// generation.
+    fn drop_connection(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+        self.generation += 1;
+        self.phase = Phase::Idle;
+        self.startup_deadline = None;
+        self.proven = false;
         self.scram = None;
+        self.scram_poll = None;
         self.front_error = None;
-        self.write_buf.clear();
-        self.written = 0;
+        self.output.clear();
         self.read_start = 0;
         self.read_end = 0;
+        if self.read_buf.len() > 4 * READ_BUF_INITIAL {
+            // Grown for one large message: not kept for the next connection.
+            self.read_buf = vec![0; READ_BUF_INITIAL];
+        }
         while let Some(query) = self.pending.pop_front() {
             sink(query.token, Event::Failed(&CONNECTION_LOST));
-        }
-        let reason = error.to_string();
-        if was_ready {
-            eprintln!("gnosis: PostgreSQL connection lost ({reason}); reconnecting");
-        } else if self.logged_failure.as_deref() != Some(&reason) {
-            eprintln!(
-                "gnosis: PostgreSQL connection to {} failed ({reason}); retrying",
-                self.config
-            );
-        }
-        self.logged_failure = Some(reason);
-        self.last_error = Some(error);
-        self.deadline = Some(Instant::now() + self.backoff);
-        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-    }
-}
-
-impl Drop for PgConn {
-    /// Says goodbye (Terminate) when no half-written message is in the way.
-    fn drop(&mut self) {
-        if let (Some(socket), true) = (&self.socket, self.phase == Phase::Ready) {
-            if !self.has_unwritten() {
-                let mut bye = Vec::with_capacity(5);
-                protocol::terminate(&mut bye);
-                // SAFETY: bye is a valid readable buffer; failure is irrelevant on close.
-                unsafe {
-                    libc::send(
-                        socket.as_raw_fd(),
-                        bye.as_ptr().cast(),
-                        bye.len(),
-                        libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                    );
-                }
-            }
         }
     }
 }
@@ -767,124 +961,128 @@ fn unexpected(message: &Message<'_>, when: &str) -> DbError {
     DbError::Protocol(format!("unexpected {} {when}", message.name()))
 }
 
-/// A non-blocking socket with a connect started (TCP) or done (Unix).
-fn open_socket(config: &Config) -> Result<OwnedFd, DbError> {
-    match &config.host {
-        Host::Unix(dir) => {
-            let path = socket_path(dir, config.port);
-            let bytes = path.as_os_str().as_encoded_bytes();
-            // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
-            let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-            if bytes.len() >= addr.sun_path.len() {
-                return Err(DbError::Io(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "socket path too long",
-                )));
-            }
-            addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-            for (dst, &src) in addr.sun_path.iter_mut().zip(bytes) {
-                *dst = src as libc::c_char;
-            }
-            let socket = new_socket(libc::AF_UNIX)?;
-            start_connect(
-                &socket,
-                (&addr as *const libc::sockaddr_un).cast(),
-                std::mem::size_of::<libc::sockaddr_un>(),
-            )?;
-            Ok(socket)
-        }
-        Host::Tcp(host) => {
-            // Resolved on every attempt: the database's address may change across restarts.
-            let addrs: Vec<SocketAddr> = (host.as_str(), config.port)
-                .to_socket_addrs()
-                .map_err(DbError::Io)?
-                .collect();
-            let addr = addrs
-                .iter()
-                .find(|a| a.is_ipv4())
-                .or(addrs.first())
-                .ok_or_else(|| {
-                    DbError::Io(io::Error::new(io::ErrorKind::NotFound, "no address"))
-                })?;
-            let socket = match addr {
-                SocketAddr::V4(v4) => {
-                    let socket = new_socket(libc::AF_INET)?;
-                    let sin = libc::sockaddr_in {
-                        sin_family: libc::AF_INET as libc::sa_family_t,
-                        sin_port: v4.port().to_be(),
-                        sin_addr: libc::in_addr {
-                            s_addr: u32::from(*v4.ip()).to_be(),
-                        },
-                        sin_zero: [0; 8],
-                    };
-                    start_connect(
-                        &socket,
-                        (&sin as *const libc::sockaddr_in).cast(),
-                        std::mem::size_of::<libc::sockaddr_in>(),
-                    )?;
-                    socket
-                }
-                SocketAddr::V6(v6) => {
-                    let socket = new_socket(libc::AF_INET6)?;
-                    let sin6 = libc::sockaddr_in6 {
-                        sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                        sin6_port: v6.port().to_be(),
-                        sin6_flowinfo: 0,
-                        sin6_addr: libc::in6_addr {
-                            s6_addr: v6.ip().octets(),
-                        },
-                        sin6_scope_id: v6.scope_id(),
-                    };
-                    start_connect(
-                        &socket,
-                        (&sin6 as *const libc::sockaddr_in6).cast(),
-                        std::mem::size_of::<libc::sockaddr_in6>(),
-                    )?;
-                    socket
-                }
-            };
-            let one: libc::c_int = 1;
-            // SAFETY: a valid socket and a c_int option value.
-            unsafe {
-                libc::setsockopt(
-                    socket.as_raw_fd(),
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NODELAY,
-                    (&one as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-            Ok(socket)
-        }
+/// What makes two failures "the same" for the log: the SQLSTATE, the OS error, the kind.
+fn failure_kind(error: &DbError) -> String {
+    match error {
+        DbError::Server { code, .. } => format!("server {code}"),
+        DbError::Io(e) => match e.raw_os_error() {
+            Some(code) => format!("os {code}"),
+            None => format!("io {:?}", e.kind()),
+        },
+        DbError::ConnectionLost => "lost".into(),
+        DbError::Timeout => "timeout".into(),
+        DbError::Protocol(what) => format!("protocol {what}"),
+        DbError::Auth(what) => format!("auth {what}"),
+        DbError::Column(what) => format!("column {what}"),
     }
 }
 
-fn new_socket(family: libc::c_int) -> Result<OwnedFd, DbError> {
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(DbError::Io(io::Error::last_os_error()));
-    }
-    // SAFETY: fd is a new socket this function owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// The pause before the next attempt: from `BACKOFF_MIN`, doubling with each failure up to
+/// `BACKOFF_MAX` (or `BACKOFF_MAX_PERMANENT` after a permanent error), with jitter.
+struct Backoff {
+    base: Duration,
+    rng: fastrand::Rng,
 }
 
-fn start_connect(socket: &OwnedFd, addr: *const libc::sockaddr, len: usize) -> Result<(), DbError> {
-    // SAFETY: addr points to a sockaddr of len bytes owned by the caller.
-    let rc = unsafe { libc::connect(socket.as_raw_fd(), addr, len as libc::socklen_t) };
-    if rc == 0 {
-        return Ok(());
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            base: BACKOFF_MIN,
+            rng: fastrand::Rng::new(),
+        }
     }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EINPROGRESS) {
-        Ok(())
-    } else {
-        Err(DbError::Io(e))
+
+    fn next(&mut self, permanent: bool) -> Duration {
+        let factor = 1.0 - BACKOFF_JITTER + 2.0 * BACKOFF_JITTER * self.rng.f64();
+        let pause = self.base.mul_f64(factor);
+        let cap = if permanent {
+            BACKOFF_MAX_PERMANENT
+        } else {
+            BACKOFF_MAX
+        };
+        self.base = (self.base * 2).min(cap);
+        pause
+    }
+
+    fn reset(&mut self) {
+        self.base = BACKOFF_MIN;
     }
 }
+
+/// What a connection logs about its failures: one line when an outage begins, one per new
+/// kind of failure (a few at most), a summary at most once a minute while it lasts, and one
+/// when a connection has proven itself again. Never a line per attempt.
+#[derive(Default)]
+struct FailureLog {
+    outage: Option<Outage>,
+}
+
+struct Outage {
+    began: Instant,
+    failed_attempts: u64,
+    last_line: Instant,
+    kinds_logged: Vec<String>,
+}
+
+impl FailureLog {
+    /// A failure: the line to log, if any. `lost` says a proven connection went away.
+    fn failed(
+        &mut self,
+        target: &Target,
+        kind: String,
+        reason: &str,
+        lost: bool,
+        now: Instant,
+    ) -> Option<String> {
+        let Some(outage) = &mut self.outage else {
+            self.outage = Some(Outage {
+                began: now,
+                failed_attempts: u64::from(!lost),
+                last_line: now,
+                kinds_logged: vec![kind],
+            });
+            return Some(match lost {
+                true => format!(
+                    "gnosis: PostgreSQL connection to {target} lost ({reason}); reconnecting"
+                ),
+                false => {
+                    format!("gnosis: PostgreSQL connection to {target} failed ({reason}); retrying")
+                }
+            });
+        };
+        outage.failed_attempts += 1;
+        let attempts = outage.failed_attempts;
+        if !outage.kinds_logged.contains(&kind) && outage.kinds_logged.len() < MAX_REASONS_LOGGED {
+            outage.kinds_logged.push(kind);
+            outage.last_line = now;
+            return Some(format!(
+                "gnosis: PostgreSQL connection to {target} failed ({reason}); \
+                 {attempts} failed attempts so far, retrying"
+            ));
+        }
+        if now.saturating_duration_since(outage.last_line) >= FAILURE_SUMMARY_EVERY {
+            let line = format!(
+                "gnosis: PostgreSQL connection to {target} still failing ({reason}): \
+                 {attempts} failed attempts in {} s",
+                now.saturating_duration_since(outage.began).as_secs()
+            );
+            outage.last_line = now;
+            return Some(line);
+        }
+        None
+    }
+
+    /// A connection answered a query: the line that ends an outage, if there was one.
+    fn recovered(&mut self, target: &Target, now: Instant) -> Option<String> {
+        let outage = self.outage.take()?;
+        Some(format!(
+            "gnosis: PostgreSQL connection to {target} re-established after {} failed attempts \
+             ({} ms)",
+            outage.failed_attempts,
+            now.saturating_duration_since(outage.began).as_millis()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,16 +1,19 @@
 //! gnosis's own PostgreSQL v3 wire-protocol client.
 //!
 //! `protocol` encodes and decodes messages (no I/O), `auth` does MD5 and SCRAM-SHA-256,
-//! `target` finds the server (libpq environment, local socket, TFB defaults), `conn` is the
-//! non-blocking pipelined connection an event loop drives, `blocking` drives it with poll(2)
-//! for start-up work.
+//! `target` finds the server (libpq environment, local socket, TFB defaults) and resolves its
+//! name off the serving threads, `conn` is the pipelined connection as a state machine without
+//! I/O that any event loop drives, `pool` holds a worker thread's connections, `blocking`
+//! drives one with plain system calls and poll(2) for start-up work and tests.
 
 pub mod auth;
 pub mod blocking;
 pub mod conn;
+pub mod pool;
 pub mod protocol;
 pub mod target;
 
-pub use blocking::BlockingClient;
-pub use conn::{DbError, Event, Param, PgConn, QueryError, Row, Statement};
-pub use target::{Config, Host};
+pub use blocking::{BlockingClient, Driver};
+pub use conn::{DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step};
+pub use pool::Pool;
+pub use target::{Address, Config, Host, Target};

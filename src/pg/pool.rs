@@ -44,7 +44,7 @@ impl Pool {
     ) -> Pool {
         let conns = (0..size)
             .map(|index| {
-                let mut conn = PgConn::new(target.clone(), statements, options.clone(), now);
+                let mut conn = PgConn::new(target.clone(), statements, *options, now);
                 if index > 0 {
                     conn.park(now, &mut |_, _| {});
                 }

@@ -1,8 +1,17 @@
 //! Where to connect: libpq's environment variables, then a local Unix socket if one exists,
-//! then TFB's defaults (TCP to `tfb-database`).
+//! then TFB's defaults (TCP to `tfb-database`). `Target` holds the chosen `Config` and its
+//! resolved address, shared by every thread; names are resolved on a helper thread, never on
+//! a thread that serves requests.
 
 use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::conn::DbError;
+pub use crate::sys::Address;
 
 pub const DEFAULT_HOST: &str = "tfb-database";
 pub const DEFAULT_PORT: u16 = 5432;
@@ -90,6 +99,188 @@ impl fmt::Debug for Config {
     }
 }
 
+/// Where every connection of the process connects: the `Config` and, for TCP, the address
+/// its host name last resolved to.
+pub struct Target {
+    config: Config,
+    /// For a Unix socket, its path: nothing to resolve.
+    unix: Option<PathBuf>,
+    resolution: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<Resolution>,
+    /// Signalled when a resolution ends.
+    ended: Condvar,
+}
+
+#[derive(Default)]
+struct Resolution {
+    address: Option<SocketAddr>,
+    /// Why the last resolution failed (cleared by one that succeeds).
+    error: Option<String>,
+    in_progress: bool,
+}
+
+impl Target {
+    /// A shared target; for a TCP host the first resolution starts at once on a helper thread.
+    pub fn new(config: Config) -> Arc<Target> {
+        let unix = match &config.host {
+            Host::Unix(dir) => Some(socket_path(dir, config.port)),
+            Host::Tcp(_) => None,
+        };
+        let target = Arc::new(Target {
+            config,
+            unix,
+            resolution: Arc::default(),
+        });
+        match &target.config.host {
+            // An address already: nothing to look up, now or later.
+            Host::Tcp(host) => match host.parse::<IpAddr>() {
+                Ok(ip) => target.state().address = Some(SocketAddr::new(ip, target.config.port)),
+                Err(_) => target.resolve_again(),
+            },
+            Host::Unix(_) => {}
+        }
+        target
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Where to connect now, without blocking: the Unix socket's path, or the address the TCP
+    /// host last resolved to (`None` until a first resolution has succeeded).
+    pub fn address(&self) -> Option<Address> {
+        match &self.unix {
+            Some(path) => Some(Address::Unix(path.clone())),
+            None => self.state().address.map(Address::Tcp),
+        }
+    }
+
+    /// Why `address()` is `None`: the resolution's error, or that it has not finished yet.
+    pub fn unresolved(&self) -> DbError {
+        let host = match &self.config.host {
+            Host::Tcp(host) => host.as_str(),
+            Host::Unix(_) => "",
+        };
+        let state = self.state();
+        let what = match &state.error {
+            Some(error) => format!("cannot resolve {host}: {error}"),
+            None => format!("{host} not resolved yet"),
+        };
+        DbError::Io(io::Error::new(io::ErrorKind::NotFound, what))
+    }
+
+    /// A connection to `address()` could not be made: the name may point elsewhere now, so
+    /// it is resolved again (on a helper thread; at most one resolution at a time).
+    pub fn connect_failed(&self) {
+        self.resolve_again();
+    }
+
+    /// Blocks until no resolution is under way, or for `timeout`; returns whether there is
+    /// an address. For start-up and blocking clients, never for a thread serving requests.
+    pub fn wait_resolved(&self, timeout: Duration) -> bool {
+        if self.unix.is_some() {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state();
+        while state.in_progress {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = match self.resolution.ended.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        state.address.is_some()
+    }
+
+    fn state(&self) -> MutexGuard<'_, Resolution> {
+        // The lock is never held across anything that can panic; recover regardless.
+        self.resolution
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn resolve_again(&self) {
+        let Host::Tcp(host) = &self.config.host else {
+            return;
+        };
+        if host.parse::<IpAddr>().is_ok() {
+            return;
+        }
+        {
+            let mut state = self.state();
+            if state.in_progress {
+                return;
+            }
+            state.in_progress = true;
+        }
+        let (host, port, shared) = (host.clone(), self.config.port, self.resolution.clone());
+        let spawned = std::thread::Builder::new()
+            .name("gnosis-resolve".into())
+            .spawn(move || {
+                let result = resolve(&host, port);
+                let mut state = shared
+                    .state
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                match result {
+                    Ok(address) => {
+                        state.address = Some(address);
+                        state.error = None;
+                    }
+                    // The last good address stays in use: a failed lookup (DNS down) says
+                    // nothing about where the database is.
+                    Err(error) => state.error = Some(error.to_string()),
+                }
+                state.in_progress = false;
+                shared.ended.notify_all();
+            });
+        if let Err(error) = spawned {
+            let mut state = self.state();
+            state.in_progress = false;
+            state.error = Some(format!("no thread to resolve it: {error}"));
+        }
+    }
+}
+
+/// `host`'s first IPv4 address, else its first address (getaddrinfo: blocks).
+fn resolve(host: &str, port: u16) -> io::Result<SocketAddr> {
+    let addresses: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
+    addresses
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addresses.first())
+        .copied()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
+/// Same as Display: the password is never shown.
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Target({self})")
+    }
+}
+
+impl From<Config> for Arc<Target> {
+    fn from(config: Config) -> Arc<Target> {
+        Target::new(config)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,5 +339,44 @@ mod tests {
     fn password_never_shown() {
         let c = config(&[("PGPASSWORD", "s3cret")], &[]);
         assert!(!format!("{c} {c:?}").contains("s3cret"));
+        let target = Target::new(c);
+        assert!(!format!("{target} {target:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_unix_socket_needs_no_resolution() {
+        let target = Target::new(config(&[("PGHOST", "/run/pg"), ("PGPORT", "6000")], &[]));
+        assert_eq!(
+            target.address(),
+            Some(Address::Unix("/run/pg/.s.PGSQL.6000".into()))
+        );
+        assert!(target.wait_resolved(Duration::ZERO));
+    }
+
+    #[test]
+    fn tcp_names_resolve_on_a_helper_thread_preferring_ipv4() {
+        let target = Target::new(config(&[("PGHOST", "localhost"), ("PGPORT", "6000")], &[]));
+        assert!(target.wait_resolved(Duration::from_secs(10)));
+        let Some(Address::Tcp(address)) = target.address() else {
+            panic!("not resolved: {}", target.unresolved());
+        };
+        assert!(address.is_ipv4() && address.ip().is_loopback(), "{address}");
+        assert_eq!(address.port(), 6000);
+        // Resolving again keeps the address meanwhile.
+        target.connect_failed();
+        assert!(target.address().is_some());
+        assert!(target.wait_resolved(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_name_that_does_not_resolve_says_why() {
+        let target = Target::new(config(&[("PGHOST", "no-such-host.invalid")], &[]));
+        assert!(!target.wait_resolved(Duration::from_secs(30)));
+        assert_eq!(target.address(), None);
+        let error = target.unresolved().to_string();
+        assert!(
+            error.contains("cannot resolve no-such-host.invalid"),
+            "{error}"
+        );
     }
 }

@@ -255,7 +255,7 @@ impl<S: Service> Core<S> {
         let target = self.pool.target()?.clone();
         let opened = target
             .address()
-            .ok_or_else(|| DbError::Protocol("the database's address is not resolved yet".into()))
+            .ok_or_else(|| target.unresolved())
             .and_then(|address| sys::connect_nonblocking(&address).map_err(DbError::Io));
         match opened {
             Ok(socket) => {
@@ -268,7 +268,7 @@ impl<S: Service> Core<S> {
                 Some(fd)
             }
             Err(error) => {
-                target.mark_stale();
+                target.connect_failed();
                 self.link_failed(index, error);
                 None
             }
@@ -284,7 +284,7 @@ impl<S: Service> Core<S> {
             Ok(()) => self.pool.get_mut(index).connected(self.now),
             Err(err) => {
                 if let Some(target) = self.pool.target() {
-                    target.mark_stale();
+                    target.connect_failed();
                 }
                 self.link_failed(index, DbError::Io(err));
             }

@@ -62,7 +62,11 @@ where
 /// Runs one io_uring worker per listener, each with its own ring and the service and
 /// database connections `new_worker` makes on its thread, until one fails; fails at once,
 /// naming the cause, when io_uring cannot be used.
-pub fn run_uring<S, F>(listeners: Vec<OwnedFd>, new_worker: F, options: UringOptions) -> io::Result<()>
+pub fn run_uring<S, F>(
+    listeners: Vec<OwnedFd>,
+    new_worker: F,
+    options: UringOptions,
+) -> io::Result<()>
 where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,

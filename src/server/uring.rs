@@ -313,8 +313,7 @@ struct SlotIo {
 /// The io_uring state of one PostgreSQL link (same index as the core's link).
 #[derive(Default)]
 struct LinkIo {
-    /// The socket being watched, by its connection's generation: a new socket is armed anew.
-    armed_generation: Option<u64>,
+    /// A multishot receive is armed on the link's current socket.
     recv_armed: bool,
 }
 
@@ -653,8 +652,7 @@ impl<S: Service> Worker<S> {
         }
         let slot = &self.core.slots[index];
         let wants_input = read
-            && (slot.lingering_since.is_some()
-                || slot.conn.buffered_input() < MAX_BUFFERED_INPUT);
+            && (slot.lingering_since.is_some() || slot.conn.buffered_input() < MAX_BUFFERED_INPUT);
         let generation = slot.generation;
         let io = &mut self.io[index];
         if wants_input && !io.recv_armed {
@@ -705,10 +703,7 @@ impl<S: Service> Worker<S> {
         for index in 0..self.links.len() {
             if let Some(fd) = self.core.sync_link(index) {
                 let generation = self.core.links[index].generation;
-                self.links[index] = LinkIo {
-                    armed_generation: Some(generation),
-                    recv_armed: false,
-                };
+                self.links[index] = LinkIo::default();
                 let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
                     .build()
                     .user_data(user_data(LINK_CONNECT, link_generation(generation), index));
@@ -819,7 +814,11 @@ impl<S: Service> Worker<S> {
             if self.core.links[index].in_flight {
                 continue;
             }
-            let Some(fd) = self.core.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+            let Some(fd) = self.core.links[index]
+                .socket
+                .as_ref()
+                .map(AsRawFd::as_raw_fd)
+            else {
                 continue;
             };
             let generation = link_generation(self.core.links[index].generation);

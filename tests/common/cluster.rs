@@ -2,8 +2,8 @@
 //! `scripts/pg.sh` like the shared one, for tests that stop and start the database.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct Cluster {
     dir: PathBuf,

@@ -1,14 +1,13 @@
 //! Shared by the tests/pg_*.rs files (as `#[path = "common/pg.rs"] mod common;`): where the
-//! private cluster of `scripts/pg.sh start` is, and a small poll(2) loop that drives a
-//! `PgConn` the way the server's event loop does.
+//! private cluster of `scripts/pg.sh start` is, and a loop that drives a `PgConn` through
+//! `pg::blocking::Driver` (poll(2)) the way a server's event loop does.
 #![allow(dead_code)] // each test file uses a different part of this module
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gnosis::pg::blocking::poll_once;
-use gnosis::pg::{Config, Event, PgConn};
+use gnosis::pg::{Config, Driver, Event, Options, PgConn, Statement, Target};
 
 pub fn port() -> String {
     std::env::var("GNOSIS_PG_PORT").unwrap_or_else(|_| "55432".to_string())
@@ -19,11 +18,11 @@ pub fn socket_dir() -> PathBuf {
     PathBuf::from(dir).join("socket")
 }
 
-/// A config read like the app reads it, from PG* variables given here (not the process
+/// A target read like the app reads it, from PG* variables given here (not the process
 /// environment, which parallel tests would share) and the real file system.
-pub fn config(vars: &[(&str, &str)]) -> Arc<Config> {
+pub fn config(vars: &[(&str, &str)]) -> Arc<Target> {
     let port = port();
-    Arc::new(Config::from_vars(
+    Target::new(Config::from_vars(
         |name| {
             if name == "PGPORT" {
                 return Some(port.clone());
@@ -37,28 +36,41 @@ pub fn config(vars: &[(&str, &str)]) -> Arc<Config> {
 }
 
 /// TFB's user over TCP (SCRAM-SHA-256).
-pub fn tfb_tcp() -> Arc<Config> {
+pub fn tfb_tcp() -> Arc<Target> {
     config(&[("PGHOST", "127.0.0.1")])
 }
 
-/// Drives `conn` with poll(2) until `done` says so; panics after `timeout`.
+/// A driven connection to `target`, ready (started up, statements prepared). Queries may
+/// take 30 s: thousands at once on a busy shared machine must not time out.
+pub fn ready(target: Arc<Target>, statements: &'static [Statement]) -> Driver {
+    let options = Options {
+        query_timeout: Duration::from_secs(30),
+        ..Options::default()
+    };
+    let mut pg = Driver::new(PgConn::new(target, statements, options, Instant::now()));
+    drive(&mut pg, Duration::from_secs(10), &mut ignore_events, |c| {
+        c.is_ready()
+    });
+    pg
+}
+
+/// Drives `pg` with poll(2) until `done` says so; panics after `timeout`.
 pub fn drive(
-    conn: &mut PgConn,
+    pg: &mut Driver,
     timeout: Duration,
     sink: &mut impl FnMut(u64, Event<'_>),
     mut done: impl FnMut(&PgConn) -> bool,
 ) {
     let deadline = Instant::now() + timeout;
-    conn.flush(sink);
-    while !done(conn) {
+    pg.flush(sink);
+    while !done(&pg.conn) {
         assert!(
             Instant::now() < deadline,
             "timed out; last error: {:?}",
-            conn.last_error().map(|e| e.to_string())
+            pg.conn.last_error().map(|e| e.to_string())
         );
         let step = (Instant::now() + Duration::from_millis(100)).min(deadline);
-        poll_once(conn, step, sink);
-        conn.flush(sink);
+        pg.poll_once(step, sink);
     }
 }
 
