@@ -188,8 +188,10 @@ impl<S: Service> Worker<S> {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break read,
                 Err(_) => return self.close(index),
             }
-            // Requests held back while the output was full can be answered now.
-            if !slot.conn.unsent().is_empty() || !slot.conn.has_backlog() {
+            // All sent: requests held back while the output was full can be answered now,
+            // and a finished connection can close.
+            let conn = &slot.conn;
+            if !conn.unsent().is_empty() || !(conn.has_backlog() || conn.is_finished()) {
                 break read;
             }
         };
