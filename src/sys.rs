@@ -510,7 +510,11 @@ mod tests {
                 .unwrap()
                 .readable
         );
-        assert_eq!(receive(socket.as_raw_fd(), &mut buf).unwrap(), 0, "end of stream");
+        assert_eq!(
+            receive(socket.as_raw_fd(), &mut buf).unwrap(),
+            0,
+            "end of stream"
+        );
     }
 
     #[test]
