@@ -28,7 +28,7 @@ static STATEMENTS: &[Statement] = &[
     Statement {
         name: "update_worlds",
         sql: "UPDATE world SET randomnumber = v.r \
-              FROM (SELECT unnest($1::int[]) AS id, unnest($2::int[]) AS r) AS v \
+              FROM unnest($1::int4[], $2::int4[]) AS v(id, r) \
               WHERE world.id = v.id",
         param_types: &[INT4_ARRAY_OID, INT4_ARRAY_OID],
     },
