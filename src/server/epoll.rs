@@ -10,9 +10,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::connection::{Connection, TIMEOUTS};
-use crate::sys::{self, Epoll, READABLE, WRITABLE};
 use crate::app::App;
 use crate::http::HttpDate;
+use crate::sys::{self, Epoll, READABLE, WRITABLE};
 
 const LISTENER: u64 = u64::MAX;
 /// Tokens from here up name PostgreSQL connections; below, HTTP connection slots.

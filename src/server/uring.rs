@@ -17,8 +17,8 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::connection::{Connection, Handler, TIMEOUTS};
 use super::epoll::{is_out_of_descriptors, LINGER, SWEEP_EVERY};
-use crate::sys;
 use crate::http::HttpDate;
+use crate::sys;
 
 const SUBMISSION_ENTRIES: u32 = 2048;
 /// Room for a receive and a send completion from thousands of connections per wait; more
