@@ -206,7 +206,7 @@ fn fortunes_page_is_byte_exact() {
         "<tr><td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;</td></tr>",
         "<tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>",
         "<tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do.</td></tr>",
-        "<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken.</td></tr>",
+        "<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#039;t broken.</td></tr>",
         "<tr><td>8</td><td>A list is only as strong as its weakest link. — Donald Knuth</td></tr>",
         "<tr><td>0</td><td>Additional fortune added at request time.</td></tr>",
         "<tr><td>3</td><td>After enough decimal places, nobody gives a damn.</td></tr>",
