@@ -3,6 +3,7 @@ FROM rust:1.95.0-slim-bookworm AS builder
 WORKDIR /build
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY templates ./templates
 ENV RUSTFLAGS="-C target-cpu=native"
 RUN cargo build --release --locked --bin gnosis
 

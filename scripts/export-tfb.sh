@@ -3,7 +3,7 @@
 #
 #   scripts/export-tfb.sh DIR    ->  DIR/frameworks/Rust/gnosis/
 #       benchmark_config.json config.toml README.md (from tfb/README.md)
-#       Cargo.toml Cargo.lock src/ [build.rs] gnosis.dockerfile gnosis-uring.dockerfile
+#       Cargo.toml Cargo.lock src/ templates/ [build.rs] gnosis.dockerfile gnosis-uring.dockerfile
 #
 # DIR is usually a TFB checkout. An existing DIR/frameworks/Rust/gnosis is replaced.
 set -euo pipefail
@@ -31,9 +31,10 @@ awk '
     !skip { print }
 ' "$ROOT/Cargo.toml" >"$OUT/Cargo.toml"
 
-# src/: the files git knows (tracked, or new and not ignored), so editor litter stays out.
+# src/ and templates/ (the fortunes page, compiled in by sailfish): the files git knows
+# (tracked, or new and not ignored), so editor litter stays out.
 if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git -C "$ROOT" ls-files -z --cached --others --exclude-standard -- src |
+    git -C "$ROOT" ls-files -z --cached --others --exclude-standard -- src templates |
         while IFS= read -r -d '' file; do
             if [ -f "$ROOT/$file" ]; then
                 mkdir -p "$OUT/$(dirname "$file")"
@@ -41,7 +42,7 @@ if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
             fi
         done
 else
-    cp -R "$ROOT/src" "$OUT/src"
+    cp -R "$ROOT/src" "$ROOT/templates" "$OUT/"
 fi
 
 echo "$OUT"

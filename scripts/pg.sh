@@ -15,6 +15,10 @@
 #   gnosis_count                       like gnosis_trust, may update world: tests that count
 #                                      statements in pg_stat_statements run as this role alone
 #
+# hello_world holds what TFB's toolset/databases/postgres/create-postgres.sql creates: world and
+# fortune, and the quoted "World" and "Fortune" copies (same columns, 10,000 random rows and the
+# same 12 fortunes), which TFB's verifier reads too ("World" first when it checks /updates).
+#
 # GNOSIS_PG_SOCKET_DIRS overrides the socket directories (comma-separated; the first is the
 # one this script uses), e.g. to keep /tmp free of a socket that auto-detection would find.
 set -euo pipefail
@@ -170,7 +174,33 @@ GRANT pg_read_all_stats TO benchmarkdbuser;
 ANALYZE world;
 ANALYZE fortune;
 SQL
+    rm -f "$DATA/gnosis-setup-quoted-done"
     touch "$DATA/gnosis-setup-done"
+}
+
+# TFB's quoted copies, in their own step so that a cluster set up before they were added gets
+# them on its next start; every statement is idempotent.
+setup_quoted_tables() {
+    [ -f "$DATA/gnosis-setup-quoted-done" ] && return 0
+    echo "pg.sh: creating TFB's quoted \"World\" and \"Fortune\" tables" >&2
+    superuser_psql -d hello_world <<'SQL'
+SET client_min_messages = warning;
+BEGIN;
+CREATE TABLE IF NOT EXISTS "World" (id integer NOT NULL PRIMARY KEY, randomnumber integer NOT NULL DEFAULT 0);
+INSERT INTO "World" (id, randomnumber)
+    SELECT i, least(floor(random() * 10000 + 1), 10000)::integer FROM generate_series(1, 10000) AS i
+    ON CONFLICT (id) DO NOTHING;
+CREATE TABLE IF NOT EXISTS "Fortune" (id integer NOT NULL PRIMARY KEY, message varchar(2048) NOT NULL);
+INSERT INTO "Fortune" (id, message) SELECT id, message FROM fortune ON CONFLICT (id) DO NOTHING;
+ALTER TABLE "World" OWNER TO benchmarkdbuser;
+ALTER TABLE "Fortune" OWNER TO benchmarkdbuser;
+GRANT ALL PRIVILEGES ON "World", "Fortune" TO benchmarkdbuser;
+GRANT SELECT ON "World", "Fortune" TO gnosis_md5, gnosis_clear, gnosis_trust, gnosis_count;
+COMMIT;
+ANALYZE "World";
+ANALYZE "Fortune";
+SQL
+    touch "$DATA/gnosis-setup-quoted-done"
 }
 
 wait_ready() {
@@ -199,6 +229,7 @@ start() {
     fi
     wait_ready
     setup_database
+    setup_quoted_tables
     echo "pg.sh: running on 127.0.0.1:$PORT and $SOCKET (data $DATA)" >&2
 }
 

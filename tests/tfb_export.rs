@@ -53,6 +53,7 @@ fn expected_files(root: &Path) -> BTreeSet<String> {
     }
     let mut sources = BTreeSet::new();
     files_under(&root.join("src"), root, &mut sources);
+    files_under(&root.join("templates"), root, &mut sources);
     expected.extend(
         sources
             .into_iter()

@@ -3,12 +3,16 @@ run over real sockets against a small server whose faults are chosen per test.
 
     python3 -m unittest discover -s scripts/verify -v
 
-(The database checks need a server with a database: they are exercised by running verify.py
-against gnosis, see docs/TFB.md.)
+The counting tests run real statements on a real PostgreSQL with pg_stat_statements (the PG*
+environment, else the private cluster of scripts/pg.sh, which must be running; they are skipped
+when neither answers and PGHOST is unset), on tables of their own so that nothing else running
+there is counted. The rest of the database checks run when verify.py checks gnosis (docs/TFB.md).
 """
 
 import importlib.util
 import os
+import random
+import shlex
 import socket
 import subprocess
 import sys
@@ -146,9 +150,139 @@ class ExpectedValues(unittest.TestCase):
             self.assertEqual(verify.expected_length(case), length, case)
 
     def test_count_rule(self):
-        self.assertEqual(verify.compare_count(10240, 10240, "x")[0], verify.PASS)
-        self.assertEqual(verify.compare_count(10239, 10240, "x")[0], verify.FAIL)
-        self.assertEqual(verify.compare_count(10753, 10240, "x")[0], verify.WARN)
+        self.assertEqual(verify.count_result(10240, 10240, 10240, "x")[0], verify.PASS)
+        self.assertEqual(verify.count_result(10239, 10240, 10239, "x")[0], verify.FAIL)
+        self.assertEqual(verify.count_result(10752, 10240, 10752, "x")[0], verify.PASS)
+        self.assertEqual(verify.count_result(10753, 10240, 10753, "x")[0], verify.WARN)
+
+
+def pg_environment():
+    """The PG* environment, or the private cluster's (scripts/pg.sh env) when PGHOST is unset."""
+    env = dict(os.environ)
+    if "PGHOST" not in env:
+        completed = subprocess.run(["bash", os.path.join(SCRIPTS, "pg.sh"), "env"],
+                                   capture_output=True, text=True, check=True)
+        for word in shlex.split(completed.stdout.replace("export ", "", 1)):
+            name, _, value = word.partition("=")
+            env[name] = value
+    return env
+
+
+class CountingAgainstPostgres(unittest.TestCase):
+    """verify.py's statement counting and update check on real pg_stat_statements figures.
+
+    Each scenario plays REQUESTS requests of /updates?queries=20 the way a server would send
+    their statements, on a probe table named for this run, and hands the counts to the
+    verifier's own rules."""
+
+    REQUESTS = 8
+    QUERIES = 20
+    ROWS = 1000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.database = verify.Database()
+        cls.database.env = pg_environment()
+        try:
+            cls.database.check_statistics_available()
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+            if "PGHOST" in os.environ:
+                raise
+            raise unittest.SkipTest("no PostgreSQL with pg_stat_statements: %s" % error)
+        cls.table = "verify_probe_%d_%d" % (os.getpid(), random.randrange(10**9))
+        cls.quoted = cls.table.capitalize()
+        for name in (cls.table, '"%s"' % cls.quoted):
+            cls.run_sql(
+                "CREATE TABLE %s (id integer PRIMARY KEY, randomnumber integer NOT NULL);"
+                "INSERT INTO %s SELECT i, i FROM generate_series(1, %d) AS i;"
+                % (name, name, cls.ROWS))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.run_sql('DROP TABLE IF EXISTS %s, "%s"' % (cls.table, cls.quoted))
+
+    @classmethod
+    def run_sql(cls, script):
+        subprocess.run([cls.database.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1"], input=script,
+                       env=cls.database.env, text=True, capture_output=True, check=True,
+                       timeout=120)
+
+    def play(self, update_style, selects=QUERIES):
+        """The statements of REQUESTS update requests; returns the verifier's verdicts."""
+        rng = random.Random()
+        lines = []
+        for _ in range(self.REQUESTS):
+            ids = sorted(rng.sample(range(1, self.ROWS + 1), self.QUERIES))
+            numbers = [rng.randrange(1, 10001) for _ in ids]
+            for world_id in ids[:selects]:
+                lines.append("SELECT id, randomnumber FROM %s WHERE id = %d;" % (self.table, world_id))
+            id_array = "'{%s}'" % ",".join(map(str, ids))
+            number_array = "'{%s}'" % ",".join(map(str, numbers))
+            if update_style == "unnest":  # gnosis's statement
+                lines.append(
+                    "UPDATE %s SET randomnumber = v.r FROM unnest(%s::int4[], %s::int4[]) "
+                    "AS v(id, r) WHERE %s.id = v.id;"
+                    % (self.table, id_array, number_array, self.table))
+            elif update_style == "subselect":  # gnosis's statement before issue #14
+                lines.append(
+                    "UPDATE %s SET randomnumber = v.r FROM (SELECT unnest(%s::int[]) AS id, "
+                    "unnest(%s::int[]) AS r) AS v WHERE %s.id = v.id;"
+                    % (self.table, id_array, number_array, self.table))
+            else:
+                for world_id, number in zip(ids, numbers):
+                    lines.append("UPDATE %s SET randomnumber = %d WHERE id = %d;"
+                                 % (self.table, number, world_id))
+        before = self.database.statement_totals(self.table)
+        self.run_sql("\n".join(lines))
+        after = self.database.statement_totals(self.table)
+        measured = tuple(a - b for a, b in zip(after, before))
+        expected = self.REQUESTS * self.QUERIES
+        verdicts = verify.count_results(measured, expected + self.REQUESTS, expected,
+                                        check_updates=True, concurrency=self.REQUESTS)
+        return {check: (level, detail) for level, check, detail in verdicts}
+
+    def test_bulk_update_without_select_passes(self):
+        verdicts = self.play("unnest")
+        for check in ("executed queries", "rows read", "rows updated"):
+            self.assertEqual(verdicts[check][0], verify.PASS, verdicts)
+        self.assertEqual(verdicts["rows read"][1], "Rows read: %d/%d" % (
+            int(160 / verify.ROWS_MARGIN), 160))
+
+    def test_bulk_update_with_select_in_its_text_warns(self):
+        verdicts = self.play("subselect")
+        self.assertEqual(verdicts["executed queries"][0], verify.PASS, verdicts)
+        self.assertEqual(verdicts["rows updated"][0], verify.PASS, verdicts)
+        level, detail = verdicts["rows read"]
+        self.assertEqual(level, verify.WARN, verdicts)
+        self.assertIn("This number is excessively high", detail)
+
+    def test_single_row_updates_pass(self):
+        verdicts = self.play("single")
+        for check in ("executed queries", "rows read", "rows updated"):
+            self.assertEqual(verdicts[check][0], verify.PASS, verdicts)
+        self.assertIn("/320", verdicts["executed queries"][1])
+
+    def test_a_missing_select_fails(self):
+        verdicts = self.play("unnest", selects=self.QUERIES - 1)
+        self.assertEqual(verdicts["executed queries"][0], verify.FAIL, verdicts)
+        self.assertEqual(verdicts["rows read"][0], verify.FAIL, verdicts)
+
+    def test_update_check_reads_the_quoted_table_first(self):
+        names = ('"%s"' % self.quoted, self.table)
+        snapshot = lambda: self.database.world_tables(names)  # noqa: E731
+        before = snapshot()
+        self.assertEqual([len(table) for table in before], [self.ROWS, self.ROWS])
+        self.assertEqual(verify.update_result(before, snapshot(), 500)[0], verify.FAIL)
+        # Changes in the lower-case table count once the quoted one shows none (as in TFB).
+        self.run_sql("UPDATE %s SET randomnumber = -id WHERE id <= 470" % self.table)
+        level, detail = verify.update_result(before, snapshot(), 500)
+        self.assertEqual((level, detail[:36]), (verify.WARN, "There may have been an error updatin"))
+        self.run_sql('UPDATE "%s" SET randomnumber = -id WHERE id <= 480' % self.quoted)
+        self.assertEqual(verify.update_result(before, snapshot(), 500)[0], verify.PASS)
+
+    def test_the_cluster_has_both_world_tables(self):
+        tables = self.database.world_tables()
+        self.assertEqual([len(table) for table in tables], [verify.WORLD_ROWS, verify.WORLD_ROWS])
 
 
 if __name__ == "__main__":

@@ -1,15 +1,42 @@
 //! The fortunes page: rows from the `fortune` table plus one added at request time, sorted
-//! by message and rendered as an HTML table with every message escaped.
+//! by message and rendered through a compile-time template (`templates/fortunes.stpl`,
+//! sailfish) that HTML-escapes every message.
 
-/// The rows of one request, kept in two reusable buffers: the messages' text back to back,
-/// and each row's id with the range of its message.
+use sailfish::runtime::Buffer;
+use sailfish::TemplateSimple;
+
+/// The rows of one request, kept in reusable buffers: the messages' text back to back, each
+/// row's id with the range of its message, and the page the template renders.
 #[derive(Default)]
 pub struct Fortunes {
     text: String,
     rows: Vec<(i32, std::ops::Range<usize>)>,
+    page: Buffer,
 }
 
 pub const ADDED_FORTUNE: &str = "Additional fortune added at request time.";
+
+/// What the template sees. `rm_newline` drops the template's own line breaks, so the page
+/// is one line; `<%= %>` escapes `& < > " '`.
+#[derive(TemplateSimple)]
+#[template(path = "fortunes.stpl", rm_newline = true)]
+struct FortunesPage<'a> {
+    fortunes: &'a Rows<'a>,
+}
+
+/// The rows in their current order, as (id, message).
+struct Rows<'a> {
+    text: &'a str,
+    rows: &'a [(i32, std::ops::Range<usize>)],
+}
+
+impl Rows<'_> {
+    fn rows(&self) -> impl Iterator<Item = (i32, &str)> {
+        self.rows
+            .iter()
+            .map(|(id, message)| (*id, &self.text[message.clone()]))
+    }
+}
 
 impl Fortunes {
     pub fn clear(&mut self) {
@@ -27,65 +54,68 @@ impl Fortunes {
     /// code-point order) and appends the page to `out`.
     pub fn render(&mut self, out: &mut Vec<u8>) {
         self.push(0, ADDED_FORTUNE);
-        let text = &self.text;
-        self.rows
-            .sort_unstable_by(|(_, a), (_, b)| text[a.clone()].cmp(&text[b.clone()]));
-        out.extend_from_slice(
-            b"<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table><tr><th>id</th><th>message</th></tr>",
-        );
-        for (id, message) in &self.rows {
-            out.extend_from_slice(b"<tr><td>");
-            out.extend_from_slice(itoa::Buffer::new().format(*id).as_bytes());
-            out.extend_from_slice(b"</td><td>");
-            escape_html(&self.text[message.clone()], out);
-            out.extend_from_slice(b"</td></tr>");
+        let Fortunes { text, rows, page } = self;
+        rows.sort_unstable_by(|(_, a), (_, b)| text[a.clone()].cmp(&text[b.clone()]));
+        page.clear();
+        let fortunes = Rows { text, rows };
+        FortunesPage {
+            fortunes: &fortunes,
         }
-        out.extend_from_slice(b"</table></body></html>");
+        .render_once_to(page)
+        // Only a template that returns an error itself can fail; this one writes integers
+        // and strings into memory.
+        .expect("rendering the fortunes template");
+        out.extend_from_slice(page.as_str().as_bytes());
     }
-}
-
-/// Appends `text` with `& < > " '` replaced by their character references.
-pub fn escape_html(text: &str, out: &mut Vec<u8>) {
-    let bytes = text.as_bytes();
-    let mut plain_from = 0;
-    for (i, &byte) in bytes.iter().enumerate() {
-        let reference: &[u8] = match byte {
-            b'&' => b"&amp;",
-            b'<' => b"&lt;",
-            b'>' => b"&gt;",
-            b'"' => b"&quot;",
-            b'\'' => b"&#39;",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[plain_from..i]);
-        out.extend_from_slice(reference);
-        plain_from = i + 1;
-    }
-    out.extend_from_slice(&bytes[plain_from..]);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn escaped(text: &str) -> String {
-        let mut out = Vec::new();
-        escape_html(text, &mut out);
-        String::from_utf8(out).unwrap()
+    fn page(rows: &[(i32, &str)]) -> String {
+        let mut fortunes = Fortunes::default();
+        for &(id, message) in rows {
+            fortunes.push(id, message);
+        }
+        let mut page = Vec::new();
+        fortunes.render(&mut page);
+        String::from_utf8(page).unwrap()
     }
 
     #[test]
     fn escapes_the_five_characters_and_nothing_else() {
-        assert_eq!(escaped(r#"a&b<c>d"e'f"#), "a&amp;b&lt;c&gt;d&quot;e&#39;f");
-        assert_eq!(
-            escaped("フレームワークのベンチマーク — ok"),
-            "フレームワークのベンチマーク — ok"
-        );
-        assert_eq!(escaped(""), "");
-        assert_eq!(
-            escaped(r#"<script>alert("This should not be displayed in a browser alert box.");</script>"#),
-            "&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;"
-        );
+        let page = page(&[
+            (1, r#"a&b<c>d"e'f"#),
+            (2, "フレームワークのベンチマーク — ok"),
+            (3, ""),
+            (
+                11,
+                r#"<script>alert("This should not be displayed in a browser alert box.");</script>"#,
+            ),
+        ]);
+        assert!(page.contains("<td>1</td><td>a&amp;b&lt;c&gt;d&quot;e&#039;f</td>"));
+        assert!(page.contains("<td>2</td><td>フレームワークのベンチマーク — ok</td>"));
+        assert!(page.contains("<td>3</td><td></td>"));
+        assert!(page.contains(
+            "<td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;</td>"
+        ));
+    }
+
+    #[test]
+    fn reused_buffers_render_the_same_page() {
+        let mut fortunes = Fortunes::default();
+        let mut first = Vec::new();
+        fortunes.push(2, "b");
+        fortunes.push(1, "a");
+        fortunes.render(&mut first);
+        fortunes.clear();
+        let mut second = b"before".to_vec();
+        fortunes.push(1, "a");
+        fortunes.push(2, "b");
+        fortunes.render(&mut second);
+        assert_eq!(&second[..6], b"before");
+        assert_eq!(second[6..], first[..]);
     }
 
     #[test]
