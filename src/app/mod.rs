@@ -97,10 +97,12 @@ impl App {
 /// return what makes each worker thread's app and database connections.
 pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
     let target = Target::new(pg::Config::from_env());
-    let snapshot = WorldSnapshot::load_in_background(target.clone());
-    // Requests wait in the listen backlog meanwhile: better than a 503 just after start-up.
-    // Without a database the server goes on and the caches fill in once it answers.
-    snapshot.wait_for_first_attempt(Duration::from_secs(3));
+    // The whole table is read once before the workers take connections, so that the read
+    // never falls among the requests TFB's verifier counts statements for; a busy machine
+    // gets the whole connect timeout for it. Without a database the server goes on at once
+    // (a refused connection ends the attempt) and the caches fill in once it answers.
+    let snapshot = WorldSnapshot::load_in_background(target.clone(), config.connect_timeout);
+    snapshot.wait_for_first_attempt(config.connect_timeout + Duration::from_secs(1));
     let options = pg::Options {
         connect_timeout: config.connect_timeout,
         query_timeout: config.query_timeout,

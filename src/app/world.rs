@@ -53,22 +53,22 @@ pub struct WorldSnapshot {
 
 impl WorldSnapshot {
     /// A snapshot that a background thread takes as soon as the database answers, retrying
-    /// until it does; it is empty until then.
-    pub fn load_in_background(target: Arc<Target>) -> Arc<WorldSnapshot> {
+    /// until it does; it is empty until then. `timeout` bounds each attempt.
+    pub fn load_in_background(target: Arc<Target>, timeout: Duration) -> Arc<WorldSnapshot> {
         let snapshot = Arc::new(WorldSnapshot::default());
         let filling = snapshot.clone();
         std::thread::Builder::new()
             .name("gnosis-cache".into())
-            .spawn(move || filling.load_until_done(&target))
+            .spawn(move || filling.load_until_done(&target, timeout))
             .expect("spawning the cache loader");
         snapshot
     }
 
-    fn load_until_done(&self, target: &Arc<Target>) {
+    fn load_until_done(&self, target: &Arc<Target>, timeout: Duration) {
         let mut delay = Duration::from_millis(50);
         let mut reported = false;
         loop {
-            let attempt = Self::read_all(target);
+            let attempt = Self::read_all(target, timeout);
             self.tried.store(true, Ordering::Release);
             match attempt {
                 Ok(worlds) => {
@@ -92,10 +92,8 @@ impl WorldSnapshot {
         }
     }
 
-    fn read_all(target: &Arc<Target>) -> Result<Box<[World]>, DbError> {
-        // Short: the caller retries, and start-up waits for the first attempt.
-        let mut client =
-            BlockingClient::connect(target.clone(), ALL_WORLDS, Duration::from_secs(1))?;
+    fn read_all(target: &Arc<Target>, timeout: Duration) -> Result<Box<[World]>, DbError> {
+        let mut client = BlockingClient::connect(target.clone(), ALL_WORLDS, timeout)?;
         let mut worlds = vec![
             World {
                 id: 0,
