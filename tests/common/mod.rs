@@ -32,14 +32,54 @@ impl Server {
     }
 
     pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
+        Self::start_full(binary, extra, env, None)
+    }
+
+    /// `start_with_env` with the server's open-files limit (soft and hard) set to
+    /// `max_open_files`, so that running out of descriptors can be tested cheaply.
+    pub fn start_with_open_files_limit(
+        binary: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+        max_open_files: u64,
+    ) -> Server {
+        Self::start_full(binary, extra, env, Some(max_open_files))
+    }
+
+    fn start_full(
+        binary: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+        max_open_files: Option<u64>,
+    ) -> Server {
+        let extra = without_ignored_flags(extra);
         let port = free_port();
         let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args(["--port", &port.to_string(), "--threads", "2"])
-            .args(extra)
+            .args(&extra)
             .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("creating the server log"))
+            .stderr(std::fs::File::create(&log).expect("creating the server log"));
+        if let Some(limit) = max_open_files {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches only the child.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {binary}: {err}"));
         let mut server = Server { child, port, log };
@@ -78,6 +118,30 @@ impl Server {
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
+
+    /// What the server has written to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `extra` without the flags named in GNOSIS_TEST_IGNORE_FLAGS (comma-separated, each
+/// dropped with its value), to run the tests against a binary from before those flags
+/// existed and see how it fails. Unset (the normal case), nothing is dropped.
+fn without_ignored_flags<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let ignored = std::env::var("GNOSIS_TEST_IGNORE_FLAGS").unwrap_or_default();
+    let ignored: Vec<&str> = ignored.split(',').filter(|f| !f.is_empty()).collect();
+    let mut kept = Vec::new();
+    let mut args = extra.iter();
+    while let Some(arg) = args.next() {
+        if ignored.contains(arg) {
+            eprintln!("GNOSIS_TEST_IGNORE_FLAGS: not passing {arg}");
+            args.next();
+        } else {
+            kept.push(*arg);
+        }
+    }
+    kept
 }
 
 impl Drop for Server {
@@ -123,6 +187,10 @@ impl Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
+        Client::from_stream(stream)
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Client {
         Client {
             reader: BufReader::new(stream),
         }
@@ -263,7 +331,21 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
     assert!(response.header("content-encoding").is_none());
 }
 pub mod cluster;
+pub mod fake_pg;
 pub mod pg;
+pub mod proxy;
+
+/// The CPU time (user + system) process `pid` has used, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name and state.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / per_second
+}
 
 /// The number of descriptors process `pid` has open.
 pub fn open_fds(pid: u32) -> usize {
