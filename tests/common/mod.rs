@@ -84,7 +84,10 @@ impl Server {
             .unwrap_or_else(|err| panic!("cannot start {binary}: {err}"));
         let mut server = Server { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // Connected, and to this child: another process may hold the port (the free port
+        // was taken meanwhile) or a connect may meet itself, and then this child exits.
+        let pid = server.pid();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() || !listens_on(pid, port) {
             if let Some(status) = server.child.try_wait().unwrap() {
                 panic!("{binary} exited at start-up: {status}");
             }
@@ -352,6 +355,122 @@ pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .count()
+}
+
+/// Waits until process `pid`'s descriptor count has stayed the same for `quiet` (sampled
+/// every 50 ms) and returns it; panics after `within`.
+pub fn settled_fds(pid: u32, quiet: Duration, within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    let mut count = open_fds(pid);
+    let mut since = Instant::now();
+    while since.elapsed() < quiet {
+        assert!(
+            Instant::now() < deadline,
+            "the descriptor count of {pid} did not settle within {within:?}: {}",
+            describe_fds(pid)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let now = open_fds(pid);
+        if now != count {
+            (count, since) = (now, Instant::now());
+        }
+    }
+    count
+}
+
+/// Whether process `pid` holds a TCP socket listening on `port`.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let listening: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let local_port = fields.get(1)?.rsplit(':').next()?;
+                    (fields.get(3) == Some(&"0A")
+                        && u16::from_str_radix(local_port, 16) == Ok(port))
+                    .then(|| format!("socket:[{}]", fields.get(9).unwrap_or(&"")))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries.flatten().any(|entry| {
+                std::fs::read_link(entry.path())
+                    .is_ok_and(|target| listening.contains(&target.display().to_string()))
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Process `pid`'s descriptors, one a line: what each is, and for TCP sockets their state
+/// and ports (from /proc/net/tcp), to tell what lingers when a count is off.
+pub fn describe_fds(pid: u32) -> String {
+    const STATES: [&str; 12] = [
+        "?",
+        "ESTABLISHED",
+        "SYN_SENT",
+        "SYN_RECV",
+        "FIN_WAIT1",
+        "FIN_WAIT2",
+        "TIME_WAIT",
+        "CLOSE",
+        "CLOSE_WAIT",
+        "LAST_ACK",
+        "LISTEN",
+        "CLOSING",
+    ];
+    let tcp: String = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .collect();
+    let port = |address: &str| {
+        address
+            .rsplit(':')
+            .next()
+            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+            .unwrap_or(0)
+    };
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return format!("(no /proc/{pid}/fd)");
+    };
+    let mut lines: Vec<(u32, String)> = entries
+        .flatten()
+        .map(|entry| {
+            let fd: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+            let target = std::fs::read_link(entry.path())
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            let detail = target
+                .strip_prefix("socket:[")
+                .and_then(|inode| inode.strip_suffix(']'))
+                .and_then(|inode| {
+                    tcp.lines().find_map(|line| {
+                        let fields: Vec<&str> = line.split_whitespace().collect();
+                        (fields.get(9) == Some(&inode)).then(|| {
+                            let state = usize::from_str_radix(fields[3], 16).unwrap_or(0);
+                            format!(
+                                " tcp {} local :{} remote :{}",
+                                STATES.get(state).unwrap_or(&"?"),
+                                port(fields[1]),
+                                port(fields[2])
+                            )
+                        })
+                    })
+                })
+                .unwrap_or_default();
+            (fd, format!("{fd} -> {target}{detail}"))
+        })
+        .collect();
+    lines.sort();
+    lines
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The resident set size of process `pid`.
