@@ -32,7 +32,7 @@ impl Cluster {
 
     fn pg_sh_with(&self, args: &[&str]) {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
-        let socket_dir = self.dir.join("socket");
+        let socket_dir = self.socket_dir();
         let status = Command::new("bash")
             .arg(script)
             .args(args)
@@ -59,6 +59,11 @@ impl Cluster {
     /// Runs SQL as the cluster's superuser.
     pub fn psql(&self, sql: &str) {
         self.pg_sh_with(&["psql", "-d", "hello_world", "-c", sql]);
+    }
+
+    /// The directory of the cluster's Unix socket (where every role is trusted).
+    pub fn socket_dir(&self) -> PathBuf {
+        self.dir.join("socket")
     }
 
     /// TFB's user over TCP with SCRAM.

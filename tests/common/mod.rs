@@ -32,19 +32,62 @@ impl Server {
     }
 
     pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
+        Self::start_full(binary, extra, env, None)
+    }
+
+    /// `start_with_env` with the server's open-files limit (soft and hard) set to
+    /// `max_open_files`, so that running out of descriptors can be tested cheaply.
+    pub fn start_with_open_files_limit(
+        binary: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+        max_open_files: u64,
+    ) -> Server {
+        Self::start_full(binary, extra, env, Some(max_open_files))
+    }
+
+    fn start_full(
+        binary: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+        max_open_files: Option<u64>,
+    ) -> Server {
+        let extra = without_ignored_flags(extra);
         let port = free_port();
         let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args(["--port", &port.to_string(), "--threads", "2"])
-            .args(extra)
+            .args(&extra)
             .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("creating the server log"))
+            .stderr(std::fs::File::create(&log).expect("creating the server log"));
+        if let Some(limit) = max_open_files {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches only the child.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {binary}: {err}"));
         let mut server = Server { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // Connected, and to this child: another process may hold the port (the free port
+        // was taken meanwhile) or a connect may meet itself, and then this child exits.
+        let pid = server.pid();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() || !listens_on(pid, port) {
             if let Some(status) = server.child.try_wait().unwrap() {
                 panic!("{binary} exited at start-up: {status}");
             }
@@ -78,6 +121,30 @@ impl Server {
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
+
+    /// What the server has written to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `extra` without the flags named in GNOSIS_TEST_IGNORE_FLAGS (comma-separated, each
+/// dropped with its value), to run the tests against a binary from before those flags
+/// existed and see how it fails. Unset (the normal case), nothing is dropped.
+fn without_ignored_flags<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let ignored = std::env::var("GNOSIS_TEST_IGNORE_FLAGS").unwrap_or_default();
+    let ignored: Vec<&str> = ignored.split(',').filter(|f| !f.is_empty()).collect();
+    let mut kept = Vec::new();
+    let mut args = extra.iter();
+    while let Some(arg) = args.next() {
+        if ignored.contains(arg) {
+            eprintln!("GNOSIS_TEST_IGNORE_FLAGS: not passing {arg}");
+            args.next();
+        } else {
+            kept.push(*arg);
+        }
+    }
+    kept
 }
 
 impl Drop for Server {
@@ -123,6 +190,10 @@ impl Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
+        Client::from_stream(stream)
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Client {
         Client {
             reader: BufReader::new(stream),
         }
@@ -263,13 +334,143 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
     assert!(response.header("content-encoding").is_none());
 }
 pub mod cluster;
+pub mod fake_pg;
 pub mod pg;
+pub mod proxy;
+
+/// The CPU time (user + system) process `pid` has used, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name and state.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / per_second
+}
 
 /// The number of descriptors process `pid` has open.
 pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .count()
+}
+
+/// Waits until process `pid`'s descriptor count has stayed the same for `quiet` (sampled
+/// every 50 ms) and returns it; panics after `within`.
+pub fn settled_fds(pid: u32, quiet: Duration, within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    let mut count = open_fds(pid);
+    let mut since = Instant::now();
+    while since.elapsed() < quiet {
+        assert!(
+            Instant::now() < deadline,
+            "the descriptor count of {pid} did not settle within {within:?}: {}",
+            describe_fds(pid)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let now = open_fds(pid);
+        if now != count {
+            (count, since) = (now, Instant::now());
+        }
+    }
+    count
+}
+
+/// Whether process `pid` holds a TCP socket listening on `port`.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let listening: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let local_port = fields.get(1)?.rsplit(':').next()?;
+                    (fields.get(3) == Some(&"0A")
+                        && u16::from_str_radix(local_port, 16) == Ok(port))
+                    .then(|| format!("socket:[{}]", fields.get(9).unwrap_or(&"")))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries.flatten().any(|entry| {
+                std::fs::read_link(entry.path())
+                    .is_ok_and(|target| listening.contains(&target.display().to_string()))
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Process `pid`'s descriptors, one a line: what each is, and for TCP sockets their state
+/// and ports (from /proc/net/tcp), to tell what lingers when a count is off.
+pub fn describe_fds(pid: u32) -> String {
+    const STATES: [&str; 12] = [
+        "?",
+        "ESTABLISHED",
+        "SYN_SENT",
+        "SYN_RECV",
+        "FIN_WAIT1",
+        "FIN_WAIT2",
+        "TIME_WAIT",
+        "CLOSE",
+        "CLOSE_WAIT",
+        "LAST_ACK",
+        "LISTEN",
+        "CLOSING",
+    ];
+    let tcp: String = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .collect();
+    let port = |address: &str| {
+        address
+            .rsplit(':')
+            .next()
+            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+            .unwrap_or(0)
+    };
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return format!("(no /proc/{pid}/fd)");
+    };
+    let mut lines: Vec<(u32, String)> = entries
+        .flatten()
+        .map(|entry| {
+            let fd: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+            let target = std::fs::read_link(entry.path())
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            let detail = target
+                .strip_prefix("socket:[")
+                .and_then(|inode| inode.strip_suffix(']'))
+                .and_then(|inode| {
+                    tcp.lines().find_map(|line| {
+                        let fields: Vec<&str> = line.split_whitespace().collect();
+                        (fields.get(9) == Some(&inode)).then(|| {
+                            let state = usize::from_str_radix(fields[3], 16).unwrap_or(0);
+                            format!(
+                                " tcp {} local :{} remote :{}",
+                                STATES.get(state).unwrap_or(&"?"),
+                                port(fields[1]),
+                                port(fields[2])
+                            )
+                        })
+                    })
+                })
+                .unwrap_or_default();
+            (fd, format!("{fd} -> {target}{detail}"))
+        })
+        .collect();
+    lines.sort();
+    lines
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The resident set size of process `pid`.
