@@ -1165,8 +1165,7 @@ macro_rules! database_suite {
 }
 
 database_suite!(gnosis_database, env!("CARGO_BIN_EXE_gnosis"));
-// The database routes come to gnosis-uring with the server-core rewrite; the lead adds:
-// database_suite!(gnosis_uring_database, env!("CARGO_BIN_EXE_gnosis-uring"));
+database_suite!(gnosis_uring_database, env!("CARGO_BIN_EXE_gnosis-uring"));
 
 /// The proxy itself: forwards, holds everything while paused, resets on command.
 #[test]
