@@ -892,6 +892,64 @@ fn scram_with_the_usual_iteration_count_still_connects(binary: &str) {
 // ---------------------------------------------------------------------------------------
 // 5. Scarce connection slots go to both threads.
 
+/// One thread of a child process stopped with ptrace while the others run on; resumed when
+/// dropped (or when the tracing test thread ends).
+struct StoppedThread {
+    tid: libc::pid_t,
+}
+
+impl StoppedThread {
+    fn stop(tid: libc::pid_t) -> StoppedThread {
+        let null = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: ptrace(2) and waitpid(2) on a thread of our own child; the pointers are
+        // unused by these requests.
+        unsafe {
+            assert_eq!(
+                libc::ptrace(libc::PTRACE_SEIZE, tid, null, null),
+                0,
+                "PTRACE_SEIZE: {}",
+                io::Error::last_os_error()
+            );
+            assert_eq!(
+                libc::ptrace(libc::PTRACE_INTERRUPT, tid, null, null),
+                0,
+                "PTRACE_INTERRUPT: {}",
+                io::Error::last_os_error()
+            );
+            let mut status = 0;
+            assert_eq!(libc::waitpid(tid, &mut status, libc::__WALL), tid);
+        }
+        StoppedThread { tid }
+    }
+}
+
+impl Drop for StoppedThread {
+    fn drop(&mut self) {
+        let null = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: the thread is stopped under our trace; detaching resumes it.
+        unsafe {
+            libc::ptrace(libc::PTRACE_DETACH, self.tid, null, null);
+        }
+    }
+}
+
+/// The thread id of process `pid`'s thread named `<something>-<index>` (the server names its
+/// workers gnosis-0, gnosis-1, or gnosis-uring-0, ...).
+fn worker_thread(pid: u32, index: usize) -> libc::pid_t {
+    let suffix = format!("-{index}");
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .find(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| {
+                let comm = comm.trim_end();
+                comm.starts_with("gnosis") && comm.ends_with(&suffix)
+            })
+        })
+        .and_then(|task| task.file_name().to_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("no worker thread {index} in process {pid}"))
+}
+
 fn scarce_connection_slots_are_shared_by_both_threads(binary: &str) {
     let cluster = common::cluster::Cluster::new("slots");
     cluster.start();
@@ -899,58 +957,77 @@ fn scarce_connection_slots_are_shared_by_both_threads(binary: &str) {
         "CREATE ROLE gnosis_two_slots LOGIN CONNECTION LIMIT 2; \
          GRANT SELECT ON world, fortune TO gnosis_two_slots",
     );
-    // Over the Unix socket (trust): with no slow authentication to shuffle them, start-ups
-    // finish in about the order they began, and one thread's two often come first.
     let env = vec![
         ("PGHOST", cluster.socket_dir().display().to_string()),
         ("PGPORT", cluster.port.to_string()),
         ("PGUSER", "gnosis_two_slots".to_string()),
         ("PGDATABASE", "hello_world".to_string()),
     ];
-    // Which thread wins the slots is a race (lost by one thread in about half the starts
-    // before #13): several starts give it several chances.
-    for round in 1..=4 {
-        let server = Server::start_with_env(binary, &["--threads", "2", "--pg-conns", "2"], &env);
-        // Settling: until a batch of fresh connections (spread over both threads by
-        // SO_REUSEPORT) is all answered 200.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut last = Vec::new();
-        loop {
-            let statuses: Vec<u16> = (0..40)
-                .map(
-                    |_| match fetch(server.port, "/db", Duration::from_secs(5)) {
-                        Ok((response, _)) => response.status,
-                        Err(_) => 0,
-                    },
-                )
-                .collect();
-            if statuses.iter().all(|&s| s == 200) {
-                break;
-            }
-            last = statuses;
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: after 10 s, /db on 40 fresh connections: {} answered 200, \
-                 {} answered 503 (one thread has no connection slot)",
-                last.iter().filter(|&&s| s == 200).count(),
-                last.iter().filter(|&&s| s == 503).count()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let failed = (0..200)
-            .filter(|_| {
-                !fetch(server.port, "/db", Duration::from_secs(5))
-                    .is_ok_and(|(response, _)| response.status == 200)
-            })
-            .count();
-        assert_eq!(
-            failed, 0,
-            "round {round}: {failed} of 200 /db requests failed after settling ({last:?})"
+    let server = Server::start_with_env(binary, &["--threads", "2", "--pg-conns", "2"], &env);
+    let mut client = server.connect();
+    assert!(
+        eventually(Duration::from_secs(20), || client
+            .get("/cached-queries")
+            .status
+            == 200),
+        "the cache did not load"
+    );
+    // Who wins the two slots at start-up is a race that one thread sometimes wins twice.
+    // Make it happen: with worker 0 stopped, free the slots; worker 1 takes them.
+    let backends = || {
+        cluster
+            .query("SELECT count(*) FROM pg_stat_activity WHERE usename = 'gnosis_two_slots'")
+            .trim()
+            .parse::<usize>()
+            .unwrap()
+    };
+    {
+        let _stopped = StoppedThread::stop(worker_thread(server.pid(), 0));
+        cluster.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE usename = 'gnosis_two_slots'",
         );
-        drop(server);
-        // The next round starts once this server's backends are gone.
-        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            eventually(Duration::from_secs(5), || backends() >= 1),
+            "worker 1 did not reconnect"
+        );
+        // Its other connection retries within the 1 s backoff cap.
+        std::thread::sleep(Duration::from_millis(1500));
     }
+    // Settling: until a batch of fresh connections (spread over both threads by
+    // SO_REUSEPORT) is all answered 200.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let statuses: Vec<u16> = (0..40)
+            .map(
+                |_| match fetch(server.port, "/db", Duration::from_secs(5)) {
+                    Ok((response, _)) => response.status,
+                    Err(_) => 0,
+                },
+            )
+            .collect();
+        if statuses.iter().all(|&s| s == 200) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "10 s after one thread took both connection slots, /db on 40 fresh connections: \
+             {} answered 200, {} answered 503 (nothing rebalances)",
+            statuses.iter().filter(|&&s| s == 200).count(),
+            statuses.iter().filter(|&&s| s == 503).count()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let failed = (0..200)
+        .filter(|_| {
+            !fetch(server.port, "/db", Duration::from_secs(5))
+                .is_ok_and(|(response, _)| response.status == 200)
+        })
+        .count();
+    assert_eq!(
+        failed, 0,
+        "{failed} of 200 /db requests failed after settling"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -56,6 +56,25 @@ impl Cluster {
         self.pg_sh("restart");
     }
 
+    /// Runs SQL as the cluster's superuser and returns its output, unaligned, without headers.
+    pub fn query(&self, sql: &str) -> String {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
+        let output = Command::new("bash")
+            .arg(script)
+            .args(["psql", "-d", "hello_world", "-At", "-c", sql])
+            .env("GNOSIS_PG_DIR", &self.dir)
+            .env("GNOSIS_PG_PORT", self.port.to_string())
+            .env("GNOSIS_PG_SOCKET_DIRS", self.socket_dir())
+            .output()
+            .expect("running scripts/pg.sh");
+        assert!(
+            output.status.success(),
+            "scripts/pg.sh psql -c {sql:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
     /// Runs SQL as the cluster's superuser.
     pub fn psql(&self, sql: &str) {
         self.pg_sh_with(&["psql", "-d", "hello_world", "-c", sql]);
