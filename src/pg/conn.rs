@@ -237,8 +237,8 @@ impl std::error::Error for QueryError {}
 pub struct Options {
     /// Connect + authentication + prepare must finish within this (default 5 s).
     pub connect_timeout: Duration,
-    /// A query unanswered this long fails with `DbError::Timeout`, every other query held
-    /// fails with `ConnectionLost`, and the connection is dropped and replaced (default 5 s).
+    /// A query unanswered this long fails with `DbError::Timeout`, and so does every other
+    /// query held; the connection is dropped and replaced (default 5 s).
     pub query_timeout: Duration,
     /// Queries held (written or not) before `query` answers `QueueFull` (default 16,384).
     pub max_queued: usize,
@@ -437,7 +437,9 @@ impl PgConn {
             }
             Phase::Ready => {
                 if passed(self.pending.front().map(|query| query.deadline)) {
-                    if let Some(query) = self.pending.pop_front() {
+                    // The connection stopped answering: every query held waited on it in
+                    // vain, whether its own deadline has come or not.
+                    while let Some(query) = self.pending.pop_front() {
                         sink(query.token, Event::Failed(&TIMED_OUT));
                     }
                     self.fail(DbError::Timeout, now, sink);

@@ -391,7 +391,7 @@ fn a_fatal_error_loses_every_query_and_the_connection() {
 }
 
 #[test]
-fn the_oldest_querys_deadline_fails_it_with_timeout_and_the_rest_as_lost() {
+fn the_oldest_querys_deadline_fails_every_query_held_with_timeout() {
     let mut s = Script::new("");
     s.start();
     s.query(PAIR, 1, 1);
@@ -409,7 +409,7 @@ fn the_oldest_querys_deadline_fails_it_with_timeout_and_the_rest_as_lost() {
         s.take_events(),
         [
             (1, "failed timed out".to_string()),
-            (2, "failed connection to the database lost".to_string()),
+            (2, "failed timed out".to_string()),
         ]
     );
     assert_eq!(s.conn.step(), Step::Idle);
