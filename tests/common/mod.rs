@@ -52,13 +52,12 @@ impl Server {
         env: &[(&str, String)],
         max_open_files: Option<u64>,
     ) -> Server {
-        let extra = without_ignored_flags(extra);
         let port = free_port();
         let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
         let mut command = Command::new(binary);
         command
             .args(["--port", &port.to_string(), "--threads", "2"])
-            .args(&extra)
+            .args(extra)
             .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("creating the server log"));
@@ -126,25 +125,6 @@ impl Server {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
-
-/// `extra` without the flags named in GNOSIS_TEST_IGNORE_FLAGS (comma-separated, each
-/// dropped with its value), to run the tests against a binary from before those flags
-/// existed and see how it fails. Unset (the normal case), nothing is dropped.
-fn without_ignored_flags<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let ignored = std::env::var("GNOSIS_TEST_IGNORE_FLAGS").unwrap_or_default();
-    let ignored: Vec<&str> = ignored.split(',').filter(|f| !f.is_empty()).collect();
-    let mut kept = Vec::new();
-    let mut args = extra.iter();
-    while let Some(arg) = args.next() {
-        if ignored.contains(arg) {
-            eprintln!("GNOSIS_TEST_IGNORE_FLAGS: not passing {arg}");
-            args.next();
-        } else {
-            kept.push(*arg);
-        }
-    }
-    kept
 }
 
 impl Drop for Server {
