@@ -4,11 +4,9 @@
 //! connection slots are clusters of the test's own, and the shared cluster serves where the
 //! database just has to work.
 //!
-//! The tests use options the server takes since #13: `--query-timeout MS` (an unanswered
-//! query fails its request with 504 and its connection is replaced), `--connect-timeout MS`
-//! and `--max-db-requests N` (requests waiting on the database per thread; beyond, 503 at
-//! once). Against a binary from before them, GNOSIS_TEST_IGNORE_FLAGS (see common) drops
-//! them, so that each test shows how the old server fails.
+//! The tests use the server's `--query-timeout MS` (an unanswered query fails its request
+//! with 504 and its connection is replaced), `--connect-timeout MS` and `--max-db-requests N`
+//! (requests waiting on the database per thread; beyond, 503 at once).
 //!
 //! Every wait is bounded; bounds on time are generous multiples of what the server promises,
 //! so that a loaded machine does not fail them while a server that hangs or spins does.
