@@ -377,6 +377,74 @@ fn serves_without_a_database_and_recovers_when_it_starts(binary: &str) {
     }
 }
 
+/// The frontend messages in `bytes` (which start at a message's start): type and body.
+fn frontend_messages(mut bytes: &[u8]) -> Vec<(u8, &[u8])> {
+    let mut messages = Vec::new();
+    while bytes.len() >= 5 {
+        let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+        let Some(body) = bytes.get(5..1 + len) else {
+            break;
+        };
+        messages.push((bytes[0], body));
+        bytes = &bytes[1 + len..];
+    }
+    messages
+}
+
+/// `/updates` takes one round trip: with every reply of the database held back, all of the
+/// request's statements (N SELECTs and the UPDATE, each its own Bind/Execute/Sync) still
+/// reach it; and once the replies go through, the request is answered.
+fn updates_take_one_round_trip(binary: &str) {
+    let proxy = common::proxy::Proxy::start(common::pg::port().parse().unwrap());
+    let env = [
+        ("PGHOST", "127.0.0.1".to_string()),
+        ("PGPORT", proxy.port().to_string()),
+        ("PGUSER", "benchmarkdbuser".to_string()),
+        ("PGPASSWORD", "benchmarkdbpass".to_string()),
+        ("PGDATABASE", "hello_world".to_string()),
+    ];
+    let server = start(binary, &env);
+    let mut client = server.connect();
+    proxy.hold_replies_and_record();
+    client.send(get_request("/updates?queries=5").as_bytes());
+    let statements = |recorded: &[u8]| -> Vec<String> {
+        frontend_messages(recorded)
+            .into_iter()
+            .filter(|(kind, _)| *kind == b'B')
+            .map(|(_, body)| {
+                // Bind: the portal's name, then the statement's, each NUL-terminated.
+                let mut names = body.split(|&b| b == 0);
+                String::from_utf8_lossy(names.nth(1).unwrap_or_default()).into_owned()
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while statements(&proxy.recorded()).len() < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let recorded = proxy.recorded();
+    let syncs = frontend_messages(&recorded)
+        .iter()
+        .filter(|(kind, _)| *kind == b'S')
+        .count();
+    assert_eq!(
+        (statements(&recorded), syncs),
+        (
+            vec!["world", "world", "world", "world", "world", "update_worlds"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            6
+        ),
+        "what reached the database before it answered anything"
+    );
+    proxy.release_replies();
+    let response = client.response().unwrap();
+    assert_eq!(response.status, 200);
+    let worlds: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(worlds.as_array().map(Vec::len), Some(5));
+}
+
 macro_rules! database_suite {
     ($module:ident, $binary:expr) => {
         mod $module {
@@ -404,6 +472,10 @@ macro_rules! database_suite {
             #[test]
             fn pipelined_database_requests_are_answered_in_order() {
                 super::pipelined_database_requests_are_answered_in_order(BINARY)
+            }
+            #[test]
+            fn updates_take_one_round_trip() {
+                super::updates_take_one_round_trip(BINARY)
             }
             #[test]
             fn serves_without_a_database_and_recovers_when_it_starts() {

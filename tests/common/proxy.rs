@@ -25,9 +25,21 @@ struct Shared {
     upstream: SocketAddr,
     stop: AtomicBool,
     paused: AtomicBool,
+    /// Only the upstream's replies are held.
+    replies_held: AtomicBool,
+    /// What clients sent upstream since recording started, while `recording`.
+    recording: AtomicBool,
+    recorded: Mutex<Vec<u8>>,
     refusing: AtomicBool,
     accepted: AtomicUsize,
     connections: Mutex<Vec<Connection>>,
+}
+
+/// Which way a pump copies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ToUpstream,
+    ToClient,
 }
 
 /// One proxied connection: both sockets (clones of the pumps' own) and the two pumps.
@@ -50,6 +62,9 @@ impl Proxy {
             upstream: SocketAddr::from(([127, 0, 0, 1], upstream_port)),
             stop: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            replies_held: AtomicBool::new(false),
+            recording: AtomicBool::new(false),
+            recorded: Mutex::new(Vec::new()),
             refusing: AtomicBool::new(false),
             accepted: AtomicUsize::new(0),
             connections: Mutex::new(Vec::new()),
@@ -79,6 +94,25 @@ impl Proxy {
     }
 
     /// Forwards again, starting with whatever the pause held back.
+    /// Holds what the upstream sends (the clients' bytes still go through) and records what
+    /// the clients send from now on, until [`Proxy::release_replies`].
+    pub fn hold_replies_and_record(&self) {
+        self.shared.recorded.lock().unwrap().clear();
+        self.shared.recording.store(true, Ordering::SeqCst);
+        self.shared.replies_held.store(true, Ordering::SeqCst);
+    }
+
+    /// What the clients sent since [`Proxy::hold_replies_and_record`].
+    pub fn recorded(&self) -> Vec<u8> {
+        self.shared.recorded.lock().unwrap().clone()
+    }
+
+    /// Lets the upstream's replies through again and stops recording.
+    pub fn release_replies(&self) {
+        self.shared.recording.store(false, Ordering::SeqCst);
+        self.shared.replies_held.store(false, Ordering::SeqCst);
+    }
+
     pub fn resume(&self) {
         self.shared.paused.store(false, Ordering::SeqCst);
     }
@@ -183,17 +217,20 @@ fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
         let _ = client.set_nodelay(true);
         let _ = upstream.set_nodelay(true);
         let done = Arc::new(AtomicBool::new(false));
-        let pumps = [(&client, &upstream), (&upstream, &client)]
-            .into_iter()
-            .map(|(from, to)| {
-                let (from, to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
-                let (shared, done) = (shared.clone(), done.clone());
-                std::thread::Builder::new()
-                    .name("proxy-pump".into())
-                    .spawn(move || pump(from, to, &shared, &done))
-                    .unwrap()
-            })
-            .collect();
+        let pumps = [
+            (&client, &upstream, Direction::ToUpstream),
+            (&upstream, &client, Direction::ToClient),
+        ]
+        .into_iter()
+        .map(|(from, to, direction)| {
+            let (from, to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+            let (shared, done) = (shared.clone(), done.clone());
+            std::thread::Builder::new()
+                .name("proxy-pump".into())
+                .spawn(move || pump(from, to, direction, &shared, &done))
+                .unwrap()
+        })
+        .collect();
         shared.connections.lock().unwrap().push(Connection {
             client,
             upstream,
@@ -204,14 +241,24 @@ fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
 }
 
 /// Copies `from` to `to` until either side ends, a reset or the proxy's end; holds off while
-/// the proxy is paused. An EOF is passed on as a half-close.
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, done: &AtomicBool) {
+/// the proxy is paused (or, for replies, held). An EOF is passed on as a half-close.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    direction: Direction,
+    shared: &Shared,
+    done: &AtomicBool,
+) {
     let _ = from.set_read_timeout(Some(TICK));
     let _ = to.set_write_timeout(Some(TICK));
     let stopped = || done.load(Ordering::SeqCst) || shared.stop.load(Ordering::SeqCst);
+    let holding = || {
+        shared.paused.load(Ordering::SeqCst)
+            || (direction == Direction::ToClient && shared.replies_held.load(Ordering::SeqCst))
+    };
     let mut buf = vec![0u8; 64 * 1024];
     'pumping: while !stopped() {
-        if shared.paused.load(Ordering::SeqCst) {
+        if holding() {
             std::thread::sleep(Duration::from_millis(5));
             continue;
         }
@@ -224,12 +271,15 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, done: &AtomicBo
             Err(err) if is_timeout(&err) => continue,
             Err(_) => break,
         };
+        if direction == Direction::ToUpstream && shared.recording.load(Ordering::SeqCst) {
+            shared.recorded.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
         let mut sent = 0;
         while sent < n {
             if stopped() {
                 break 'pumping;
             }
-            if shared.paused.load(Ordering::SeqCst) {
+            if holding() {
                 // Paused mid-copy: hold the rest too.
                 std::thread::sleep(Duration::from_millis(5));
                 continue;
