@@ -93,7 +93,8 @@ impl WorldSnapshot {
     }
 
     fn read_all(target: &Arc<Target>, timeout: Duration) -> Result<Box<[World]>, DbError> {
-        let mut client = BlockingClient::connect(target.clone(), ALL_WORLDS, timeout)?;
+        // One attempt: the caller waits for the first and retries itself.
+        let mut client = BlockingClient::connect_once(target.clone(), ALL_WORLDS, timeout)?;
         let mut worlds = vec![
             World {
                 id: 0,

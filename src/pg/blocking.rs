@@ -265,6 +265,8 @@ impl Drop for Driver {
 pub struct BlockingClient {
     driver: Driver,
     timeout: Duration,
+    /// Whether a failed connection attempt is followed by another (until the timeout).
+    retry: bool,
 }
 
 impl BlockingClient {
@@ -276,16 +278,35 @@ impl BlockingClient {
         statements: &'static [Statement],
         timeout: Duration,
     ) -> Result<BlockingClient, DbError> {
+        Self::start(target.into(), statements, timeout, true)
+    }
+
+    /// [`BlockingClient::connect`] with one attempt only: the first failure (a refused
+    /// connection, say) is returned at once, while a slow database gets all of `timeout`.
+    pub fn connect_once(
+        target: impl Into<Arc<Target>>,
+        statements: &'static [Statement],
+        timeout: Duration,
+    ) -> Result<BlockingClient, DbError> {
+        Self::start(target.into(), statements, timeout, false)
+    }
+
+    fn start(
+        target: Arc<Target>,
+        statements: &'static [Statement],
+        timeout: Duration,
+        retry: bool,
+    ) -> Result<BlockingClient, DbError> {
         let options = Options {
             connect_timeout: timeout.min(DEFAULT_TIMEOUT),
             query_timeout: timeout,
             ..Options::default()
         };
-        let conn =
-            PgConn::new(target.into(), statements, options, Instant::now()).without_logging();
+        let conn = PgConn::new(target, statements, options, Instant::now()).without_logging();
         let mut client = BlockingClient {
             driver: Driver::new(conn),
             timeout,
+            retry,
         };
         client.wait_ready(Instant::now() + timeout)?;
         Ok(client)
@@ -343,7 +364,10 @@ impl BlockingClient {
         let mut sink = |_: u64, _: Event<'_>| {};
         while !self.driver.conn.is_ready() {
             let conn = &mut self.driver.conn;
-            if let Some(error) = conn.last_error().filter(|e| e.is_permanent()) {
+            if let Some(error) = conn
+                .last_error()
+                .filter(|e| e.is_permanent() || !self.retry)
+            {
                 return Err(error.clone());
             }
             let now = Instant::now();
