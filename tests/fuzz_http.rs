@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
-use gnosis::http::{parse, Connection, HttpDate, Parsed};
+use gnosis::http::{parse, BufferPool, Connection, HttpDate, Parsed};
 use gnosis::pg::Pool;
 use gnosis::service::{Context, Serving};
 use proptest::prelude::*;
@@ -19,9 +19,10 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
     let mut app = App::new(Arc::new(WorldSnapshot::default()), 16);
     let mut db = Pool::empty();
     let mut conn = Connection::new(0, Instant::now());
+    let mut buffers = BufferPool::default();
     let mut written = Vec::new();
     for chunk in chunks {
-        conn.input().extend_from_slice(chunk);
+        conn.input(&mut buffers).extend_from_slice(chunk);
         let now = Instant::now();
         let mut handler = Serving {
             service: &mut app,
@@ -31,9 +32,10 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
                 db: &mut db,
             },
         };
-        conn.process(&mut handler, date, now);
+        conn.process(&mut handler, date, now, &mut buffers);
         let unsent = conn.unsent().to_vec();
         conn.mark_sent(unsent.len(), now);
+        conn.give_back_idle(&mut buffers);
         written.extend_from_slice(&unsent);
         if conn.is_finished() {
             break;

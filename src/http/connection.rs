@@ -5,11 +5,15 @@
 //! it, already written, and the line moves into the output as its front completes
 //! ([`Connection::collect`], which the server calls only while the kernel is not sending
 //! from the output).
+//!
+//! The input and output buffers, and those of responses waiting in line, are lent by the
+//! worker's [`BufferPool`] and go back to it as soon as they are empty: an idle connection
+//! holds none.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{parse, ContentType, HttpDate, Parsed, Request, Response, Status};
+use super::{parse, BufferPool, ContentType, HttpDate, Parsed, Request, Response, Status};
 
 /// Answers requests. Each worker thread owns one.
 pub trait Handler {
@@ -52,19 +56,17 @@ const MAX_QUEUED: usize = 64;
 /// Unsent output above which no further requests are read, so that a client that does
 /// not read its responses cannot make the server buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
-/// Buffers that grew past this are given back when they empty.
-const KEEP_CAPACITY: usize = 64 * 1024;
 
 pub struct Connection {
     slot: u32,
     generation: u32,
+    /// Received bytes not answered yet; without a buffer (capacity 0) while empty.
     input: Vec<u8>,
+    /// Responses to send; without a buffer while everything is sent.
     output: Vec<u8>,
     /// Responses that cannot go to `output` yet; the front one has sequence number `front_seq`.
     queue: VecDeque<Queued>,
     front_seq: u32,
-    /// Emptied buffers of `queue` entries, kept for the next ones.
-    spare: Vec<Vec<u8>>,
     /// How much of `output` has been sent.
     sent: usize,
     /// No further requests will be answered: the last response closes the connection.
@@ -83,11 +85,10 @@ impl Connection {
         Connection {
             slot,
             generation: 0,
-            input: Vec::with_capacity(4096),
-            output: Vec::with_capacity(4096),
+            input: Vec::new(),
+            output: Vec::new(),
             queue: VecDeque::new(),
             front_seq: 0,
-            spare: Vec::new(),
             sent: 0,
             closing: false,
             peer_eof: false,
@@ -96,31 +97,53 @@ impl Connection {
         }
     }
 
-    /// Makes a closed connection's buffers ready for a new peer.
-    pub fn reset(&mut self, now: Instant) {
-        self.generation = self.generation.wrapping_add(1);
-        self.input.clear();
-        self.output.clear();
-        while let Some(mut queued) = self.queue.pop_front() {
-            queued.bytes.clear();
-            self.spare.push(queued.bytes);
+    /// Gives every buffer back: the connection is closed, and the kernel no longer sends
+    /// from its output.
+    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+        buffers.give_back(std::mem::take(&mut self.input));
+        buffers.give_back(std::mem::take(&mut self.output));
+        for queued in self.queue.drain(..) {
+            buffers.give_back(queued.bytes);
         }
         self.sent = 0;
+    }
+
+    /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer.
+    pub fn reset(&mut self, now: Instant) {
+        self.generation = self.generation.wrapping_add(1);
         self.closing = false;
         self.peer_eof = false;
         self.waiting_since = None;
         self.last_active = now;
     }
 
-    /// The buffer that received bytes are appended to.
-    pub fn input(&mut self) -> &mut Vec<u8> {
-        &mut self.input
+    /// The buffer that received bytes are appended to, lent from `buffers` if the
+    /// connection has none.
+    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    /// Gives back the buffers that are empty: the input once every request in it is
+    /// answered, the output once it is all sent (so the kernel is not sending from it).
+    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            buffers.give_back(std::mem::take(&mut self.input));
+        }
+        if self.output.is_empty() && self.output.capacity() > 0 {
+            buffers.give_back(std::mem::take(&mut self.output));
+        }
     }
 
     /// Answers every complete request in the input, in order, as long as the client keeps
     /// reading its responses. A malformed request is answered with its error status and
     /// ends the connection.
-    pub fn process(&mut self, handler: &mut impl Handler, date: &HttpDate, now: Instant) {
+    pub fn process(
+        &mut self,
+        handler: &mut impl Handler,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+    ) {
         let mut consumed = 0;
         let mut partial = false;
         while !self.closing && self.has_room() {
@@ -134,9 +157,10 @@ impl Connection {
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
                     if self.queue.is_empty() {
-                        let reply = handler.handle(&request, response, ticket, &mut self.output);
+                        let output = lent(&mut self.output, buffers);
+                        let reply = handler.handle(&request, response, ticket, output);
                         if reply == Reply::Later {
-                            let bytes = self.spare.pop().unwrap_or_default();
+                            let bytes = buffers.take();
                             self.queue.push_back(Queued {
                                 response,
                                 done: false,
@@ -144,7 +168,7 @@ impl Connection {
                             });
                         }
                     } else {
-                        let mut bytes = self.spare.pop().unwrap_or_default();
+                        let mut bytes = buffers.take();
                         let reply = handler.handle(&request, response, ticket, &mut bytes);
                         let done = reply == Reply::Now;
                         self.queue.push_back(Queued {
@@ -160,7 +184,7 @@ impl Connection {
                     break;
                 }
                 Parsed::Invalid(status) => {
-                    self.fail(status, date);
+                    self.fail(status, date, buffers);
                     consumed = self.input.len();
                 }
             }
@@ -187,11 +211,11 @@ impl Connection {
     }
 
     /// Answers with an error status and closes once it is sent.
-    pub fn fail(&mut self, status: Status, date: &HttpDate) {
+    fn fail(&mut self, status: Status, date: &HttpDate, buffers: &mut BufferPool) {
         if self.queue.is_empty() {
-            Response::closing().write_error(&mut self.output, date, status);
+            Response::closing().write_error(lent(&mut self.output, buffers), date, status);
         } else {
-            let mut bytes = self.spare.pop().unwrap_or_default();
+            let mut bytes = buffers.take();
             Response::closing().write_error(&mut bytes, date, status);
             self.queue.push_back(Queued {
                 response: Response::closing(),
@@ -229,14 +253,19 @@ impl Connection {
     }
 
     /// Moves every finished response at the front of the line to the output.
-    pub fn collect(&mut self) {
+    pub fn collect(&mut self, buffers: &mut BufferPool) {
         while self.queue.front().is_some_and(|queued| queued.done) {
-            let Some(mut queued) = self.queue.pop_front() else {
+            let Some(queued) = self.queue.pop_front() else {
                 break;
             };
-            self.output.extend_from_slice(&queued.bytes);
-            queued.bytes.clear();
-            self.spare.push(queued.bytes);
+            if self.output.is_empty() {
+                // The response's buffer becomes the output: no copy.
+                let emptied = std::mem::replace(&mut self.output, queued.bytes);
+                buffers.give_back(emptied);
+            } else {
+                self.output.extend_from_slice(&queued.bytes);
+                buffers.give_back(queued.bytes);
+            }
             self.front_seq = self.front_seq.wrapping_add(1);
         }
     }
@@ -259,6 +288,7 @@ impl Connection {
         &self.output[self.sent..]
     }
 
+    /// `n` bytes of [`Connection::unsent`] went out; the kernel is done with them.
     pub fn mark_sent(&mut self, n: usize, now: Instant) {
         self.sent += n;
         if n > 0 {
@@ -267,12 +297,6 @@ impl Connection {
         if self.sent == self.output.len() {
             self.output.clear();
             self.sent = 0;
-            if self.output.capacity() > KEEP_CAPACITY {
-                self.output.shrink_to(KEEP_CAPACITY);
-            }
-            if self.input.is_empty() && self.input.capacity() > KEEP_CAPACITY {
-                self.input.shrink_to(KEEP_CAPACITY);
-            }
         }
     }
 
@@ -307,6 +331,14 @@ impl Connection {
     }
 }
 
+/// `buffer`, given one from `buffers` if it has none.
+fn lent<'a>(buffer: &'a mut Vec<u8>, buffers: &mut BufferPool) -> &'a mut Vec<u8> {
+    if buffer.capacity() == 0 {
+        *buffer = buffers.take();
+    }
+    buffer
+}
+
 pub struct Timeouts {
     /// Longest time a request may take to arrive once its first byte has.
     pub request: std::time::Duration,
@@ -318,3 +350,76 @@ pub const TIMEOUTS: Timeouts = Timeouts {
     request: std::time::Duration::from_secs(10),
     idle: std::time::Duration::from_secs(60),
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers `/later` through a ticket, anything else at once.
+    struct Tickets(Vec<Ticket>);
+
+    impl Handler for Tickets {
+        fn handle(
+            &mut self,
+            request: &Request<'_>,
+            _response: Response,
+            ticket: Ticket,
+            out: &mut Vec<u8>,
+        ) -> Reply {
+            if request.path == "/later" {
+                self.0.push(ticket);
+                return Reply::Later;
+            }
+            out.extend_from_slice(b"now");
+            Reply::Now
+        }
+    }
+
+    fn holds_buffers(conn: &Connection) -> bool {
+        conn.input.capacity() > 0
+            || conn.output.capacity() > 0
+            || conn.queue.iter().any(|queued| queued.bytes.capacity() > 0)
+    }
+
+    /// Sends everything, as a backend does once the kernel took it.
+    fn send_all(conn: &mut Connection, buffers: &mut BufferPool, now: Instant) -> Vec<u8> {
+        let unsent = conn.unsent().to_vec();
+        conn.mark_sent(unsent.len(), now);
+        conn.give_back_idle(buffers);
+        unsent
+    }
+
+    #[test]
+    fn buffers_are_held_only_while_bytes_are_in_flight() {
+        let (date, now) = (HttpDate::new(), Instant::now());
+        let mut buffers = BufferPool::default();
+        let mut handler = Tickets(Vec::new());
+        let mut conn = Connection::new(0, now);
+        assert!(!holds_buffers(&conn));
+
+        let request = b"GET /now HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\n";
+        conn.input(&mut buffers).extend_from_slice(request);
+        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.give_back_idle(&mut buffers);
+        // Half a request waits in the input; a response waits to be sent.
+        assert!(conn.input.capacity() > 0 && conn.unsent() == b"now");
+        assert_eq!(send_all(&mut conn, &mut buffers, now), b"now");
+        assert_eq!(conn.output.capacity(), 0);
+
+        conn.input(&mut buffers)
+            .extend_from_slice(b"Host: a\r\n\r\n");
+        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.give_back_idle(&mut buffers);
+        // Only the response in the works holds a buffer.
+        assert_eq!((conn.input.capacity(), conn.output.capacity()), (0, 0));
+        assert!(holds_buffers(&conn));
+
+        let ticket = handler.0.pop().unwrap();
+        conn.complete(ticket, &date, Status::Ok, ContentType::Plain, b"later", now);
+        conn.collect(&mut buffers);
+        assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
+        assert!(!holds_buffers(&conn));
+        // Every buffer lent came back: the input's, the output's and the waiting response's.
+        assert_eq!(buffers.spare(), 3);
+    }
+}

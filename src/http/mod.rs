@@ -3,11 +3,13 @@
 //!
 //! Nothing here does I/O: the servers feed bytes in and take bytes out.
 
+mod buffers;
 mod connection;
 mod date;
 mod request;
 mod response;
 
+pub use buffers::BufferPool;
 pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{parse, Method, Parsed, Request, MAX_BODY, MAX_HEAD};

@@ -8,7 +8,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::http::{Connection, HttpDate, TIMEOUTS};
+use crate::http::{BufferPool, Connection, HttpDate, TIMEOUTS};
 use crate::pg::{DbError, Event, Pool, Step};
 use crate::service::{Context, Service, Serving};
 use crate::sys;
@@ -62,6 +62,8 @@ pub(super) struct Core<S> {
     pub links: Vec<Link>,
     pub slots: Vec<Slot>,
     free: Vec<usize>,
+    /// The buffers the HTTP connections borrow while they have bytes in flight.
+    pub buffers: BufferPool,
     /// Slots that received responses from the database since the backend last looked.
     pub completed: Vec<usize>,
     pub date: HttpDate,
@@ -80,6 +82,7 @@ impl<S: Service> Core<S> {
             pool,
             slots: Vec::new(),
             free: Vec::new(),
+            buffers: BufferPool::default(),
             completed: Vec::new(),
             date: HttpDate::new(),
             now,
@@ -140,10 +143,12 @@ impl<S: Service> Core<S> {
         index
     }
 
-    /// Frees a slot; its socket is returned for the backend to close when it is safe.
+    /// Frees a slot; its socket is returned for the backend to close when it is safe. The
+    /// kernel must be done with the connection's output (io_uring: no send in flight).
     pub fn release(&mut self, index: usize) -> Option<OwnedFd> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
+        slot.conn.give_back_all(&mut self.buffers);
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(index);
         Some(socket)
@@ -154,10 +159,18 @@ impl<S: Service> Core<S> {
     /// `may_write` is false while the kernel sends from the connection's output (io_uring):
     /// then nothing is added to it.
     pub fn advance(&mut self, index: usize, may_write: bool) -> Next {
+        let next = self.answer(index, may_write);
+        // Whatever happened, a connection with nothing buffered holds no buffer.
+        self.slots[index].conn.give_back_idle(&mut self.buffers);
+        next
+    }
+
+    fn answer(&mut self, index: usize, may_write: bool) -> Next {
         let Core {
             service,
             pool,
             slots,
+            buffers,
             date,
             now,
             ..
@@ -173,7 +186,7 @@ impl<S: Service> Core<S> {
             };
         }
         if may_write {
-            slot.conn.collect();
+            slot.conn.collect(buffers);
             if slot.peer_eof {
                 slot.conn.peer_closed();
             }
@@ -185,7 +198,7 @@ impl<S: Service> Core<S> {
                     db: pool,
                 },
             };
-            slot.conn.process(&mut serving, date, *now);
+            slot.conn.process(&mut serving, date, *now, buffers);
             if slot.conn.is_finished() {
                 if slot.peer_eof {
                     return Next::Close;
@@ -201,6 +214,14 @@ impl<S: Service> Core<S> {
         Next::Keep {
             read: !slot.peer_eof && slot.conn.wants_input(),
         }
+    }
+
+    /// `n` bytes of the connection's [`Connection::unsent`] went out: the kernel is done
+    /// with them. Its output buffer goes back once all of it is sent.
+    pub fn sent(&mut self, index: usize, n: usize) {
+        let conn = &mut self.slots[index].conn;
+        conn.mark_sent(n, self.now);
+        conn.give_back_idle(&mut self.buffers);
     }
 
     /// Calls `expire` for every connection that idled, lingered or stalled too long, once a
@@ -396,5 +417,20 @@ impl<S: Service> Deliverer<'_, S> {
             self.now,
         );
         self.completed.push(index);
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection ever open at once keeps its slot: it must stay far below the buffers
+    /// an idle connection no longer holds.
+    #[test]
+    fn a_slot_stays_small() {
+        assert!(
+            std::mem::size_of::<Slot>() <= 192,
+            "{}",
+            std::mem::size_of::<Slot>()
+        );
     }
 }

@@ -137,7 +137,8 @@ impl<S: Service> Worker<S> {
     }
 
     fn on_event(&mut self, index: usize, events: u32) {
-        let Some(slot) = self.core.slots.get_mut(index) else {
+        let Core { slots, buffers, .. } = &mut self.core;
+        let Some(slot) = slots.get_mut(index) else {
             return;
         };
         let Some(socket) = &slot.socket else {
@@ -151,7 +152,7 @@ impl<S: Service> Worker<S> {
         if events & READABLE != 0 {
             let lingering = slot.lingering_since.is_some();
             if lingering || slot.conn.wants_input() {
-                let input = slot.conn.input();
+                let input = slot.conn.input(buffers);
                 match sys::read_into(socket, input, READ_CHUNK) {
                     Ok(0) => slot.peer_eof = true,
                     Ok(_) => {}
@@ -184,13 +185,13 @@ impl<S: Service> Worker<S> {
                 break read;
             }
             match sys::send(socket.as_raw_fd(), unsent) {
-                Ok(n) => slot.conn.mark_sent(n, self.core.now),
+                Ok(n) => self.core.sent(index, n),
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break read,
                 Err(_) => return self.close(index),
             }
             // All sent: requests held back while the output was full can be answered now,
             // and a finished connection can close.
-            let conn = &slot.conn;
+            let conn = &self.core.slots[index].conn;
             if !conn.unsent().is_empty() || !(conn.has_backlog() || conn.is_finished()) {
                 break read;
             }

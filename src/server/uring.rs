@@ -565,7 +565,8 @@ impl<S: Service> Worker<S> {
             // A lingering or closing connection only waits for the end: drop what it sends.
             if result > 0 && slot.lingering_since.is_none() && !io.closing {
                 let data = self.buffers.filled(id, result as usize);
-                slot.conn.input().extend_from_slice(data);
+                let input = slot.conn.input(&mut self.core.buffers);
+                input.extend_from_slice(data);
             }
             self.buffers.give_back(id);
         }
@@ -602,9 +603,8 @@ impl<S: Service> Worker<S> {
             return self.begin_close(index);
         }
         if !io.closing {
-            let conn = &mut self.core.slots[index].conn;
-            let sent = (result as usize).min(conn.unsent().len());
-            conn.mark_sent(sent, self.core.now);
+            let sent = (result as usize).min(self.core.slots[index].conn.unsent().len());
+            self.core.sent(index, sent);
         }
         self.mark_dirty(index);
         Ok(())
