@@ -419,6 +419,7 @@ impl<S: Service> Deliverer<'_, S> {
         self.completed.push(index);
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
