@@ -494,6 +494,12 @@ class Server:
 
     def start(self, timeout):
         owner = port_in_use(self.port)
+        # A server that just exited may hold its port a little longer: an io_uring server's
+        # sockets live until the kernel has torn its rings down, after the process is gone.
+        deadline = time.monotonic() + PORT_RELEASE_WAIT
+        while owner and not port_owners(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            owner = port_in_use(self.port)
         if owner:
             raise BenchError(
                 f"port {self.port} is already in use ({owner}): refusing to start {self.name} "
@@ -632,6 +638,10 @@ def port_open(host, port):
             return True
     except OSError:
         return False
+
+
+# How long a port held by no visible process may take to be released.
+PORT_RELEASE_WAIT = 15
 
 
 def port_in_use(port):
