@@ -15,7 +15,7 @@ mod common;
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,6 +148,14 @@ struct ResponseCounter {
 }
 
 impl ResponseCounter {
+    /// Every answer counted was a 200.
+    fn all_ok(&self) -> Result<(), String> {
+        match self.not_ok {
+            0 => Ok(()),
+            n => Err(format!("{n} answers were not 200")),
+        }
+    }
+
     fn feed(&mut self, mut bytes: &[u8]) {
         if self.skip > 0 {
             let n = self.skip.min(bytes.len());
@@ -224,25 +232,6 @@ fn connect_with_receive_buffer(port: u16, bytes: libc::c_int) -> TcpStream {
         assert_eq!(rc, 0, "connect: {}", io::Error::last_os_error());
         stream
     }
-}
-
-/// Closes `stream` with a reset (RST) instead of a FIN.
-fn reset(stream: TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket and a linger value of the size given.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-    drop(stream);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -480,13 +469,7 @@ fn slow_steady_reader(
             Err(err) => return Err(failure(&counter, &err.to_string())),
         }
     }
-    if counter.not_ok > 0 {
-        return Err(failure(
-            &counter,
-            &format!("{} answers were not 200", counter.not_ok),
-        ));
-    }
-    Ok(())
+    counter.all_ok().map_err(|err| failure(&counter, &err))
 }
 
 /// Keeps pipelining for `duration`, a write every 20 ms: every write ends one request and
@@ -549,13 +532,7 @@ fn pipelining_with_split_requests(
             Err(err) => return Err(failure(&counter, &err.to_string())),
         }
     }
-    if counter.not_ok > 0 {
-        return Err(failure(
-            &counter,
-            &format!("{} answers were not 200", counter.not_ok),
-        ));
-    }
-    Ok(())
+    counter.all_ok().map_err(|err| failure(&counter, &err))
 }
 
 /// The request timeout is 10 s: both clients run for 13 s, side by side.
@@ -1121,7 +1098,8 @@ fn a_reset_connection_waiting_for_the_database_does_not_spin(binary: &str) {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     for stream in clients {
-        reset(stream);
+        common::reset_on_close(&stream);
+        drop(stream);
     }
     std::thread::sleep(Duration::from_millis(200));
     let cpu = cpu_share(server.pid(), Duration::from_secs(2));

@@ -4,6 +4,7 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -313,6 +314,24 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
     assert!(response.header("transfer-encoding").is_none());
     assert!(response.header("content-encoding").is_none());
 }
+/// Makes closing `stream` send a reset (RST) instead of a FIN.
+pub fn reset_on_close(stream: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a linger value of the size given.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
 pub mod cluster;
 pub mod fake_pg;
 pub mod pg;

@@ -7,7 +7,6 @@
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -129,8 +128,8 @@ impl Proxy {
         for connection in &connections {
             // With a zero linger time the last close sends RST instead of FIN; the pumps
             // hold the last descriptors and close them when they see `done`.
-            set_linger_zero(&connection.client);
-            set_linger_zero(&connection.upstream);
+            super::reset_on_close(&connection.client);
+            super::reset_on_close(&connection.upstream);
             connection.done.store(true, Ordering::SeqCst);
         }
         for connection in connections {
@@ -204,13 +203,13 @@ fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
         };
         shared.accepted.fetch_add(1, Ordering::SeqCst);
         if shared.refusing.load(Ordering::SeqCst) {
-            set_linger_zero(&client);
-            continue; // dropped: RST
+            super::reset_on_close(&client);
+            continue;
         }
         let upstream = match TcpStream::connect_timeout(&shared.upstream, Duration::from_secs(2)) {
             Ok(upstream) => upstream,
             Err(_) => {
-                set_linger_zero(&client);
+                super::reset_on_close(&client);
                 continue;
             }
         };
@@ -305,21 +304,4 @@ fn is_timeout(err: &io::Error) -> bool {
         err.kind(),
         ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
     )
-}
-
-fn set_linger_zero(stream: &TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket and a linger value of the size given.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
 }
