@@ -47,6 +47,13 @@ pub(super) struct Link {
     pub in_flight: bool,
 }
 
+impl Link {
+    /// The socket's descriptor, while there is one.
+    pub fn fd(&self) -> Option<RawFd> {
+        self.socket.as_ref().map(AsRawFd::as_raw_fd)
+    }
+}
+
 /// What a connection needs from its backend after [`Core::advance`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Next {

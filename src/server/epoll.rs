@@ -257,11 +257,7 @@ impl<S: Service> Worker<S> {
     /// Reads until the socket is empty, handing every answer to the core as it comes.
     fn read_link(&mut self, index: usize) {
         loop {
-            let Some(fd) = self.core.links[index]
-                .socket
-                .as_ref()
-                .map(AsRawFd::as_raw_fd)
-            else {
+            let Some(fd) = self.core.links[index].fd() else {
                 return;
             };
             let room = self.core.link_read_buffer(index);
@@ -288,11 +284,7 @@ impl<S: Service> Worker<S> {
 
     /// Sends what the link has queued, one `send` per call.
     fn send_link(&mut self, index: usize) {
-        let Some(fd) = self.core.links[index]
-            .socket
-            .as_ref()
-            .map(AsRawFd::as_raw_fd)
-        else {
+        let Some(fd) = self.core.links[index].fd() else {
             return;
         };
         let unsent = self.core.link_unsent(index);

@@ -814,11 +814,7 @@ impl<S: Service> Worker<S> {
             if self.core.links[index].in_flight {
                 continue;
             }
-            let Some(fd) = self.core.links[index]
-                .socket
-                .as_ref()
-                .map(AsRawFd::as_raw_fd)
-            else {
+            let Some(fd) = self.core.links[index].fd() else {
                 continue;
             };
             let generation = link_generation(self.core.links[index].generation);
