@@ -279,6 +279,12 @@ impl Connection {
         }
     }
 
+    /// Tells this peer's tickets (and a backend's operations for it) from those of the
+    /// slot's earlier peers.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
     /// Received bytes not answered yet.
     pub fn buffered_input(&self) -> usize {
         self.input.len()

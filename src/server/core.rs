@@ -24,9 +24,6 @@ pub(super) struct Slot {
     /// `None` while the slot is free.
     pub socket: Option<OwnedFd>,
     pub conn: Connection,
-    /// Tells this connection's completions and tickets from those of the slot's earlier
-    /// connections.
-    pub generation: u32,
     /// The peer sent its last byte.
     pub peer_eof: bool,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
@@ -136,7 +133,6 @@ impl<S: Service> Core<S> {
                 self.slots.push(Slot {
                     socket: None,
                     conn: Connection::new(self.slots.len() as u32, self.now),
-                    generation: 0,
                     peer_eof: false,
                     lingering_since: None,
                 });
@@ -156,7 +152,6 @@ impl<S: Service> Core<S> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
         slot.conn.give_back_all(&mut self.buffers);
-        slot.generation = slot.generation.wrapping_add(1);
         self.free.push(index);
         Some(socket)
     }

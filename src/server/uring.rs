@@ -531,7 +531,7 @@ impl<S: Service> Worker<S> {
         };
         let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
             .build()
-            .user_data(user_data(RECV, slot.generation, index));
+            .user_data(user_data(RECV, slot.conn.generation(), index));
         let io = &mut self.io[index];
         io.recv_armed = true;
         io.recv_cancelled = false;
@@ -542,7 +542,7 @@ impl<S: Service> Worker<S> {
     /// The slot `index`, if it still belongs to the connection of `generation`.
     fn live(&self, index: usize, generation: u32) -> bool {
         self.core.slots.get(index).is_some_and(|slot| {
-            slot.socket.is_some() && slot.generation & GENERATION_MASK == generation
+            slot.socket.is_some() && slot.conn.generation() & GENERATION_MASK == generation
         })
     }
 
@@ -644,7 +644,7 @@ impl<S: Service> Worker<S> {
             )
             .flags(libc::MSG_NOSIGNAL)
             .build()
-            .user_data(user_data(SEND, slot.generation, index));
+            .user_data(user_data(SEND, slot.conn.generation(), index));
             self.io[index].sending = true;
             // SAFETY: the output is left alone while `sending` is set, and the slot (and
             // with it the connection's buffers) is not reused before the send completes.
@@ -653,7 +653,7 @@ impl<S: Service> Worker<S> {
         let slot = &self.core.slots[index];
         let wants_input = read
             && (slot.lingering_since.is_some() || slot.conn.buffered_input() < MAX_BUFFERED_INPUT);
-        let generation = slot.generation;
+        let generation = slot.conn.generation();
         let io = &mut self.io[index];
         if wants_input && !io.recv_armed {
             self.arm_recv(index)?;
@@ -690,7 +690,7 @@ impl<S: Service> Worker<S> {
             types::CancelBuilder::fd(types::Fd(socket.as_raw_fd())).all(),
         )
         .build()
-        .user_data(user_data(CANCEL, slot.generation, index));
+        .user_data(user_data(CANCEL, slot.conn.generation(), index));
         // SAFETY: a cancel points at no memory.
         unsafe { self.push(entry) }
     }
