@@ -11,7 +11,8 @@
 #
 # Uses a PostgreSQL cluster of its own (scripts/pg.sh with SOAK_PG_DIR, default
 # /tmp/gnosis-soak-pg, and SOAK_PG_PORT, default 55439), never the shared one, and stops it
-# at the end. SOAK_PROFILE=debug soaks target/debug/gnosis instead of building release.
+# at the end. SOAK_BINARY=gnosis-uring soaks the io_uring server (default: gnosis);
+# SOAK_PROFILE=debug soaks the debug build instead of building release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,11 @@ while [ $# -gt 0 ]; do
 done
 port="${SOAK_PORT:-8090}"
 profile="${SOAK_PROFILE:-release}"
+binary="${SOAK_BINARY:-gnosis}"
+case "$binary" in
+    gnosis | gnosis-uring) ;;
+    *) echo "soak: SOAK_BINARY is gnosis or gnosis-uring" >&2; exit 2 ;;
+esac
 
 export GNOSIS_PG_DIR="${SOAK_PG_DIR:-/tmp/gnosis-soak-pg}"
 export GNOSIS_PG_PORT="${SOAK_PG_PORT:-55439}"
@@ -41,8 +47,8 @@ fi
 
 command -v wrk >/dev/null || { apt-get update && apt-get install -y wrk; }
 case "$profile" in
-    release) cargo build --release --locked --bin gnosis ;;
-    debug) cargo build --locked --bin gnosis ;;
+    release) cargo build --release --locked --bin "$binary" ;;
+    debug) cargo build --locked --bin "$binary" ;;
     *) echo "soak: SOAK_PROFILE is release or debug" >&2; exit 2 ;;
 esac
 bash scripts/pg.sh start
@@ -51,7 +57,7 @@ eval "$(bash scripts/pg.sh env)"
 started=$(date +%s)
 elapsed() { echo $(($(date +%s) - started)); }
 
-"target/$profile/gnosis" --port "$port" 2>/tmp/gnosis-soak.log &
+"target/$profile/$binary" --port "$port" 2>/tmp/gnosis-soak.log &
 server=$!
 loads=()
 injector=
@@ -123,7 +129,7 @@ times=()
 for ((tick = 0; tick <= duration; tick += 10)); do
     # Sample on the 10 s grid, whatever the fault injector's output took.
     sleep $((started + tick > $(date +%s) ? started + tick - $(date +%s) : 0))
-    kill -0 "$server" 2>/dev/null || { echo "soak: gnosis died; its log:"; tail -n 20 /tmp/gnosis-soak.log; exit 1; }
+    kill -0 "$server" 2>/dev/null || { echo "soak: $binary died; its log:"; tail -n 20 /tmp/gnosis-soak.log; exit 1; }
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$server/status")
     fds=$(ls "/proc/$server/fd" | wc -l)
     printf '%8d %10d %6d\n' "$tick" "$rss" "$fds"
