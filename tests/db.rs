@@ -445,45 +445,14 @@ fn updates_take_one_round_trip(binary: &str) {
     assert_eq!(worlds.as_array().map(Vec::len), Some(5));
 }
 
-macro_rules! database_suite {
-    ($module:ident, $binary:expr) => {
-        mod $module {
-            const BINARY: &str = $binary;
-            #[test]
-            fn db_answers_one_world_object() {
-                super::db_answers_one_world_object(BINARY)
-            }
-            #[test]
-            fn queries_and_cached_queries_follow_the_count_rules() {
-                super::queries_and_cached_queries_follow_the_count_rules(BINARY)
-            }
-            #[test]
-            fn cached_queries_answer_from_the_table() {
-                super::cached_queries_answer_from_the_table(BINARY)
-            }
-            #[test]
-            fn updates_change_the_rows_they_return() {
-                super::updates_change_the_rows_they_return(BINARY)
-            }
-            #[test]
-            fn fortunes_page_is_byte_exact() {
-                super::fortunes_page_is_byte_exact(BINARY)
-            }
-            #[test]
-            fn pipelined_database_requests_are_answered_in_order() {
-                super::pipelined_database_requests_are_answered_in_order(BINARY)
-            }
-            #[test]
-            fn updates_take_one_round_trip() {
-                super::updates_take_one_round_trip(BINARY)
-            }
-            #[test]
-            fn serves_without_a_database_and_recovers_when_it_starts() {
-                super::serves_without_a_database_and_recovers_when_it_starts(BINARY)
-            }
-        }
-    };
+test_both_binaries! {
+    gnosis, gnosis_uring;
+    db_answers_one_world_object,
+    queries_and_cached_queries_follow_the_count_rules,
+    cached_queries_answer_from_the_table,
+    updates_change_the_rows_they_return,
+    fortunes_page_is_byte_exact,
+    pipelined_database_requests_are_answered_in_order,
+    updates_take_one_round_trip,
+    serves_without_a_database_and_recovers_when_it_starts,
 }
-
-database_suite!(gnosis, super::GNOSIS);
-database_suite!(gnosis_uring, super::GNOSIS_URING);

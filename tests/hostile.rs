@@ -184,41 +184,13 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     still_serving(&mut server);
 }
 
-macro_rules! hostile_suite {
-    ($module:ident, $binary:expr) => {
-        mod $module {
-            const BINARY: &str = $binary;
-            #[test]
-            fn bad_framing_and_bad_bytes_get_4xx_and_close() {
-                super::bad_framing_and_bad_bytes_get_4xx_and_close(BINARY)
-            }
-            #[test]
-            fn oversized_request_lines_and_heads() {
-                super::oversized_request_lines_and_heads(BINARY)
-            }
-            #[test]
-            fn unknown_methods_are_405_and_keep_the_connection() {
-                super::unknown_methods_are_405_and_keep_the_connection(BINARY)
-            }
-            #[test]
-            fn bare_lf_line_ends_are_understood() {
-                super::bare_lf_line_ends_are_understood(BINARY)
-            }
-            #[test]
-            fn a_slow_client_is_cut_off_and_others_are_not_affected() {
-                super::a_slow_client_is_cut_off_and_others_are_not_affected(BINARY)
-            }
-            #[test]
-            fn a_client_that_does_not_read_is_not_buffered_without_bound() {
-                super::a_client_that_does_not_read_is_not_buffered_without_bound(BINARY)
-            }
-            #[test]
-            fn many_clients_vanishing_mid_request_leave_nothing_behind() {
-                super::many_clients_vanishing_mid_request_leave_nothing_behind(BINARY)
-            }
-        }
-    };
+test_both_binaries! {
+    gnosis, gnosis_uring;
+    bad_framing_and_bad_bytes_get_4xx_and_close,
+    oversized_request_lines_and_heads,
+    unknown_methods_are_405_and_keep_the_connection,
+    bare_lf_line_ends_are_understood,
+    a_slow_client_is_cut_off_and_others_are_not_affected,
+    a_client_that_does_not_read_is_not_buffered_without_bound,
+    many_clients_vanishing_mid_request_leave_nothing_behind,
 }
-
-hostile_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
-hostile_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));

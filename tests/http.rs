@@ -345,81 +345,23 @@ fn help_and_bad_arguments(binary: &str) {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--threads"));
 }
 
-macro_rules! http_suite {
-    ($module:ident, $binary:expr) => {
-        mod $module {
-            const BINARY: &str = $binary;
-            #[test]
-            fn json_follows_the_spec() {
-                super::json_follows_the_spec(BINARY)
-            }
-            #[test]
-            fn plaintext_follows_the_spec() {
-                super::plaintext_follows_the_spec(BINARY)
-            }
-            #[test]
-            fn sixteen_pipelined_requests_are_answered_in_order() {
-                super::sixteen_pipelined_requests_are_answered_in_order(BINARY)
-            }
-            #[test]
-            fn many_pipelined_batches_on_many_connections() {
-                super::many_pipelined_batches_on_many_connections(BINARY)
-            }
-            #[test]
-            fn a_request_split_across_writes_is_reassembled() {
-                super::a_request_split_across_writes_is_reassembled(BINARY)
-            }
-            #[test]
-            fn date_changes_within_a_second_and_a_bit() {
-                super::date_changes_within_a_second_and_a_bit(BINARY)
-            }
-            #[test]
-            fn unknown_paths_are_404_and_other_methods_405() {
-                super::unknown_paths_are_404_and_other_methods_405(BINARY)
-            }
-            #[test]
-            fn garbage_gets_400_and_close_while_others_carry_on() {
-                super::garbage_gets_400_and_close_while_others_carry_on(BINARY)
-            }
-            #[test]
-            fn a_valid_request_before_garbage_is_answered_first() {
-                super::a_valid_request_before_garbage_is_answered_first(BINARY)
-            }
-            #[test]
-            fn oversized_headers_get_431_and_close() {
-                super::oversized_headers_get_431_and_close(BINARY)
-            }
-            #[test]
-            fn connection_close_and_http10_are_honoured() {
-                super::connection_close_and_http10_are_honoured(BINARY)
-            }
-            #[test]
-            fn a_half_closed_client_still_gets_its_answers() {
-                super::a_half_closed_client_still_gets_its_answers(BINARY)
-            }
-            #[test]
-            fn a_thousand_concurrent_keep_alive_connections() {
-                super::a_thousand_concurrent_keep_alive_connections(BINARY)
-            }
-            #[test]
-            fn a_client_that_reads_late_gets_every_answer() {
-                super::a_client_that_reads_late_gets_every_answer(BINARY)
-            }
-            #[test]
-            fn sixteen_thousand_connections_with_pipelined_plaintext() {
-                super::sixteen_thousand_connections_with_pipelined_plaintext(BINARY)
-            }
-            #[test]
-            fn a_taken_port_is_a_clear_error() {
-                super::a_taken_port_is_a_clear_error(BINARY)
-            }
-            #[test]
-            fn help_and_bad_arguments() {
-                super::help_and_bad_arguments(BINARY)
-            }
-        }
-    };
+test_both_binaries! {
+    gnosis, gnosis_uring;
+    json_follows_the_spec,
+    plaintext_follows_the_spec,
+    sixteen_pipelined_requests_are_answered_in_order,
+    many_pipelined_batches_on_many_connections,
+    a_request_split_across_writes_is_reassembled,
+    date_changes_within_a_second_and_a_bit,
+    unknown_paths_are_404_and_other_methods_405,
+    garbage_gets_400_and_close_while_others_carry_on,
+    a_valid_request_before_garbage_is_answered_first,
+    oversized_headers_get_431_and_close,
+    connection_close_and_http10_are_honoured,
+    a_half_closed_client_still_gets_its_answers,
+    a_thousand_concurrent_keep_alive_connections,
+    a_client_that_reads_late_gets_every_answer,
+    sixteen_thousand_connections_with_pipelined_plaintext,
+    a_taken_port_is_a_clear_error,
+    help_and_bad_arguments,
 }
-
-http_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
-http_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));

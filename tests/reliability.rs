@@ -569,24 +569,11 @@ fn a_slow_reader_of_cached_queries_is_not_cut_off(binary: &str) {
         .unwrap_or_else(|failure| panic!("{failure}"));
 }
 
-macro_rules! http_suite {
-    ($module:ident, $binary:expr) => {
-        mod $module {
-            const BINARY: &str = $binary;
-            #[test]
-            fn pipelined_plaintext_before_a_half_close_is_all_answered() {
-                super::pipelined_plaintext_before_a_half_close_is_all_answered(BINARY)
-            }
-            #[test]
-            fn slow_but_steady_clients_are_not_cut_off() {
-                super::slow_but_steady_clients_are_not_cut_off(BINARY)
-            }
-        }
-    };
+test_both_binaries! {
+    gnosis, gnosis_uring;
+    pipelined_plaintext_before_a_half_close_is_all_answered,
+    slow_but_steady_clients_are_not_cut_off,
 }
-
-http_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
-http_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));
 
 // ---------------------------------------------------------------------------------------
 // 1. A silent, hung database is detected: its requests fail with 504 after the query
@@ -785,6 +772,20 @@ fn a_database_that_stops_answering_fails_requests_with_504(
         eventually(Duration::from_secs(5), || fake.prepared("world") > prepared),
         "the stalled connections were not replaced"
     );
+}
+
+fn a_database_that_stalls_after_start_up_fails_requests_with_504(binary: &str) {
+    a_database_that_stops_answering_fails_requests_with_504(
+        binary,
+        common::fake_pg::Behaviour::StallAfterStartup,
+    )
+}
+
+fn a_data_row_cut_after_its_header_fails_requests_with_504(binary: &str) {
+    a_database_that_stops_answering_fails_requests_with_504(
+        binary,
+        common::fake_pg::Behaviour::DataRowHeaderOnly,
+    )
 }
 
 fn a_start_up_that_hangs_is_given_up_after_the_connect_timeout(binary: &str) {
@@ -1156,83 +1157,24 @@ fn database_routes_recover_at_once_when_the_database_accepts_again(binary: &str)
     );
 }
 
-macro_rules! database_suite {
-    ($module:ident, $binary:expr) => {
-        mod $module {
-            use crate::common::fake_pg::Behaviour;
-            const BINARY: &str = $binary;
-            #[test]
-            fn a_hung_database_fails_requests_with_504_and_is_logged() {
-                super::a_hung_database_fails_requests_with_504_and_is_logged(BINARY)
-            }
-            #[test]
-            fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors() {
-                super::clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(BINARY)
-            }
-            #[test]
-            fn requests_beyond_max_db_requests_get_503_at_once() {
-                super::requests_beyond_max_db_requests_get_503_at_once(BINARY)
-            }
-            #[test]
-            fn a_database_that_stalls_after_start_up_fails_requests_with_504() {
-                super::a_database_that_stops_answering_fails_requests_with_504(
-                    BINARY,
-                    Behaviour::StallAfterStartup,
-                )
-            }
-            #[test]
-            fn a_data_row_cut_after_its_header_fails_requests_with_504() {
-                super::a_database_that_stops_answering_fails_requests_with_504(
-                    BINARY,
-                    Behaviour::DataRowHeaderOnly,
-                )
-            }
-            #[test]
-            fn a_start_up_that_hangs_is_given_up_after_the_connect_timeout() {
-                super::a_start_up_that_hangs_is_given_up_after_the_connect_timeout(BINARY)
-            }
-            #[test]
-            fn a_scram_iteration_bomb_is_refused_without_stalling_the_workers() {
-                super::a_scram_iteration_bomb_is_refused_without_stalling_the_workers(BINARY)
-            }
-            #[test]
-            fn scram_with_the_usual_iteration_count_still_connects() {
-                super::scram_with_the_usual_iteration_count_still_connects(BINARY)
-            }
-            #[test]
-            fn pipelined_cached_queries_before_a_half_close_are_all_answered() {
-                super::pipelined_cached_queries_before_a_half_close_are_all_answered(BINARY)
-            }
-            #[test]
-            fn a_slow_reader_of_cached_queries_is_not_cut_off() {
-                super::a_slow_reader_of_cached_queries_is_not_cut_off(BINARY)
-            }
-            #[test]
-            fn scarce_connection_slots_are_shared_by_both_threads() {
-                super::scarce_connection_slots_are_shared_by_both_threads(BINARY)
-            }
-            #[test]
-            fn a_server_failing_every_first_query_is_retried_with_backoff() {
-                super::a_server_failing_every_first_query_is_retried_with_backoff(BINARY)
-            }
-            #[test]
-            fn a_wrong_password_is_not_logged_again_and_again() {
-                super::a_wrong_password_is_not_logged_again_and_again(BINARY)
-            }
-            #[test]
-            fn a_reset_connection_waiting_for_the_database_does_not_spin() {
-                super::a_reset_connection_waiting_for_the_database_does_not_spin(BINARY)
-            }
-            #[test]
-            fn database_routes_recover_at_once_when_the_database_accepts_again() {
-                super::database_routes_recover_at_once_when_the_database_accepts_again(BINARY)
-            }
-        }
-    };
+test_both_binaries! {
+    gnosis_database, gnosis_uring_database;
+    a_hung_database_fails_requests_with_504_and_is_logged,
+    clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors,
+    requests_beyond_max_db_requests_get_503_at_once,
+    a_database_that_stalls_after_start_up_fails_requests_with_504,
+    a_data_row_cut_after_its_header_fails_requests_with_504,
+    a_start_up_that_hangs_is_given_up_after_the_connect_timeout,
+    a_scram_iteration_bomb_is_refused_without_stalling_the_workers,
+    scram_with_the_usual_iteration_count_still_connects,
+    pipelined_cached_queries_before_a_half_close_are_all_answered,
+    a_slow_reader_of_cached_queries_is_not_cut_off,
+    scarce_connection_slots_are_shared_by_both_threads,
+    a_server_failing_every_first_query_is_retried_with_backoff,
+    a_wrong_password_is_not_logged_again_and_again,
+    a_reset_connection_waiting_for_the_database_does_not_spin,
+    database_routes_recover_at_once_when_the_database_accepts_again,
 }
-
-database_suite!(gnosis_database, env!("CARGO_BIN_EXE_gnosis"));
-database_suite!(gnosis_uring_database, env!("CARGO_BIN_EXE_gnosis-uring"));
 
 /// The proxy itself: forwards, holds everything while paused, resets on command.
 #[test]

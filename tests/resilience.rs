@@ -182,21 +182,8 @@ fn survives_its_backends_being_killed_under_load(binary: &str) {
     });
 }
 
-macro_rules! resilience_suite {
-    ($module:ident, $binary:expr) => {
-        mod $module {
-            const BINARY: &str = $binary;
-            #[test]
-            fn survives_a_database_restart_under_load() {
-                super::survives_a_database_restart_under_load(BINARY)
-            }
-            #[test]
-            fn survives_its_backends_being_killed_under_load() {
-                super::survives_its_backends_being_killed_under_load(BINARY)
-            }
-        }
-    };
+test_both_binaries! {
+    gnosis, gnosis_uring;
+    survives_a_database_restart_under_load,
+    survives_its_backends_being_killed_under_load,
 }
-
-resilience_suite!(gnosis, env!("CARGO_BIN_EXE_gnosis"));
-resilience_suite!(gnosis_uring, env!("CARGO_BIN_EXE_gnosis-uring"));

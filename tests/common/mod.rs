@@ -10,6 +10,30 @@ use std::time::{Duration, Instant};
 
 pub const LOAD_GENERATOR_HEADERS: &str = "Host: localhost\r\nAccept: text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7\r\nConnection: keep-alive\r\n";
 
+/// Makes each listed `fn name(binary: &str)` a test of both servers: `$gnosis::name` runs
+/// it against `gnosis`, `$gnosis_uring::name` against `gnosis-uring`.
+#[macro_export]
+macro_rules! test_both_binaries {
+    ($gnosis:ident, $gnosis_uring:ident; $($test:ident),+ $(,)?) => {
+        mod $gnosis {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(env!("CARGO_BIN_EXE_gnosis"))
+                }
+            )+
+        }
+        mod $gnosis_uring {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(env!("CARGO_BIN_EXE_gnosis-uring"))
+                }
+            )+
+        }
+    };
+}
+
 /// A server process that is killed when dropped.
 pub struct Server {
     child: Child,
