@@ -637,14 +637,11 @@ impl<S: Service> Worker<S> {
         };
         let unsent = slot.conn.unsent();
         if !sending && !unsent.is_empty() {
-            let entry = opcode::Send::new(
-                types::Fd(socket.as_raw_fd()),
-                unsent.as_ptr(),
-                unsent.len().min(u32::MAX as usize) as u32,
-            )
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(user_data(SEND, slot.conn.generation(), index));
+            let entry = send_entry(
+                socket.as_raw_fd(),
+                unsent,
+                user_data(SEND, slot.conn.generation(), index),
+            );
             self.io[index].sending = true;
             // SAFETY: the output is left alone while `sending` is set, and the slot (and
             // with it the connection's buffers) is not reused before the send completes.
@@ -822,20 +819,27 @@ impl<S: Service> Worker<S> {
             if unsent.is_empty() {
                 continue;
             }
-            let entry = opcode::Send::new(
-                types::Fd(fd),
-                unsent.as_ptr(),
-                unsent.len().min(u32::MAX as usize) as u32,
-            )
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(user_data(LINK_SEND, generation, index));
+            let entry = send_entry(fd, unsent, user_data(LINK_SEND, generation, index));
             self.core.links[index].in_flight = true;
             // SAFETY: the link's `out` is neither changed nor freed while `in_flight` is set.
             unsafe { self.push(entry) }?;
         }
         Ok(())
     }
+}
+
+/// A send of `bytes` to `fd` that raises no SIGPIPE when the peer is gone; more than 4 GiB
+/// goes out in part (the completion says how much). The entry points into `bytes`: the
+/// caller keeps them in place until the send completes.
+fn send_entry(fd: RawFd, bytes: &[u8], data: u64) -> squeue::Entry {
+    opcode::Send::new(
+        types::Fd(fd),
+        bytes.as_ptr(),
+        bytes.len().min(u32::MAX as usize) as u32,
+    )
+    .flags(libc::MSG_NOSIGNAL)
+    .build()
+    .user_data(data)
 }
 
 /// A link's generation as it fits in a completion's user data.
