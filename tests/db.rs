@@ -403,8 +403,16 @@ fn updates_take_one_round_trip(binary: &str) {
         ("PGPASSWORD", "benchmarkdbpass".to_string()),
         ("PGDATABASE", "hello_world".to_string()),
     ];
-    let server = start(binary, &env);
+    // One thread, so that one database connection carries everything the proxy records.
+    let server = Server::start_with_env(binary, &["--threads", "1"], &env);
     let mut client = server.connect();
+    // Hold nothing until that connection is ready: its start-up, SCRAM and prepared
+    // statements pass through the proxy too, and can take seconds on a busy machine.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.get("/db").status != 200 {
+        assert!(Instant::now() < deadline, "/db never answered 200");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     proxy.hold_replies_and_record();
     client.send(get_request("/updates?queries=5").as_bytes());
     let statements = |recorded: &[u8]| -> Vec<String> {
