@@ -279,6 +279,11 @@ impl Connection {
         }
     }
 
+    /// Whether the peer has sent its last byte.
+    pub fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
+
     /// Tells this peer's tickets (and a backend's operations for it) from those of the
     /// slot's earlier peers.
     pub fn generation(&self) -> u32 {

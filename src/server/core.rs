@@ -24,8 +24,6 @@ pub(super) struct Slot {
     /// `None` while the slot is free.
     pub socket: Option<OwnedFd>,
     pub conn: Connection,
-    /// The peer sent its last byte.
-    pub peer_eof: bool,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
     pub lingering_since: Option<Instant>,
 }
@@ -133,7 +131,6 @@ impl<S: Service> Core<S> {
                 self.slots.push(Slot {
                     socket: None,
                     conn: Connection::new(self.slots.len() as u32, self.now),
-                    peer_eof: false,
                     lingering_since: None,
                 });
                 self.slots.len() - 1
@@ -141,7 +138,6 @@ impl<S: Service> Core<S> {
         };
         let slot = &mut self.slots[index];
         slot.socket = Some(socket);
-        slot.peer_eof = false;
         slot.lingering_since = None;
         index
     }
@@ -182,16 +178,13 @@ impl<S: Service> Core<S> {
             return Next::Close;
         };
         if slot.lingering_since.is_some() {
-            return match slot.peer_eof {
+            return match slot.conn.peer_eof() {
                 true => Next::Close,
                 false => Next::Keep { read: true },
             };
         }
         if may_write {
             slot.conn.collect(buffers);
-            if slot.peer_eof {
-                slot.conn.peer_closed();
-            }
             let mut serving = Serving {
                 service,
                 cx: Context {
@@ -202,7 +195,7 @@ impl<S: Service> Core<S> {
             };
             slot.conn.process(&mut serving, date, *now, buffers);
             if slot.conn.is_finished() {
-                if slot.peer_eof {
+                if slot.conn.peer_eof() {
                     return Next::Close;
                 }
                 // Shut down writing and wait for the peer's EOF rather than closing at once:
@@ -214,7 +207,7 @@ impl<S: Service> Core<S> {
             }
         }
         Next::Keep {
-            read: !slot.peer_eof && slot.conn.wants_input(),
+            read: slot.conn.wants_input(),
         }
     }
 

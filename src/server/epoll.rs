@@ -153,15 +153,16 @@ impl<S: Service> Worker<S> {
             let lingering = slot.lingering_since.is_some();
             if lingering || slot.conn.wants_input() {
                 let input = slot.conn.input(buffers);
-                match sys::read_into(socket, input, READ_CHUNK) {
-                    Ok(0) => slot.peer_eof = true,
-                    Ok(_) => {}
-                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return self.close(index),
-                }
+                let read = sys::read_into(socket, input, READ_CHUNK);
                 if lingering {
                     // Only the peer's EOF is awaited; anything it still sends is dropped.
                     input.clear();
+                }
+                match read {
+                    Ok(0) => slot.conn.peer_closed(),
+                    Ok(_) => {}
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return self.close(index),
                 }
             }
         }

@@ -575,7 +575,7 @@ impl<S: Service> Worker<S> {
             io.recv_cancelled = false;
         }
         match result {
-            0 => slot.peer_eof = true,
+            0 => slot.conn.peer_closed(),
             1.. => {}
             // Out of buffers (re-armed after the batch, when they are back) or cancelled by us.
             _ if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
