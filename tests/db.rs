@@ -37,7 +37,12 @@ fn tfb_env() -> Vec<(&'static str, String)> {
 
 /// Starts `binary` and waits until its cache is loaded and its database connections answer.
 fn start(binary: &str, env: &[(&str, String)]) -> Server {
-    let server = Server::start_with_env(binary, &[], env);
+    start_with_args(binary, &[], env)
+}
+
+/// [`start`] with extra command-line arguments.
+fn start_with_args(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
+    let server = Server::start_with_env(binary, extra, env);
     let mut client = server.connect();
     let deadline = Instant::now() + Duration::from_secs(20);
     while client.get("/cached-queries").status != 200 || client.get("/db").status != 200 {
@@ -403,16 +408,10 @@ fn updates_take_one_round_trip(binary: &str) {
         ("PGPASSWORD", "benchmarkdbpass".to_string()),
         ("PGDATABASE", "hello_world".to_string()),
     ];
-    // One thread, so that one database connection carries everything the proxy records.
-    let server = Server::start_with_env(binary, &["--threads", "1"], &env);
+    // One thread, so that one database connection carries everything the proxy records,
+    // and it is ready (its start-up passes through the proxy too) once `start` returns.
+    let server = start_with_args(binary, &["--threads", "1"], &env);
     let mut client = server.connect();
-    // Hold nothing until that connection is ready: its start-up, SCRAM and prepared
-    // statements pass through the proxy too, and can take seconds on a busy machine.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.get("/db").status != 200 {
-        assert!(Instant::now() < deadline, "/db never answered 200");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     proxy.hold_replies_and_record();
     client.send(get_request("/updates?queries=5").as_bytes());
     let statements = |recorded: &[u8]| -> Vec<String> {

@@ -338,6 +338,7 @@ pub fn assert_general_headers(response: &HttpResponse, content_type: &str) {
     assert!(response.header("transfer-encoding").is_none());
     assert!(response.header("content-encoding").is_none());
 }
+
 /// Makes closing `stream` send a reset (RST) instead of a FIN.
 pub fn reset_on_close(stream: &TcpStream) {
     let linger = libc::linger {
