@@ -7,7 +7,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{describe_fds, get_request, open_fds, rss_kib, settled_fds, Client, Server};
+use common::{
+    describe_descriptors, get_request, held_descriptors, rss_kib, settled_descriptors, Client,
+    Server,
+};
 
 /// Starts `binary` with no database to find: PGHOST names a socket directory that does not
 /// exist, so that gnosis's connection attempts fail at once. (Without PG* variables it
@@ -151,8 +154,9 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     let mut server = start(binary);
     // Server::start returns once a listener accepts, and the listeners are bound before the
     // worker threads make their epoll instances or rings: count once the server is all up.
-    let fds_before = settled_fds(
+    let fds_before = settled_descriptors(
         server.pid(),
+        server.port,
         Duration::from_millis(500),
         Duration::from_secs(10),
     );
@@ -170,14 +174,14 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     // checked by the sweep every second. Three times that, for a loaded machine.
     let vanished = Instant::now();
     let within = Duration::from_secs(9);
-    while open_fds(server.pid()) > fds_before {
+    while held_descriptors(server.pid(), server.port) > fds_before {
         assert!(
             vanished.elapsed() < within,
             "descriptors leaked: {} before, {} still open {within:?} after the clients \
              vanished:\n{}",
             fds_before,
-            open_fds(server.pid()),
-            describe_fds(server.pid())
+            held_descriptors(server.pid(), server.port),
+            describe_descriptors(server.pid(), server.port)
         );
         std::thread::sleep(Duration::from_millis(20));
     }

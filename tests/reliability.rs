@@ -660,7 +660,7 @@ fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(binary: &str)
         limit,
     );
     wait_for_database(server.port, 10, Duration::from_secs(20));
-    let baseline = common::open_fds(server.pid());
+    let baseline = common::held_descriptors(server.pid(), server.port);
 
     proxy.pause();
     // Twice the limit of clients that each ask for /db and give up at once.
@@ -681,17 +681,19 @@ fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(binary: &str)
         fetch(server.port, "/plaintext", Duration::from_secs(2))
             .is_ok_and(|(response, _)| response.status == 200)
     });
-    let fds = common::open_fds(server.pid());
+    let fds = common::held_descriptors(server.pid(), server.port);
     assert!(
         plaintext,
         "/plaintext unanswered 15 s after {abandoned} clients gave up on a hung database \
          ({fds} descriptors open, limit {limit}, {baseline} before)"
     );
     assert!(
-        eventually(Duration::from_secs(10), || common::open_fds(server.pid())
-            <= baseline + 8),
+        eventually(Duration::from_secs(10), || common::held_descriptors(
+            server.pid(),
+            server.port
+        ) <= baseline + 8),
         "descriptors: {baseline} before, {} after the abandoned requests ended",
-        common::open_fds(server.pid())
+        common::held_descriptors(server.pid(), server.port)
     );
     proxy.resume();
 }

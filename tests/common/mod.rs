@@ -374,27 +374,28 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks as f64 / per_second
 }
 
-/// The number of descriptors process `pid` has open.
-pub fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
+/// The descriptors process `pid` holds, counting also the connections on `port` that it
+/// holds as io_uring direct descriptors (gnosis-uring's file table), which /proc/PID/fd
+/// does not list. A socket the process has let go of has inode 0 in /proc/net/tcp.
+pub fn held_descriptors(pid: u32, port: u16) -> usize {
+    let fds = descriptor_targets(pid).unwrap();
+    fds.len() + direct_sockets(&fds, port).len()
 }
 
-/// Waits until process `pid`'s descriptor count has stayed the same for `quiet` (sampled
-/// every 50 ms) and returns it; panics after `within`.
-pub fn settled_fds(pid: u32, quiet: Duration, within: Duration) -> usize {
+/// Waits until process `pid`'s [`held_descriptors`] count has stayed the same for `quiet`
+/// (sampled every 50 ms) and returns it; panics after `within`.
+pub fn settled_descriptors(pid: u32, port: u16, quiet: Duration, within: Duration) -> usize {
     let deadline = Instant::now() + within;
-    let mut count = open_fds(pid);
+    let mut count = held_descriptors(pid, port);
     let mut since = Instant::now();
     while since.elapsed() < quiet {
         assert!(
             Instant::now() < deadline,
-            "the descriptor count of {pid} did not settle within {within:?}: {}",
-            describe_fds(pid)
+            "the descriptor count of {pid} did not settle within {within:?}:\n{}",
+            describe_descriptors(pid, port)
         );
         std::thread::sleep(Duration::from_millis(50));
-        let now = open_fds(pid);
+        let now = held_descriptors(pid, port);
         if now != count {
             (count, since) = (now, Instant::now());
         }
@@ -404,53 +405,116 @@ pub fn settled_fds(pid: u32, quiet: Duration, within: Duration) -> usize {
 
 /// Whether process `pid` holds a TCP socket listening on `port`.
 pub fn listens_on(pid: u32, port: u16) -> bool {
-    let listening: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+    // None while the process is starting or already gone.
+    let fds = descriptor_targets(pid).unwrap_or_default();
+    tcp_sockets()
         .iter()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
-        .flat_map(|table| {
-            table
-                .lines()
-                .filter_map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    let local_port = fields.get(1)?.rsplit(':').next()?;
-                    (fields.get(3) == Some(&"0A")
-                        && u16::from_str_radix(local_port, 16) == Ok(port))
-                    .then(|| format!("socket:[{}]", fields.get(9).unwrap_or(&"")))
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|entries| {
-            entries.flatten().any(|entry| {
-                std::fs::read_link(entry.path())
-                    .is_ok_and(|target| listening.contains(&target.display().to_string()))
-            })
-        })
-        .unwrap_or(false)
+        .any(|socket| socket.state == LISTEN && socket.local_port == port && socket.held_in(&fds))
 }
 
-/// Process `pid`'s descriptors, one a line: what each is, and for TCP sockets their state
-/// and ports (from /proc/net/tcp), to tell what lingers when a count is off.
-pub fn describe_fds(pid: u32) -> String {
-    const STATES: [&str; 12] = [
-        "?",
-        "ESTABLISHED",
-        "SYN_SENT",
-        "SYN_RECV",
-        "FIN_WAIT1",
-        "FIN_WAIT2",
-        "TIME_WAIT",
-        "CLOSE",
-        "CLOSE_WAIT",
-        "LAST_ACK",
-        "LISTEN",
-        "CLOSING",
-    ];
-    let tcp: String = ["/proc/net/tcp", "/proc/net/tcp6"]
+/// What process `pid` holds, one a line: each descriptor, and for TCP sockets their state
+/// and ports, then the connections on `port` held as direct descriptors; to tell what
+/// lingers when a count is off.
+pub fn describe_descriptors(pid: u32, port: u16) -> String {
+    let tcp = tcp_sockets();
+    let detail = |target: &str| {
+        tcp.iter()
+            .find(|socket| socket.target() == target)
+            .map(TcpSocket::describe)
+            .unwrap_or_default()
+    };
+    let Ok(fds) = descriptor_targets(pid) else {
+        return format!("(no /proc/{pid}/fd)");
+    };
+    let mut lines: Vec<(u32, String)> = fds
         .iter()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .map(|(fd, target)| (*fd, format!("{fd} -> {target}{}", detail(target))))
         .collect();
+    lines.sort();
+    lines
+        .into_iter()
+        .map(|(_, line)| line)
+        .chain(
+            direct_sockets(&fds, port)
+                .iter()
+                .map(|socket| format!("direct -> {}{}", socket.target(), socket.describe())),
+        )
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Process `pid`'s descriptors and what each points at (`socket:[inode]`, a path, ...).
+fn descriptor_targets(pid: u32) -> io::Result<Vec<(u32, String)>> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fd"))?;
+    Ok(entries
+        .flatten()
+        .map(|entry| {
+            let fd = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+            let target = std::fs::read_link(entry.path())
+                .map(|target| target.display().to_string())
+                .unwrap_or_default();
+            (fd, target)
+        })
+        .collect())
+}
+
+/// The sockets on local `port` that some process holds but not through a descriptor of
+/// `fds`: the listeners and the connections are the server's, the clients' sockets have
+/// other local ports.
+fn direct_sockets(fds: &[(u32, String)], port: u16) -> Vec<TcpSocket> {
+    tcp_sockets()
+        .into_iter()
+        .filter(|socket| socket.local_port == port && socket.inode != "0" && !socket.held_in(fds))
+        .collect()
+}
+
+const LISTEN: usize = 10;
+
+/// One line of /proc/net/tcp or /proc/net/tcp6.
+struct TcpSocket {
+    state: usize,
+    local_port: u16,
+    remote_port: u16,
+    inode: String,
+}
+
+impl TcpSocket {
+    /// How /proc/PID/fd names this socket.
+    fn target(&self) -> String {
+        format!("socket:[{}]", self.inode)
+    }
+
+    /// Whether one of these descriptors is this socket.
+    fn held_in(&self, fds: &[(u32, String)]) -> bool {
+        let target = self.target();
+        fds.iter().any(|(_, held)| *held == target)
+    }
+
+    fn describe(&self) -> String {
+        const STATES: [&str; 12] = [
+            "?",
+            "ESTABLISHED",
+            "SYN_SENT",
+            "SYN_RECV",
+            "FIN_WAIT1",
+            "FIN_WAIT2",
+            "TIME_WAIT",
+            "CLOSE",
+            "CLOSE_WAIT",
+            "LAST_ACK",
+            "LISTEN",
+            "CLOSING",
+        ];
+        format!(
+            " tcp {} local :{} remote :{}",
+            STATES.get(self.state).unwrap_or(&"?"),
+            self.local_port,
+            self.remote_port
+        )
+    }
+}
+
+fn tcp_sockets() -> Vec<TcpSocket> {
     let port = |address: &str| {
         address
             .rsplit(':')
@@ -458,43 +522,25 @@ pub fn describe_fds(pid: u32) -> String {
             .and_then(|hex| u16::from_str_radix(hex, 16).ok())
             .unwrap_or(0)
     };
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return format!("(no /proc/{pid}/fd)");
-    };
-    let mut lines: Vec<(u32, String)> = entries
-        .flatten()
-        .map(|entry| {
-            let fd: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
-            let target = std::fs::read_link(entry.path())
-                .map(|t| t.display().to_string())
-                .unwrap_or_default();
-            let detail = target
-                .strip_prefix("socket:[")
-                .and_then(|inode| inode.strip_suffix(']'))
-                .and_then(|inode| {
-                    tcp.lines().find_map(|line| {
-                        let fields: Vec<&str> = line.split_whitespace().collect();
-                        (fields.get(9) == Some(&inode)).then(|| {
-                            let state = usize::from_str_radix(fields[3], 16).unwrap_or(0);
-                            format!(
-                                " tcp {} local :{} remote :{}",
-                                STATES.get(state).unwrap_or(&"?"),
-                                port(fields[1]),
-                                port(fields[2])
-                            )
-                        })
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    Some(TcpSocket {
+                        state: usize::from_str_radix(fields.get(3)?, 16).ok()?,
+                        local_port: port(fields.get(1)?),
+                        remote_port: port(fields.get(2)?),
+                        inode: fields.get(9)?.to_string(),
                     })
                 })
-                .unwrap_or_default();
-            (fd, format!("{fd} -> {target}{detail}"))
+                .collect::<Vec<_>>()
         })
-        .collect();
-    lines.sort();
-    lines
-        .into_iter()
-        .map(|(_, line)| line)
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect()
 }
 
 /// The resident set size of process `pid`.
