@@ -92,6 +92,9 @@ pub fn reuseport_listener(port: u16) -> io::Result<OwnedFd> {
     set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
     bind(&fd, port)?;
+    // Accepted sockets inherit it (Linux copies the listener's options), so no accept
+    // needs a setsockopt of its own: io_uring's direct descriptors could not take one.
+    set_nodelay(&fd)?;
     // The kernel caps the backlog at net.core.somaxconn.
     // SAFETY: listen(2) on a socket we own.
     check(unsafe { libc::listen(fd.as_raw_fd(), 65_535) })?;
@@ -101,21 +104,32 @@ pub fn reuseport_listener(port: u16) -> io::Result<OwnedFd> {
 /// Raises the open-files soft limit to the hard limit, so that tens of thousands of
 /// connections fit; returns the new soft limit.
 pub fn raise_open_files_limit() -> io::Result<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid rlimit to fill and then to read.
-    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) })?;
+    let mut limit = open_files_rlimit()?;
     if limit.rlim_cur < limit.rlim_max {
         limit.rlim_cur = limit.rlim_max;
+        // SAFETY: `limit` is a valid rlimit to read.
         check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) })?;
     }
     Ok(limit.rlim_cur)
 }
 
-/// Accepts one pending connection as non-blocking with `TCP_NODELAY`; `Ok(None)` when
-/// there is none.
+/// The open-files soft limit.
+pub fn open_files_limit() -> io::Result<u64> {
+    Ok(open_files_rlimit()?.rlim_cur)
+}
+
+fn open_files_rlimit() -> io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to fill.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) })?;
+    Ok(limit)
+}
+
+/// Accepts one pending connection as non-blocking (with `TCP_NODELAY`, from the
+/// listener); `Ok(None)` when there is none.
 pub fn accept(listener: &OwnedFd) -> io::Result<Option<OwnedFd>> {
     // SAFETY: accept4(2) without an address; the result is checked before it is owned.
     let fd = unsafe {
@@ -134,9 +148,7 @@ pub fn accept(listener: &OwnedFd) -> io::Result<Option<OwnedFd>> {
         };
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    set_nodelay(&fd)?;
-    Ok(Some(fd))
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Sends small responses at once instead of waiting to coalesce them (Nagle).
@@ -465,6 +477,24 @@ mod tests {
         let ready = poll_socket(socket, true, Duration::from_secs(10))?;
         assert!(ready.writable);
         take_socket_error(socket)
+    }
+
+    #[test]
+    fn accepted_connections_have_nodelay_from_the_listener() {
+        let listener = reuseport_listener(0).unwrap();
+        let port = TcpListener::from(listener.try_clone().unwrap())
+            .local_addr()
+            .unwrap()
+            .port();
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let accepted = poll_socket(&listener, false, Duration::from_secs(10))
+            .and_then(|_| accept(&listener))
+            .unwrap()
+            .expect("a connection waits");
+        assert_eq!(
+            int_option(&accepted, libc::IPPROTO_TCP, libc::TCP_NODELAY),
+            1
+        );
     }
 
     #[test]

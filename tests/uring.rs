@@ -7,7 +7,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{get_request, Client, Server};
+use common::{
+    describe_descriptors, get_request, held_descriptors, settled_descriptors, Client, Server,
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_gnosis-uring");
 
@@ -42,6 +44,43 @@ fn running_out_of_receive_buffers_loses_nothing() {
                 assert_eq!((response.status, response.text()), (200, expected));
             }
         }
+    }
+}
+
+/// Connections are direct descriptors in the ring's file table: they take no descriptor
+/// of the process, yet the tests' descriptor count sees them, and sees them go.
+#[test]
+fn connections_live_in_the_rings_file_table() {
+    let server = Server::start(BINARY, &[]);
+    let (pid, port) = (server.pid(), server.port);
+    let quiet = Duration::from_millis(300);
+    let held_before = settled_descriptors(pid, port, quiet, Duration::from_secs(10));
+    let process_fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    let fds_before = process_fds();
+    let mut clients: Vec<Client> = (0..64).map(|_| server.connect()).collect();
+    for client in &mut clients {
+        assert_eq!(client.get("/plaintext").status, 200);
+    }
+    assert_eq!(
+        process_fds(),
+        fds_before,
+        "{}",
+        describe_descriptors(pid, port)
+    );
+    assert_eq!(held_descriptors(pid, port), held_before + 64);
+    drop(clients);
+    let closed = Instant::now();
+    while held_descriptors(pid, port) > held_before {
+        assert!(
+            closed.elapsed() < Duration::from_secs(10),
+            "connections still held after their clients closed:\n{}",
+            describe_descriptors(pid, port)
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -20,9 +20,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// requests that arrive meanwhile wait in the listen backlog rather than get a 503.
 const DATABASE_GRACE: Duration = Duration::from_secs(3);
 
-pub(super) struct Slot {
+/// One HTTP connection. `K` is how the backend names its socket: a descriptor (epoll) or
+/// an entry of the ring's file table (io_uring); the core only keeps it.
+pub(super) struct Slot<K> {
     /// `None` while the slot is free.
-    pub socket: Option<OwnedFd>,
+    pub socket: Option<K>,
     pub conn: Connection,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
     pub lingering_since: Option<Instant>,
@@ -54,15 +56,19 @@ impl Link {
 pub(super) enum Next {
     /// Keep it; read from it while `read` is set, send its [`Connection::unsent`] bytes.
     Keep { read: bool },
+    /// Its last response is out: shut down writing, then read until the peer's EOF. Closing
+    /// at once with unread input would reset the connection and could destroy the response
+    /// the peer has not read yet.
+    Linger,
     /// Done with it: close it.
     Close,
 }
 
-pub(super) struct Core<S> {
+pub(super) struct Core<S, K> {
     pub service: S,
     pub pool: Pool,
     pub links: Vec<Link>,
-    pub slots: Vec<Slot>,
+    pub slots: Vec<Slot<K>>,
     free: Vec<usize>,
     /// The buffers the HTTP connections borrow while they have bytes in flight.
     pub buffers: BufferPool,
@@ -75,7 +81,7 @@ pub(super) struct Core<S> {
     listen_by: Option<Instant>,
 }
 
-impl<S: Service> Core<S> {
+impl<S: Service, K> Core<S, K> {
     pub fn new(service: S, pool: Pool) -> Self {
         let now = Instant::now();
         Core {
@@ -121,7 +127,7 @@ impl<S: Service> Core<S> {
     }
 
     /// Takes a new HTTP connection into a slot and returns the slot's index.
-    pub fn open(&mut self, socket: OwnedFd) -> usize {
+    pub fn open(&mut self, socket: K) -> usize {
         let index = match self.free.pop() {
             Some(index) => {
                 self.slots[index].conn.reset(self.now);
@@ -144,7 +150,7 @@ impl<S: Service> Core<S> {
 
     /// Frees a slot; its socket is returned for the backend to close when it is safe. The
     /// kernel must be done with the connection's output (io_uring: no send in flight).
-    pub fn release(&mut self, index: usize) -> Option<OwnedFd> {
+    pub fn release(&mut self, index: usize) -> Option<K> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
         slot.conn.give_back_all(&mut self.buffers);
@@ -174,9 +180,9 @@ impl<S: Service> Core<S> {
             ..
         } = self;
         let slot = &mut slots[index];
-        let Some(socket) = &slot.socket else {
+        if slot.socket.is_none() {
             return Next::Close;
-        };
+        }
         if slot.lingering_since.is_some() {
             return match slot.conn.peer_eof() {
                 true => Next::Close,
@@ -198,12 +204,8 @@ impl<S: Service> Core<S> {
                 if slot.conn.peer_eof() {
                     return Next::Close;
                 }
-                // Shut down writing and wait for the peer's EOF rather than closing at once:
-                // closing with unread input would reset the connection and could destroy the
-                // response the peer has not read yet.
-                sys::shutdown_write(socket);
                 slot.lingering_since = Some(*now);
-                return Next::Keep { read: true };
+                return Next::Linger;
             }
         }
         Next::Keep {
@@ -358,7 +360,7 @@ impl<S: Service> Core<S> {
 
     /// The pool apart from what its events are delivered to: the app, and the HTTP
     /// connections that the app's finished responses go to.
-    fn split(&mut self) -> (&mut Pool, Deliverer<'_, S>) {
+    fn split(&mut self) -> (&mut Pool, Deliverer<'_, S, K>) {
         let deliverer = Deliverer {
             service: &mut self.service,
             slots: &mut self.slots,
@@ -383,15 +385,15 @@ fn close_link(link: &mut Link) {
 }
 
 /// Hands database events to the app, and the responses they finish to their connections.
-struct Deliverer<'a, S> {
+struct Deliverer<'a, S, K> {
     service: &'a mut S,
-    slots: &'a mut [Slot],
+    slots: &'a mut [Slot<K>],
     completed: &'a mut Vec<usize>,
     date: &'a HttpDate,
     now: Instant,
 }
 
-impl<S: Service> Deliverer<'_, S> {
+impl<S: Service, K> Deliverer<'_, S, K> {
     fn event(&mut self, token: u64, event: Event<'_>) {
         let Some(finished) = self.service.on_database_event(token, event) else {
             return;
@@ -424,9 +426,9 @@ mod tests {
     #[test]
     fn a_slot_stays_small() {
         assert!(
-            std::mem::size_of::<Slot>() <= 192,
+            std::mem::size_of::<Slot<OwnedFd>>() <= 192,
             "{}",
-            std::mem::size_of::<Slot>()
+            std::mem::size_of::<Slot<OwnedFd>>()
         );
     }
 }

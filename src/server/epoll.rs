@@ -21,7 +21,7 @@ const READ_CHUNK: usize = 4096;
 const HANGUP: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
 
 pub struct Worker<S> {
-    core: Core<S>,
+    core: Core<S, OwnedFd>,
     epoll: Epoll,
     listener: OwnedFd,
     listening: bool,
@@ -175,6 +175,12 @@ impl<S: Service> Worker<S> {
         let read = loop {
             let read = match self.core.advance(index, true) {
                 Next::Close => return self.close(index),
+                Next::Linger => {
+                    if let Some(socket) = &self.core.slots[index].socket {
+                        sys::shutdown_write(socket);
+                    }
+                    true
+                }
                 Next::Keep { read } => read,
             };
             let slot = &mut self.core.slots[index];

@@ -8,7 +8,7 @@
 //! them with one send, which the next wait submits together with everything else.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -30,6 +30,11 @@ const BUFFER_GROUP: u16 = 0;
 /// Received but unanswered bytes above which a connection stops receiving until its
 /// responses have gone out.
 const MAX_BUFFERED_INPUT: usize = 64 * 1024;
+/// The most entries of a ring's file table, which holds its HTTP connections' sockets as
+/// direct descriptors (no `fget` per operation, no descriptor in the process's table). The
+/// open-files limit caps it, as it caps descriptors; when it is full, accepts pause as
+/// they do when descriptors run out. The kernel keeps 8 bytes per entry.
+const MAX_DIRECT_SOCKETS: u64 = 64 * 1024;
 
 /// What a completion belongs to: the kind in the top byte, then the slot's generation
 /// (24 bits), then the slot index.
@@ -40,6 +45,8 @@ const CANCEL: u64 = 4;
 const LINK_CONNECT: u64 = 5;
 const LINK_RECV: u64 = 6;
 const LINK_SEND: u64 = 7;
+const SHUTDOWN: u64 = 8;
+const CLOSE: u64 = 9;
 const GENERATION_MASK: u32 = 0xff_ffff;
 
 fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
@@ -322,7 +329,7 @@ pub struct Worker<S> {
     ring: IoUring,
     setup: RingSetup,
     buffers: BufferRing,
-    core: Core<S>,
+    core: Core<S, types::Fixed>,
     listener: OwnedFd,
     accept_armed: bool,
     /// Out of descriptors: no accepting until the next sweep.
@@ -342,6 +349,10 @@ impl<S: Service> Worker<S> {
     ) -> io::Result<Self> {
         let (ring, setup) = new_ring(options.sqpoll)?;
         let buffers = BufferRing::register(&ring, options.buffers)?;
+        let direct_sockets = sys::open_files_limit()?.min(MAX_DIRECT_SOCKETS) as u32;
+        ring.submitter()
+            .register_files_sparse(direct_sockets)
+            .map_err(|err| unusable("registering the file table", err))?;
         let links = (0..pool.len()).map(|_| LinkIo::default()).collect();
         Ok(Worker {
             ring,
@@ -461,7 +472,7 @@ impl<S: Service> Worker<S> {
 
     fn arm_accept(&mut self) -> io::Result<()> {
         let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
-            .flags(libc::SOCK_CLOEXEC)
+            .allocate_file_index(true)
             .build()
             .user_data(user_data(ACCEPT, 0, 0));
         // SAFETY: a multishot accept without an address buffer points at no memory.
@@ -479,7 +490,8 @@ impl<S: Service> Worker<S> {
             LINK_CONNECT => self.on_link_connect(index, generation),
             LINK_RECV => self.on_link_recv(index, generation, result, flags),
             LINK_SEND => self.on_link_send(index, generation, result),
-            // Cancels (CANCEL) report nothing we need: the cancelled operation completes too.
+            // Cancels report nothing we need (the cancelled operation completes too), nor do
+            // shutdowns and closes: the connection's receive sees how it ends.
             _ => Ok(()),
         }
     }
@@ -489,12 +501,8 @@ impl<S: Service> Worker<S> {
             self.accept_armed = false;
         }
         if result >= 0 {
-            // SAFETY: the kernel installed a new descriptor for us that nothing else owns.
-            let socket = unsafe { OwnedFd::from_raw_fd(result) };
-            if sys::set_nodelay(&socket).is_ok() {
-                self.open(socket)?;
-            }
-            return Ok(());
+            // The new socket's entry in the file table (with TCP_NODELAY from the listener).
+            return self.open(types::Fixed(result as u32));
         }
         let err = io::Error::from_raw_os_error(-result);
         if result == -libc::EINVAL {
@@ -515,7 +523,7 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    fn open(&mut self, socket: OwnedFd) -> io::Result<()> {
+    fn open(&mut self, socket: types::Fixed) -> io::Result<()> {
         let index = self.core.open(socket);
         if index >= self.io.len() {
             self.io.resize_with(index + 1, SlotIo::default);
@@ -526,10 +534,10 @@ impl<S: Service> Worker<S> {
 
     fn arm_recv(&mut self, index: usize) -> io::Result<()> {
         let slot = &self.core.slots[index];
-        let Some(socket) = &slot.socket else {
+        let Some(socket) = slot.socket else {
             return Ok(());
         };
-        let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
+        let entry = opcode::RecvMulti::new(socket, BUFFER_GROUP)
             .build()
             .user_data(user_data(RECV, slot.conn.generation(), index));
         let io = &mut self.io[index];
@@ -627,18 +635,28 @@ impl<S: Service> Worker<S> {
             return self.begin_close(index);
         }
         let sending = io.sending;
-        let read = match self.core.advance(index, !sending) {
+        let next = self.core.advance(index, !sending);
+        let slot = &self.core.slots[index];
+        let Some(socket) = slot.socket else {
+            return Ok(());
+        };
+        let read = match next {
             Next::Close => return self.begin_close(index),
+            Next::Linger => {
+                let entry = opcode::Shutdown::new(socket, libc::SHUT_WR)
+                    .build()
+                    .user_data(user_data(SHUTDOWN, slot.conn.generation(), index));
+                // SAFETY: a shutdown points at no memory.
+                unsafe { self.push(entry) }?;
+                true
+            }
             Next::Keep { read } => read,
         };
         let slot = &self.core.slots[index];
-        let Some(socket) = &slot.socket else {
-            return Ok(());
-        };
         let unsent = slot.conn.unsent();
         if !sending && !unsent.is_empty() {
             let entry = send_entry(
-                socket.as_raw_fd(),
+                Target::Connection(socket),
                 unsent,
                 user_data(SEND, slot.conn.generation(), index),
             );
@@ -669,25 +687,28 @@ impl<S: Service> Worker<S> {
     /// Cancels the connection's operations and closes it once they have all completed.
     fn begin_close(&mut self, index: usize) -> io::Result<()> {
         let slot = &self.core.slots[index];
-        let Some(socket) = &slot.socket else {
+        let Some(socket) = slot.socket else {
             return Ok(());
         };
+        let generation = slot.conn.generation();
         let io = &mut self.io[index];
         if !io.recv_armed && !io.sending {
             *io = SlotIo::default();
-            drop(self.core.release(index));
-            return Ok(());
+            self.core.release(index);
+            let entry = opcode::Close::new(socket)
+                .build()
+                .user_data(user_data(CLOSE, generation, index));
+            // SAFETY: a close points at no memory.
+            return unsafe { self.push(entry) };
         }
         if io.closing {
             // Already cancelled; the completions will bring it back here.
             return Ok(());
         }
         io.closing = true;
-        let entry = opcode::AsyncCancel2::new(
-            types::CancelBuilder::fd(types::Fd(socket.as_raw_fd())).all(),
-        )
-        .build()
-        .user_data(user_data(CANCEL, slot.conn.generation(), index));
+        let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(socket).all())
+            .build()
+            .user_data(user_data(CANCEL, generation, index));
         // SAFETY: a cancel points at no memory.
         unsafe { self.push(entry) }
     }
@@ -819,7 +840,11 @@ impl<S: Service> Worker<S> {
             if unsent.is_empty() {
                 continue;
             }
-            let entry = send_entry(fd, unsent, user_data(LINK_SEND, generation, index));
+            let entry = send_entry(
+                Target::Link(fd),
+                unsent,
+                user_data(LINK_SEND, generation, index),
+            );
             self.core.links[index].in_flight = true;
             // SAFETY: the link's `out` is neither changed nor freed while `in_flight` is set.
             unsafe { self.push(entry) }?;
@@ -828,18 +853,23 @@ impl<S: Service> Worker<S> {
     }
 }
 
-/// A send of `bytes` to `fd` that raises no SIGPIPE when the peer is gone; more than 4 GiB
-/// goes out in part (the completion says how much). The entry points into `bytes`: the
-/// caller keeps them in place until the send completes.
-fn send_entry(fd: RawFd, bytes: &[u8], data: u64) -> squeue::Entry {
-    opcode::Send::new(
-        types::Fd(fd),
-        bytes.as_ptr(),
-        bytes.len().min(u32::MAX as usize) as u32,
-    )
-    .flags(libc::MSG_NOSIGNAL)
-    .build()
-    .user_data(data)
+/// Where a send goes: an HTTP connection (an entry of the ring's file table) or a
+/// PostgreSQL link (a descriptor).
+enum Target {
+    Connection(types::Fixed),
+    Link(RawFd),
+}
+
+/// A send of `bytes` that raises no SIGPIPE when the peer is gone; more than 4 GiB goes out
+/// in part (the completion says how much). The entry points into `bytes`: the caller keeps
+/// them in place until the send completes.
+fn send_entry(target: Target, bytes: &[u8], data: u64) -> squeue::Entry {
+    let (pointer, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
+    let send = match target {
+        Target::Connection(socket) => opcode::Send::new(socket, pointer, len),
+        Target::Link(fd) => opcode::Send::new(types::Fd(fd), pointer, len),
+    };
+    send.flags(libc::MSG_NOSIGNAL).build().user_data(data)
 }
 
 /// A link's generation as it fits in a completion's user data.
