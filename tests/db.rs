@@ -43,15 +43,7 @@ fn start(binary: &str, env: &[(&str, String)]) -> Server {
 /// [`start`] with extra command-line arguments.
 fn start_with_args(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
     let server = Server::start_with_env(binary, extra, env);
-    let mut client = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while client.get("/cached-queries").status != 200 || client.get("/db").status != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "{binary} did not reach the database"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.wait_until_ok(&["/cached-queries", "/db"], Duration::from_secs(20));
     server
 }
 

@@ -88,18 +88,6 @@ fn wait_for_database(port: u16, count: usize, within: Duration) {
     }
 }
 
-/// Waits until `server` has loaded its world cache: /cached-queries answers 200.
-fn wait_for_cache(server: &Server) {
-    let mut client = server.connect();
-    assert!(
-        eventually(Duration::from_secs(20), || client
-            .get("/cached-queries")
-            .status
-            == 200),
-        "the cache did not load"
-    );
-}
-
 fn describe(result: &Result<(HttpResponse, Duration), String>) -> String {
     match result {
         Ok((response, took)) => format!("{} after {took:?}", response.status),
@@ -331,7 +319,7 @@ fn pipelined_plaintext_before_a_half_close_is_all_answered(binary: &str) {
 
 fn pipelined_cached_queries_before_a_half_close_are_all_answered(binary: &str) {
     let server = Server::start_with_env(binary, &[], &md5_env(shared_cluster_port()));
-    wait_for_cache(&server);
+    server.wait_until_ok(&["/cached-queries"], Duration::from_secs(20));
     // 16 KB answers read at most 64 KB at a time, 5 ms apart (about 10 MB/s, 3 s for all):
     // the server holds requests back, and still does when the FIN arrives.
     half_close_answers_every_pipelined_request(
@@ -560,7 +548,7 @@ fn slow_but_steady_clients_are_not_cut_off(binary: &str) {
 
 fn a_slow_reader_of_cached_queries_is_not_cut_off(binary: &str) {
     let server = Server::start_with_env(binary, &[], &md5_env(shared_cluster_port()));
-    wait_for_cache(&server);
+    server.wait_until_ok(&["/cached-queries"], Duration::from_secs(20));
     // The case: 500 cached worlds per request read at ~1.3 MB/s.
     let request = get_request("/cached-queries?count=500");
     slow_steady_reader(server.port, &request, 1_300_000, STEADY_FOR)
@@ -954,7 +942,7 @@ fn scarce_connection_slots_are_shared_by_both_threads(binary: &str) {
         ("PGDATABASE", "hello_world".to_string()),
     ];
     let server = Server::start_with_env(binary, &["--threads", "2", "--pg-conns", "2"], &env);
-    wait_for_cache(&server);
+    server.wait_until_ok(&["/cached-queries"], Duration::from_secs(20));
     // Who wins the two slots at start-up is a race that one thread sometimes wins twice.
     // Make it happen: with worker 0 stopped, free the slots; worker 1 takes them.
     let backends = || {

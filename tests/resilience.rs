@@ -73,24 +73,16 @@ impl Load {
     }
 }
 
-fn wait_for_database(server: &Server) {
-    let mut client = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for target in DATABASE_ROUTES.iter().chain(&["/cached-queries"]) {
-        while client.get(target).status != 200 {
-            assert!(Instant::now() < deadline, "{target} never answered 200");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 /// Runs load, breaks the database with `outage` (which returns once the database accepts
 /// connections again), and checks everything the module comment promises.
 fn survives(binary: &str, name: &str, outage: impl FnOnce(&Cluster)) {
     let cluster = Cluster::new(name);
     cluster.start();
     let mut server = Server::start_with_env(binary, &[], &cluster.env());
-    wait_for_database(&server);
+    server.wait_until_ok(
+        &[&DATABASE_ROUTES[..], &["/cached-queries"]].concat(),
+        Duration::from_secs(20),
+    );
 
     // Warm up, so that buffers and job tables have their working size before measuring.
     Load::start(server.port).finish_after(Duration::from_secs(1));

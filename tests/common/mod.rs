@@ -132,6 +132,31 @@ impl Server {
         Client::connect(self.port)
     }
 
+    /// Waits until each of `routes`, in turn, answers 200 on one keep-alive connection,
+    /// polling every 50 ms; panics once `within` has passed for them all, or at once if the
+    /// connection breaks (a server that drops it is not getting ready).
+    pub fn wait_until_ok(&self, routes: &[&str], within: Duration) {
+        let started = Instant::now();
+        let mut client = self.connect();
+        for route in routes {
+            loop {
+                let response = client.try_get(route).unwrap_or_else(|err| {
+                    panic!("{route}: {err} after waiting {:?}", started.elapsed())
+                });
+                if response.status == 200 {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < within,
+                    "{route} did not answer 200 within {within:?}: still {} after {:?}",
+                    response.status,
+                    started.elapsed()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
     /// Sends `signal` to the server process.
     pub fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill(2) on our own child, which has not been reaped.
