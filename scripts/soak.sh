@@ -78,7 +78,20 @@ for _ in $(seq 50); do
     curl -fs "http://127.0.0.1:$port/cached-queries" >/dev/null && break
     sleep 0.2
 done
-idle_fds=$(ls "/proc/$server/fd" | wc -l)
+# The descriptors the server holds, plus the connections on its port that gnosis-uring holds
+# as direct descriptors in its rings' file tables, which /proc/PID/fd does not list (a socket
+# that nobody holds any more has inode 0 in /proc/net/tcp).
+held_fds() {
+    local fds direct
+    fds=$(ls "/proc/$server/fd" | wc -l)
+    direct=$(awk -v port="$(printf '%04X' "$port")" \
+        -v held=" $(find "/proc/$server/fd" -type l -printf '%l ')" '
+        FNR > 1 && split($2, addr, ":") && addr[2] == port && $10 != 0 &&
+            index(held, " socket:[" $10 "] ") == 0 { n++ }
+        END { print n + 0 }' /proc/net/tcp /proc/net/tcp6)
+    echo $((fds + direct))
+}
+idle_fds=$(held_fds)
 
 # Seconds until /db answers 200 again, polled every 50 ms for up to two minutes.
 wait_for_db() {
@@ -131,7 +144,7 @@ for ((tick = 0; tick <= duration; tick += 10)); do
     sleep $((started + tick > $(date +%s) ? started + tick - $(date +%s) : 0))
     kill -0 "$server" 2>/dev/null || { echo "soak: $binary died; its log:"; tail -n 20 /tmp/gnosis-soak.log; exit 1; }
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$server/status")
-    fds=$(ls "/proc/$server/fd" | wc -l)
+    fds=$(held_fds)
     printf '%8d %10d %6d\n' "$tick" "$rss" "$fds"
     samples+=("$rss:$fds")
     times+=("$tick")
@@ -140,7 +153,7 @@ wait "${loads[@]}" || true
 [ -z "$injector" ] || wait "$injector" || true
 # Once the clients are gone, lingering closes (2 s) and the sweep (1 s) end their connections.
 sleep 4
-after_fds=$(ls "/proc/$server/fd" | wc -l)
+after_fds=$(held_fds)
 echo "descriptors: $idle_fds before the load, $after_fds after it"
 
 grep -h -E 'Requests/sec|Non-2xx|Socket errors' /tmp/gnosis-soak-wrk-*.txt | sort | uniq -c
