@@ -11,3 +11,26 @@ pub mod pg;
 pub mod server;
 pub mod service;
 pub mod sys;
+
+/// Writes a line to stderr under the program's name, as command-line tools do: the shared
+/// code speaks as `gnosis` or `gnosis-uring`, whichever binary runs it.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => {
+        eprintln!("{}: {}", $crate::program_name(), format_args!($($arg)*))
+    };
+}
+
+/// The file name the program was started as (`argv[0]`), or "gnosis".
+pub fn program_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::env::args_os()
+            .next()
+            .and_then(|arg0| {
+                let name = std::path::Path::new(&arg0).file_name()?;
+                Some(name.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "gnosis".to_string())
+    })
+}

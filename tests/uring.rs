@@ -84,6 +84,18 @@ fn connections_live_in_the_rings_file_table() {
     }
 }
 
+/// The code both binaries share logs under the running binary's name.
+#[test]
+fn its_log_lines_say_gnosis_uring() {
+    let server = Server::start(BINARY, &[]);
+    let log = server.log();
+    assert!(log.contains("gnosis-uring: PostgreSQL target "), "{log}");
+    assert!(
+        log.lines().all(|line| line.starts_with("gnosis-uring: ")),
+        "{log}"
+    );
+}
+
 #[test]
 fn sqpoll_serves_the_same() {
     let server = Server::start_with_env(BINARY, &[], &[("GNOSIS_SQPOLL", "1".to_string())]);

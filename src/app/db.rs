@@ -351,8 +351,8 @@ impl ErrorLog {
             return;
         }
         match std::mem::take(&mut self.suppressed) {
-            0 => eprintln!("gnosis: query failed: {error}"),
-            n => eprintln!("gnosis: query failed: {error} (and {n} more since the last report)"),
+            0 => crate::log!("query failed: {error}"),
+            n => crate::log!("query failed: {error} (and {n} more since the last report)"),
         }
         self.last = Some(now);
     }

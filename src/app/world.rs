@@ -72,17 +72,12 @@ impl WorldSnapshot {
             self.tried.store(true, Ordering::Release);
             match attempt {
                 Ok(worlds) => {
-                    eprintln!(
-                        "gnosis: loaded {} world rows for the cache",
-                        worlds.len() - 1
-                    );
+                    crate::log!("loaded {} world rows for the cache", worlds.len() - 1);
                     let _ = self.worlds.set(worlds);
                     return;
                 }
                 Err(err) if !reported => {
-                    eprintln!(
-                        "gnosis: cannot load the world rows for the cache yet ({err}); retrying"
-                    );
+                    crate::log!("cannot load the world rows for the cache yet ({err}); retrying");
                     reported = true;
                 }
                 Err(_) => {}

@@ -811,7 +811,7 @@ impl PgConn {
         self.backoff.reset();
         if let Some(line) = self.log.recovered(&self.target, now) {
             if self.logging {
-                eprintln!("{line}");
+                crate::log!("{line}");
             }
         }
     }
@@ -930,7 +930,7 @@ impl PgConn {
                 .failed(&self.target, failure_kind(&error), &reason, proven, now)
         {
             if self.logging {
-                eprintln!("{line}");
+                crate::log!("{line}");
             }
         }
         self.last_error = Some(error);
@@ -1044,11 +1044,9 @@ impl FailureLog {
                 kinds_logged: vec![kind],
             });
             return Some(match lost {
-                true => format!(
-                    "gnosis: PostgreSQL connection to {target} lost ({reason}); reconnecting"
-                ),
+                true => format!("PostgreSQL connection to {target} lost ({reason}); reconnecting"),
                 false => {
-                    format!("gnosis: PostgreSQL connection to {target} failed ({reason}); retrying")
+                    format!("PostgreSQL connection to {target} failed ({reason}); retrying")
                 }
             });
         };
@@ -1058,13 +1056,13 @@ impl FailureLog {
             outage.kinds_logged.push(kind);
             outage.last_line = now;
             return Some(format!(
-                "gnosis: PostgreSQL connection to {target} failed ({reason}); \
+                "PostgreSQL connection to {target} failed ({reason}); \
                  {attempts} failed attempts so far, retrying"
             ));
         }
         if now.saturating_duration_since(outage.last_line) >= FAILURE_SUMMARY_EVERY {
             let line = format!(
-                "gnosis: PostgreSQL connection to {target} still failing ({reason}): \
+                "PostgreSQL connection to {target} still failing ({reason}): \
                  {attempts} failed attempts in {} s",
                 now.saturating_duration_since(outage.began).as_secs()
             );
@@ -1078,7 +1076,7 @@ impl FailureLog {
     fn recovered(&mut self, target: &Target, now: Instant) -> Option<String> {
         let outage = self.outage.take()?;
         Some(format!(
-            "gnosis: PostgreSQL connection to {target} re-established after {} failed attempts \
+            "PostgreSQL connection to {target} re-established after {} failed attempts \
              ({} ms)",
             outage.failed_attempts,
             now.saturating_duration_since(outage.began).as_millis()

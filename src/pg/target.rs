@@ -44,7 +44,7 @@ impl Config {
     /// settings, and logs the chosen transport once to stderr.
     pub fn from_env() -> Config {
         let config = Config::from_vars(|name| std::env::var(name).ok(), |path| path.exists());
-        eprintln!("gnosis: PostgreSQL target {config}");
+        crate::log!("PostgreSQL target {config}");
         config
     }
 

@@ -96,7 +96,7 @@ impl<S: Service> Worker<S> {
                 Err(err) if sys::is_out_of_descriptors(&err) => {
                     // Level-triggered epoll would wake us for the same backlog at once:
                     // stop listening until the next sweep, when some may have closed.
-                    eprintln!("gnosis: cannot accept: {err}; pausing accepts for a second");
+                    crate::log!("cannot accept: {err}; pausing accepts for a second");
                     self.accept_paused = true;
                     let _ = self.epoll.modify(self.listener.as_raw_fd(), 0, LISTENER);
                     return;

@@ -23,7 +23,7 @@ use crate::sys;
 pub fn listeners(port: u16, threads: usize) -> io::Result<Vec<OwnedFd>> {
     sys::ensure_port_free(port)?;
     if let Err(err) = sys::raise_open_files_limit() {
-        eprintln!("gnosis: could not raise the open-files limit: {err}");
+        crate::log!("could not raise the open-files limit: {err}");
     }
     (0..threads)
         .map(|_| sys::reuseport_listener(port))

@@ -509,7 +509,7 @@ impl<S: Service> Worker<S> {
             return Err(unusable("multishot accept", err));
         }
         if sys::is_out_of_descriptors(&err) {
-            eprintln!("gnosis-uring: cannot accept: {err}; pausing accepts for a second");
+            crate::log!("cannot accept: {err}; pausing accepts for a second");
             self.accept_paused = true;
             if self.accept_armed {
                 let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
@@ -945,7 +945,7 @@ where
         }
     }
     if let Some(setup) = setup {
-        eprintln!("gnosis-uring: {threads} rings ready ({})", setup.describe());
+        crate::log!("{threads} rings ready ({})", setup.describe());
     }
     match reported.recv() {
         Ok(Report::Stopped(err)) => Err(err),
