@@ -464,6 +464,28 @@ def read_proc_stat(pid):
     return name, fields[0], int(fields[3]), int(fields[11]) + int(fields[12])
 
 
+def postgres_cpu_ticks():
+    """utime + stime of each PostgreSQL process on the machine (comm `postgres`), by pid: the
+    backends the servers' queries run in, whichever cluster they use."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            name, _, _, ticks = read_proc_stat(entry)
+        except (OSError, ValueError, IndexError):
+            continue
+        if name == "postgres":
+            found[int(entry)] = ticks
+    return found
+
+
+def ticks_since(before, after):
+    """CPU ticks spent between two snapshots by the processes of the second: one that started
+    in between counts whole; one that ended in between is lost (its time left /proc with it)."""
+    return sum(max(0, ticks - before.get(pid, 0)) for pid, ticks in after.items())
+
+
 def read_peak_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -788,11 +810,13 @@ def parse_wrk_output(stdout):
 
 
 def run_wrk(server, url, connections, threads, duration, accept, pipelined):
-    """One wrk run against `server`, with the server's CPU time, peak RSS and wrk's own CPU time."""
+    """One wrk run against `server`, with the server's CPU time, peak RSS, and the CPU time of
+    PostgreSQL and of wrk itself: on one machine the three share the cores."""
     command = wrk_command(url, connections, threads, duration, accept, pipelined)
     server.check_alive()
     server.reset_peak_rss()
     ticks_before = server.cpu_ticks()
+    postgres_before = postgres_cpu_ticks()
     own_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     try:
@@ -802,6 +826,8 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined):
     wall = time.monotonic() - started
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
+    postgres_cpu_s = ticks_since(postgres_before, postgres_cpu_ticks()) / os.sysconf("SC_CLK_TCK")
+    wrk_cpu_s = (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime)
     peak_rss_kib = server.peak_rss_kib()
     server.check_alive()
     if done.returncode != 0:
@@ -817,9 +843,9 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined):
         # Requests per second of server CPU: on a shared machine much steadier than requests/s.
         "requests_per_cpu_s": round(summary["requests"] / cpu_s) if cpu_s > 0 else None,
         "server_peak_rss_kib": peak_rss_kib,
-        "wrk_cpu_s": round(
-            (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime), 2
-        ),
+        "postgres_cpu_percent": round(100 * postgres_cpu_s / wall, 1),
+        "wrk_cpu_s": round(wrk_cpu_s, 2),
+        "wrk_cpu_percent": round(100 * wrk_cpu_s / wall, 1),
         "wall_s": round(wall, 2),
         "wrk_output": done.stdout,
     }
@@ -1082,6 +1108,9 @@ def summarize(record):
                 "socket_errors": sum(r["summary"]["socket_errors"] for r in runs),
                 "non_2xx": sum(r["summary"]["non_2xx"] for r in runs),
                 "cpu_percent": statistics.median(r["server_cpu_percent"] for r in runs),
+                # Absent from records made before these were measured.
+                "postgres_cpu_percent": median_known(r.get("postgres_cpu_percent") for r in runs),
+                "wrk_cpu_percent": median_known(r.get("wrk_cpu_percent") for r in runs),
                 "requests_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
                 "cpu_s_per_1k_requests": statistics.median(cpu_per_1k) if cpu_per_1k else None,
                 "peak_rss_kib": max(r["server_peak_rss_kib"] for r in runs),
@@ -1220,6 +1249,8 @@ def render_markdown(meta, records, names):
         f"plaintext pipelined {PIPELINE_DEPTH} deep, query tests at {cfg['max_concurrency']} connections",
         "- requests/s, p50, p99 and CPU are medians over the rounds; errors are totals; CPU is the "
         "server's utime+stime over wall time (100% = one core), all its processes and threads; "
+        "PostgreSQL CPU is the same for every `postgres` process on the machine, wrk CPU for wrk: "
+        "on one machine the three share the cores; "
         "CPU-s per 1k req is the server's CPU seconds per 1,000 requests; peak RSS is VmHWM during the run",
     ]
     if len(names) > 1:
@@ -1262,7 +1293,8 @@ def render_markdown(meta, records, names):
         header += ["server", "requests/s"]
         if several_rounds:
             header.append("runs (min–max)")
-        header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "CPU-s per 1k req", "peak RSS"]
+        header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "PostgreSQL CPU", "wrk CPU"]
+        header += ["CPU-s per 1k req", "peak RSS"]
         lines += table_header(header)
         for level in record["levels"]:
             for name in taking_part:
@@ -1281,6 +1313,8 @@ def render_markdown(meta, records, names):
                     loud(row["socket_errors"]),
                     loud(row["non_2xx"]),
                     f"{row['cpu_percent']:.0f}%",
+                    format_percent(row["postgres_cpu_percent"]),
+                    format_percent(row["wrk_cpu_percent"]),
                     format_cpu_per_1k(row["cpu_s_per_1k_requests"]),
                     format_mib(row["peak_rss_kib"]),
                 ]
@@ -1354,6 +1388,10 @@ def short_ratio(ratio):
     else:
         agree = f" (rounds disagree)" if paired else ""
     return f"{ratio['ratio']:.3f}{agree}"
+
+
+def format_percent(value):
+    return "–" if value is None else f"{value:.0f}%"
 
 
 def format_cpu_per_1k(value):

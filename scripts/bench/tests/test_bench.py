@@ -187,6 +187,27 @@ class WrkRuns(unittest.TestCase):
         self.assertLessEqual(served - summary["requests"], 2 * bench.PIPELINE_DEPTH)
 
 
+class PostgresAccounting(unittest.TestCase):
+    def test_counts_the_cpu_of_processes_named_postgres(self):
+        # A stand-in backend: names itself postgres, burns 0.3 s of CPU, then waits to be killed
+        # (an exited process's time leaves /proc with it).
+        burner = (
+            "import ctypes, sys, time\n"
+            "ctypes.CDLL(None).prctl(15, b'postgres', 0, 0, 0)\n"
+            "while time.process_time() < 0.3: pass\n"
+            "print('done', flush=True); time.sleep(60)\n"
+        )
+        before = bench.postgres_cpu_ticks()
+        child = subprocess.Popen([sys.executable, "-c", burner], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(child.stdout.readline().strip(), "done")
+            burned = bench.ticks_since(before, bench.postgres_cpu_ticks())
+        finally:
+            child.kill()
+            child.wait()
+        self.assertGreaterEqual(burned, 0.25 * os.sysconf("SC_CLK_TCK"))
+
+
 @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
 class ServerAccounting(unittest.TestCase):
     def test_cpu_time_and_peak_rss_of_a_real_server(self):
@@ -201,6 +222,8 @@ class ServerAccounting(unittest.TestCase):
                 server.stop()
             self.assertGreater(run["summary"]["requests"], 0)
             self.assertGreater(run["server_cpu_s"], 0)
+            self.assertGreater(run["wrk_cpu_percent"], 0)
+            self.assertGreaterEqual(run["postgres_cpu_percent"], 0)
             self.assertGreater(run["server_peak_rss_kib"], 1000)
             self.assertIsNotNone(server.process.poll())
 
@@ -338,7 +361,8 @@ def fake_run(requests, cpu_s=1.0, non_2xx=0):
         "summary": {"requests": requests, "requests_per_s": float(requests), "duration_us": 1e6,
                     "socket_errors": 0, "non_2xx": non_2xx, "latency_us": {"p50": 100, "p99": 900}},
         "server_cpu_s": cpu_s, "server_cpu_percent": 100 * cpu_s, "server_peak_rss_kib": 2048,
-        "requests_per_cpu_s": round(requests / cpu_s), "wrk_cpu_s": 0.1, "wall_s": 1.0,
+        "requests_per_cpu_s": round(requests / cpu_s), "postgres_cpu_percent": 0.0, "wrk_cpu_s": 0.1,
+        "wrk_cpu_percent": 10.0, "wall_s": 1.0,
     }  # fmt: skip
 
 
