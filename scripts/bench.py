@@ -467,17 +467,18 @@ def read_proc_stat(pid):
 def postgres_cpu_ticks():
     """utime + stime of each PostgreSQL process on the machine (comm `postgres`), by pid: the
     backends the servers' queries run in, whichever cluster they use."""
-    found = {}
+    return {pid: ticks for pid, (name, _, _, ticks) in proc_stats() if name == "postgres"}
+
+
+def proc_stats():
+    """(pid, read_proc_stat) of every process on the machine, but those that end meanwhile."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            name, _, _, ticks = read_proc_stat(entry)
+            yield int(entry), read_proc_stat(entry)
         except (OSError, ValueError, IndexError):
-            continue
-        if name == "postgres":
-            found[int(entry)] = ticks
-    return found
+            continue  # the process ended while we looked
 
 
 def ticks_since(before, after):
@@ -606,18 +607,12 @@ class Server:
         that runs the command line while it waits for the server (its memory is not the server's)."""
         session = self.process.pid
         found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                name, state, sid, _ = read_proc_stat(entry)
-            except (OSError, ValueError, IndexError):
-                continue  # the process ended while we looked
+        for pid, (name, state, sid, _) in proc_stats():
             if sid != session or state == "Z":
                 continue
-            if measured_only and int(entry) == session and name == "sh":
+            if measured_only and pid == session and name == "sh":
                 continue
-            found.append(entry)
+            found.append(pid)
         return found
 
     def processes(self):
