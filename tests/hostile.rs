@@ -7,10 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{
-    describe_descriptors, get_request, held_descriptors, rss_kib, settled_descriptors, Client,
-    Server,
-};
+use common::{get_request, rss_kib, Client, Server};
 
 /// Starts `binary` with no database to find: PGHOST names a socket directory that does not
 /// exist, so that gnosis's connection attempts fail at once. (Without PG* variables it
@@ -154,12 +151,8 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     let mut server = start(binary);
     // Server::start returns once a listener accepts, and the listeners are bound before the
     // worker threads make their epoll instances or rings: count once the server is all up.
-    let fds_before = settled_descriptors(
-        server.pid(),
-        server.port,
-        Duration::from_millis(500),
-        Duration::from_secs(10),
-    );
+    let fds_before =
+        server.settled_descriptors(Duration::from_millis(500), Duration::from_secs(10));
     for i in 0..300 {
         let mut client = Client::connect(server.port);
         match i % 3 {
@@ -174,14 +167,14 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     // checked by the sweep every second. Three times that, for a loaded machine.
     let vanished = Instant::now();
     let within = Duration::from_secs(9);
-    while held_descriptors(server.pid(), server.port) > fds_before {
+    while server.held_descriptors() > fds_before {
         assert!(
             vanished.elapsed() < within,
             "descriptors leaked: {} before, {} still open {within:?} after the clients \
              vanished:\n{}",
             fds_before,
-            held_descriptors(server.pid(), server.port),
-            describe_descriptors(server.pid(), server.port)
+            server.held_descriptors(),
+            server.describe_descriptors()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -648,7 +648,7 @@ fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(binary: &str)
         limit,
     );
     wait_for_database(server.port, 10, Duration::from_secs(20));
-    let baseline = common::held_descriptors(server.pid(), server.port);
+    let baseline = server.held_descriptors();
 
     proxy.pause();
     // Twice the limit of clients that each ask for /db and give up at once.
@@ -669,19 +669,17 @@ fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(binary: &str)
         fetch(server.port, "/plaintext", Duration::from_secs(2))
             .is_ok_and(|(response, _)| response.status == 200)
     });
-    let fds = common::held_descriptors(server.pid(), server.port);
+    let fds = server.held_descriptors();
     assert!(
         plaintext,
         "/plaintext unanswered 15 s after {abandoned} clients gave up on a hung database \
          ({fds} descriptors open, limit {limit}, {baseline} before)"
     );
     assert!(
-        eventually(Duration::from_secs(10), || common::held_descriptors(
-            server.pid(),
-            server.port
-        ) <= baseline + 8),
+        eventually(Duration::from_secs(10), || server.held_descriptors()
+            <= baseline + 8),
         "descriptors: {baseline} before, {} after the abandoned requests ended",
-        common::held_descriptors(server.pid(), server.port)
+        server.held_descriptors()
     );
     proxy.resume();
 }

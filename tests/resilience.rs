@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::{held_descriptors, rss_kib, Client, Server};
+use common::{rss_kib, Client, Server};
 
 const DATABASE_ROUTES: [&str; 3] = ["/db", "/fortunes", "/updates?queries=5"];
 const OTHER_ROUTES: [&str; 2] = ["/plaintext", "/json"];
@@ -86,10 +86,7 @@ fn survives(binary: &str, name: &str, outage: impl FnOnce(&Cluster)) {
 
     // Warm up, so that buffers and job tables have their working size before measuring.
     Load::start(server.port).finish_after(Duration::from_secs(1));
-    let (fds_before, rss_before) = (
-        held_descriptors(server.pid(), server.port),
-        rss_kib(server.pid()),
-    );
+    let (fds_before, rss_before) = (server.held_descriptors(), rss_kib(server.pid()));
 
     let load = Load::start(server.port);
     std::thread::sleep(Duration::from_millis(500));
@@ -146,10 +143,7 @@ fn survives(binary: &str, name: &str, outage: impl FnOnce(&Cluster)) {
     }
 
     std::thread::sleep(Duration::from_millis(500));
-    let (fds_after, rss_after) = (
-        held_descriptors(server.pid(), server.port),
-        rss_kib(server.pid()),
-    );
+    let (fds_after, rss_after) = (server.held_descriptors(), rss_kib(server.pid()));
     assert!(
         fds_after <= fds_before + 2,
         "descriptors: {fds_before} before, {fds_after} after"

@@ -7,9 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{
-    describe_descriptors, get_request, held_descriptors, settled_descriptors, Client, Server,
-};
+use common::{get_request, Client, Server};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_gnosis-uring");
 
@@ -52,33 +50,27 @@ fn running_out_of_receive_buffers_loses_nothing() {
 #[test]
 fn connections_live_in_the_rings_file_table() {
     let server = Server::start(BINARY, &[]);
-    let (pid, port) = (server.pid(), server.port);
     let quiet = Duration::from_millis(300);
-    let held_before = settled_descriptors(pid, port, quiet, Duration::from_secs(10));
-    let process_fds = || {
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .unwrap()
-            .count()
-    };
-    let fds_before = process_fds();
+    let held_before = server.settled_descriptors(quiet, Duration::from_secs(10));
+    let fds_before = server.descriptors().len();
     let mut clients: Vec<Client> = (0..64).map(|_| server.connect()).collect();
     for client in &mut clients {
         assert_eq!(client.get("/plaintext").status, 200);
     }
     assert_eq!(
-        process_fds(),
+        server.descriptors().len(),
         fds_before,
         "{}",
-        describe_descriptors(pid, port)
+        server.describe_descriptors()
     );
-    assert_eq!(held_descriptors(pid, port), held_before + 64);
+    assert_eq!(server.held_descriptors(), held_before + 64);
     drop(clients);
     let closed = Instant::now();
-    while held_descriptors(pid, port) > held_before {
+    while server.held_descriptors() > held_before {
         assert!(
             closed.elapsed() < Duration::from_secs(10),
             "connections still held after their clients closed:\n{}",
-            describe_descriptors(pid, port)
+            server.describe_descriptors()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

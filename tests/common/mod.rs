@@ -132,6 +132,72 @@ impl Server {
         Client::connect(self.port)
     }
 
+    /// The descriptors the server holds, counting also the connections on its port that it
+    /// holds as io_uring direct descriptors (gnosis-uring's file table), which /proc/PID/fd
+    /// does not list. A socket the process has let go of has inode 0 in /proc/net/tcp.
+    pub fn held_descriptors(&self) -> usize {
+        let fds = self.descriptors();
+        fds.len() + direct_sockets(&tcp_sockets(), &fds, self.port).count()
+    }
+
+    /// The server's entries in /proc/PID/fd only, and what each points at.
+    pub fn descriptors(&self) -> Vec<(u32, String)> {
+        descriptor_targets(self.pid()).unwrap()
+    }
+
+    /// Waits until [`Server::held_descriptors`] has stayed the same for `quiet` (sampled
+    /// every 50 ms) and returns it; panics after `within`.
+    pub fn settled_descriptors(&self, quiet: Duration, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        let mut count = self.held_descriptors();
+        let mut since = Instant::now();
+        while since.elapsed() < quiet {
+            assert!(
+                Instant::now() < deadline,
+                "the descriptor count of {} did not settle within {within:?}:\n{}",
+                self.pid(),
+                self.describe_descriptors()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+            let now = self.held_descriptors();
+            if now != count {
+                (count, since) = (now, Instant::now());
+            }
+        }
+        count
+    }
+
+    /// What the server holds, one a line: each descriptor, and for TCP sockets their state
+    /// and ports, then the connections on its port held as direct descriptors; to tell what
+    /// lingers when a count is off.
+    pub fn describe_descriptors(&self) -> String {
+        let pid = self.pid();
+        let Ok(fds) = descriptor_targets(pid) else {
+            return format!("(no /proc/{pid}/fd)");
+        };
+        let tcp = tcp_sockets();
+        let detail = |target: &str| {
+            tcp.iter()
+                .find(|socket| socket.target() == target)
+                .map(TcpSocket::describe)
+                .unwrap_or_default()
+        };
+        let mut lines: Vec<(u32, String)> = fds
+            .iter()
+            .map(|(fd, target)| (*fd, format!("{fd} -> {target}{}", detail(target))))
+            .collect();
+        lines.sort();
+        lines
+            .into_iter()
+            .map(|(_, line)| line)
+            .chain(
+                direct_sockets(&tcp, &fds, self.port)
+                    .map(|socket| format!("direct -> {}{}", socket.target(), socket.describe())),
+            )
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Waits until each of `routes`, in turn, answers 200 on one keep-alive connection,
     /// polling every 50 ms; panics once `within` has passed for them all, or at once if the
     /// connection breaks (a server that drops it is not getting ready).
@@ -399,35 +465,6 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks as f64 / per_second
 }
 
-/// The descriptors process `pid` holds, counting also the connections on `port` that it
-/// holds as io_uring direct descriptors (gnosis-uring's file table), which /proc/PID/fd
-/// does not list. A socket the process has let go of has inode 0 in /proc/net/tcp.
-pub fn held_descriptors(pid: u32, port: u16) -> usize {
-    let fds = descriptor_targets(pid).unwrap();
-    fds.len() + direct_sockets(&fds, port).len()
-}
-
-/// Waits until process `pid`'s [`held_descriptors`] count has stayed the same for `quiet`
-/// (sampled every 50 ms) and returns it; panics after `within`.
-pub fn settled_descriptors(pid: u32, port: u16, quiet: Duration, within: Duration) -> usize {
-    let deadline = Instant::now() + within;
-    let mut count = held_descriptors(pid, port);
-    let mut since = Instant::now();
-    while since.elapsed() < quiet {
-        assert!(
-            Instant::now() < deadline,
-            "the descriptor count of {pid} did not settle within {within:?}:\n{}",
-            describe_descriptors(pid, port)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-        let now = held_descriptors(pid, port);
-        if now != count {
-            (count, since) = (now, Instant::now());
-        }
-    }
-    count
-}
-
 /// Whether process `pid` holds a TCP socket listening on `port`.
 pub fn listens_on(pid: u32, port: u16) -> bool {
     // None while the process is starting or already gone.
@@ -435,37 +472,6 @@ pub fn listens_on(pid: u32, port: u16) -> bool {
     tcp_sockets()
         .iter()
         .any(|socket| socket.state == LISTEN && socket.local_port == port && socket.held_in(&fds))
-}
-
-/// What process `pid` holds, one a line: each descriptor, and for TCP sockets their state
-/// and ports, then the connections on `port` held as direct descriptors; to tell what
-/// lingers when a count is off.
-pub fn describe_descriptors(pid: u32, port: u16) -> String {
-    let tcp = tcp_sockets();
-    let detail = |target: &str| {
-        tcp.iter()
-            .find(|socket| socket.target() == target)
-            .map(TcpSocket::describe)
-            .unwrap_or_default()
-    };
-    let Ok(fds) = descriptor_targets(pid) else {
-        return format!("(no /proc/{pid}/fd)");
-    };
-    let mut lines: Vec<(u32, String)> = fds
-        .iter()
-        .map(|(fd, target)| (*fd, format!("{fd} -> {target}{}", detail(target))))
-        .collect();
-    lines.sort();
-    lines
-        .into_iter()
-        .map(|(_, line)| line)
-        .chain(
-            direct_sockets(&fds, port)
-                .iter()
-                .map(|socket| format!("direct -> {}{}", socket.target(), socket.describe())),
-        )
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Process `pid`'s descriptors and what each points at (`socket:[inode]`, a path, ...).
@@ -483,14 +489,17 @@ fn descriptor_targets(pid: u32) -> io::Result<Vec<(u32, String)>> {
         .collect())
 }
 
-/// The sockets on local `port` that some process holds but not through a descriptor of
-/// `fds`: the listeners and the connections are the server's, the clients' sockets have
-/// other local ports.
-fn direct_sockets(fds: &[(u32, String)], port: u16) -> Vec<TcpSocket> {
-    tcp_sockets()
-        .into_iter()
-        .filter(|socket| socket.local_port == port && socket.inode != "0" && !socket.held_in(fds))
-        .collect()
+/// Of the TCP sockets `tcp`, those on local `port` that some process holds but not through
+/// a descriptor of `fds`: the listeners and the connections are the server's, the clients'
+/// sockets have other local ports.
+fn direct_sockets<'a>(
+    tcp: &'a [TcpSocket],
+    fds: &'a [(u32, String)],
+    port: u16,
+) -> impl Iterator<Item = &'a TcpSocket> {
+    tcp.iter().filter(move |socket| {
+        socket.local_port == port && socket.inode != "0" && !socket.held_in(fds)
+    })
 }
 
 const LISTEN: usize = 10;
