@@ -1,5 +1,5 @@
-//! The io_uring server for plaintext and json: one ring per thread, each with its own
-//! listener, connections and buffers. Nothing is shared between threads.
+//! The io_uring server for all seven tests: one ring per thread, each with its own
+//! listener, connections, PostgreSQL links and buffers. Nothing is shared between threads.
 //!
 //! Per connection there is at most one multishot receive (into the ring's provided buffers)
 //! and at most one send in flight. Completions are handled in batches: received bytes are
