@@ -181,6 +181,46 @@ fn many_clients_vanishing_mid_request_leave_nothing_behind(binary: &str) {
     still_serving(&mut server);
 }
 
+/// Four clients in parallel alternate, each on a new connection, a request the server answers
+/// with an error and a close (a malformed `Content-Length`: 400) and a plain GET. Every GET is
+/// answered: a closing connection's last operations never reach the connection that takes
+/// its slot or its socket's number next.
+fn fresh_connections_after_error_closes_are_all_answered(binary: &str) {
+    let server = start(binary);
+    let port = server.port;
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let bad = b"GET /plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n";
+                let (mut errors_lost, mut gets_lost) = (0, 0);
+                for _ in 0..300 {
+                    let mut closing = Client::connect(port);
+                    closing.send(bad);
+                    match closing.response() {
+                        Ok(response) => assert_eq!(response.status, 400),
+                        Err(_) => errors_lost += 1,
+                    }
+                    drop(closing);
+                    match Client::connect(port).try_get("/plaintext") {
+                        Ok(response) => assert_eq!(response.text(), "Hello, World!"),
+                        Err(_) => gets_lost += 1,
+                    }
+                }
+                (errors_lost, gets_lost)
+            })
+        })
+        .collect();
+    let lost = clients
+        .into_iter()
+        .map(|client| client.join().unwrap())
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+    assert_eq!(
+        lost,
+        (0, 0),
+        "(400s, GETs) of 1,200 each whose connection closed with no answer"
+    );
+}
+
 test_both_binaries! {
     gnosis, gnosis_uring;
     bad_framing_and_bad_bytes_get_4xx_and_close,
@@ -190,4 +230,5 @@ test_both_binaries! {
     a_slow_client_is_cut_off_and_others_are_not_affected,
     a_client_that_does_not_read_is_not_buffered_without_bound,
     many_clients_vanishing_mid_request_leave_nothing_behind,
+    fresh_connections_after_error_closes_are_all_answered,
 }

@@ -1,7 +1,7 @@
-//! Driving a `PgConn` with plain system calls: `Driver` owns the socket and moves the bytes
-//! (readiness from poll(2) in `poll_once`, or from the caller's own event loop), and
-//! `BlockingClient` runs one query at a time on it, for start-up work such as loading the
-//! 10,000-row cache, and for tests.
+//! Driving a `PgConn` with plain system calls: `Driver` is its link (`link::Link`) over a
+//! descriptor, moving the bytes with readiness from poll(2) in `poll_once` or from the
+//! caller's own event loop, and `BlockingClient` runs one query at a time on it, for
+//! start-up work such as loading the 10,000-row cache, and for tests.
 
 use std::cell::Cell;
 use std::io;
@@ -12,36 +12,28 @@ use std::time::{Duration, Instant};
 use super::conn::{
     DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step, DEFAULT_TIMEOUT,
 };
+use super::link::{Link, Order};
 use super::target::Target;
 use crate::sys;
 
-/// Once this much of `out` has been sent, the unsent rest moves to the front.
-const OUT_COMPACT_AT: usize = 64 * 1024;
-
-/// A `PgConn` with the socket it wants: opens, closes and reads and writes it as the
-/// connection's `step()` says. Every method that can change the step ends by bringing the
-/// socket in line with it.
+/// A `PgConn` with its link and the link's socket: opens, closes, reads and writes the
+/// socket as the link orders. Every method that can change the connection ends by doing
+/// what the link orders.
 pub struct Driver {
     pub conn: PgConn,
-    socket: Option<Socket>,
-    /// Bytes taken from the connection; `out[sent..]` is not sent yet.
-    out: Vec<u8>,
-    sent: usize,
-}
-
-struct Socket {
-    fd: OwnedFd,
-    /// The connection's generation the socket was opened for.
-    generation: u64,
+    link: Link,
+    socket: Option<OwnedFd>,
+    /// The connect of `socket` is under way.
+    connecting: bool,
 }
 
 impl Driver {
     pub fn new(conn: PgConn) -> Driver {
         Driver {
             conn,
+            link: Link::new(),
             socket: None,
-            out: Vec::with_capacity(64 * 1024),
-            sent: 0,
+            connecting: false,
         }
     }
 
@@ -49,17 +41,12 @@ impl Driver {
     pub fn socket(&self) -> Option<(RawFd, u64)> {
         self.socket
             .as_ref()
-            .map(|socket| (socket.fd.as_raw_fd(), socket.generation))
+            .map(|socket| (socket.as_raw_fd(), self.conn.generation()))
     }
 
     /// Whether to wait for the socket to be writable: a connect under way, or bytes unsent.
     pub fn wants_write(&self) -> bool {
-        self.socket.is_some()
-            && match self.conn.step() {
-                Step::Connecting => true,
-                Step::Io => self.sent < self.out.len() || self.conn.has_output(),
-                Step::Connect | Step::Idle => false,
-            }
+        self.socket.is_some() && (self.connecting || self.link.has_unsent(&self.conn))
     }
 
     /// Sends what the connection has queued, as far as the socket takes it.
@@ -77,9 +64,7 @@ impl Driver {
     /// The socket is writable: the connect finished, or there is room to send.
     pub fn on_writable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
         let now = Instant::now();
-        if self.conn.step() == Step::Connecting {
-            self.finish_connect(now, sink);
-        }
+        self.finish_connect(now, sink);
         self.settle(now, sink);
     }
 
@@ -103,12 +88,11 @@ impl Driver {
         let wake = self.conn.deadline().map_or(deadline, |at| at.min(deadline));
         let timeout = wake.saturating_duration_since(Instant::now());
         match &self.socket {
-            Some(socket) => match sys::poll_socket(&socket.fd, self.wants_write(), timeout) {
+            Some(socket) => match sys::poll_socket(socket, self.wants_write(), timeout) {
                 Ok(ready) => {
                     let now = Instant::now();
-                    if ready.writable && self.conn.step() == Step::Connecting {
+                    if ready.writable {
                         self.finish_connect(now, sink);
-                    } else if ready.writable {
                         self.send(now, sink);
                     }
                     if ready.readable {
@@ -116,8 +100,8 @@ impl Driver {
                     }
                 }
                 Err(error) => self
-                    .conn
-                    .transport_failed(DbError::Io(error), Instant::now(), sink),
+                    .link
+                    .failed(&mut self.conn, error, Instant::now(), sink),
             },
             None if !timeout.is_zero() => std::thread::sleep(timeout),
             None => {}
@@ -125,69 +109,40 @@ impl Driver {
         self.on_timer(Instant::now(), sink);
     }
 
-    /// Brings the socket in line with the connection's step, then sends what it can.
+    /// Does what the link orders, then sends what it can.
     fn settle(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let step = self.conn.step();
-        let stale = self
-            .socket
-            .as_ref()
-            .is_some_and(|socket| socket.generation != self.conn.generation());
-        if stale || step == Step::Idle {
-            self.close();
-        }
-        if step == Step::Connect {
-            self.open(now, sink);
+        while let Some(order) = self.link.order(&mut self.conn, now, sink) {
+            match order {
+                Order::Connect(address) => match sys::connect_nonblocking(&address) {
+                    Ok(socket) => {
+                        self.socket = Some(socket);
+                        self.connecting = true;
+                    }
+                    Err(error) => self.link.connected(&mut self.conn, Err(error), now, sink),
+                },
+                Order::Close => {
+                    // Nothing but this thread refers to the descriptor.
+                    self.socket = None;
+                    self.connecting = false;
+                    self.link.closed();
+                }
+            }
         }
         self.send(now, sink);
     }
 
-    fn open(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        self.close();
-        let target = self.conn.target();
-        let opened = match target.address() {
-            Some(address) => sys::connect_nonblocking(&address).map_err(DbError::Io),
-            None => Err(target.unresolved()),
-        };
-        match opened {
-            Ok(fd) => {
-                self.socket = Some(Socket {
-                    fd,
-                    generation: self.conn.generation(),
-                });
-                self.conn.connecting(now);
-            }
-            Err(error) => self.conn.transport_failed(error, now, sink),
-        }
-    }
-
-    /// Closes the socket, sending a goodbye the connection left (after `park`) if nothing
-    /// else is half-sent.
-    fn close(&mut self) {
-        if let Some(socket) = self.socket.take() {
-            let goodbye = self.conn.step() == Step::Idle && self.conn.has_output();
-            if goodbye && self.sent == self.out.len() {
-                self.out.clear();
-                self.conn.take_output(&mut self.out);
-                let _ = sys::send(socket.fd.as_raw_fd(), &self.out);
-            }
-        }
-        self.out.clear();
-        self.sent = 0;
-    }
-
     fn finish_connect(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let Some(socket) = &self.socket else {
+        let Some(socket) = self.socket.as_ref().filter(|_| self.connecting) else {
             return;
         };
-        match sys::take_socket_error(&socket.fd) {
-            Ok(()) => self.conn.connected(now),
-            Err(error) => self.conn.transport_failed(DbError::Io(error), now, sink),
-        }
+        self.connecting = false;
+        let result = sys::take_socket_error(socket);
+        self.link.connected(&mut self.conn, result, now, sink);
     }
 
-    /// Reads until the socket is empty, handing each read to the connection.
+    /// Reads until the socket is empty, handing each read to the link.
     fn read(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        if self.conn.step() == Step::Connecting {
+        if self.connecting {
             // Readable before connected: the connect failed, and SO_ERROR says why.
             return self.finish_connect(now, sink);
         }
@@ -198,11 +153,11 @@ impl Driver {
             };
             let buffer = self.conn.read_buffer();
             let room = buffer.len();
-            match sys::receive(socket.fd.as_raw_fd(), buffer) {
-                Ok(0) => return self.conn.transport_failed(DbError::closed(), now, sink),
+            match sys::receive(socket.as_raw_fd(), buffer) {
                 Ok(n) => {
-                    self.conn.filled(n, now, sink);
-                    // A short read emptied the socket: skip the read that would say EAGAIN.
+                    self.link.filled(&mut self.conn, n, now, sink);
+                    // EOF, or a short read emptied the socket: skip the read that would
+                    // say EAGAIN.
                     if n < room {
                         return;
                     }
@@ -210,7 +165,7 @@ impl Driver {
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => return,
                     io::ErrorKind::Interrupted => {}
-                    _ => return self.conn.transport_failed(DbError::Io(error), now, sink),
+                    _ => return self.link.failed(&mut self.conn, error, now, sink),
                 },
             }
         }
@@ -220,30 +175,20 @@ impl Driver {
         let Some(socket) = &self.socket else {
             return;
         };
-        if self.conn.step() != Step::Io {
-            return;
-        }
-        self.conn.take_output(&mut self.out);
-        while self.sent < self.out.len() {
-            match sys::send(socket.fd.as_raw_fd(), &self.out[self.sent..]) {
-                Ok(0) => break,
-                Ok(n) => self.sent += n,
+        loop {
+            let unsent = self.link.unsent(&mut self.conn);
+            if unsent.is_empty() {
+                return;
+            }
+            match sys::send(socket.as_raw_fd(), unsent) {
+                Ok(0) => return,
+                Ok(n) => self.link.sent(n),
                 Err(error) => match error.kind() {
-                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::WouldBlock => return,
                     io::ErrorKind::Interrupted => {}
-                    _ => {
-                        self.conn.transport_failed(DbError::Io(error), now, sink);
-                        return self.close();
-                    }
+                    _ => return self.link.failed(&mut self.conn, error, now, sink),
                 },
             }
-        }
-        if self.sent == self.out.len() {
-            self.out.clear();
-            self.sent = 0;
-        } else if self.sent >= OUT_COMPACT_AT {
-            self.out.drain(..self.sent);
-            self.sent = 0;
         }
     }
 }
@@ -252,11 +197,10 @@ impl Drop for Driver {
     /// Says goodbye (Terminate) when nothing is half-sent; the socket closes with the driver.
     fn drop(&mut self) {
         if let Some(socket) = &self.socket {
-            if self.conn.step() == Step::Io && self.sent == self.out.len() {
-                self.out.clear();
+            if !self.link.has_unsent(&self.conn) {
                 self.conn.goodbye();
-                self.conn.take_output(&mut self.out);
-                let _ = sys::send(socket.fd.as_raw_fd(), &self.out);
+                let goodbye = self.link.unsent(&mut self.conn);
+                let _ = sys::send(socket.as_raw_fd(), goodbye);
             }
         }
     }

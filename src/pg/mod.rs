@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod blocking;
 pub mod conn;
+pub mod link;
 pub mod pool;
 pub mod protocol;
 pub mod target;

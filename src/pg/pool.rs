@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::conn::{Event, Options, PgConn, Statement};
+use super::link::Link;
 use super::target::Target;
 
 /// Queries a connection holds before new requests go to the next one (see [`Pool::pick`]).
@@ -18,6 +19,8 @@ pub struct Pool {
     /// Where the connections' sockets connect to; `None` for a server without a database.
     target: Option<Arc<Target>>,
     conns: Vec<PgConn>,
+    /// The socket each connection wants (same index).
+    links: Vec<Link>,
     /// Shared by the pools of all threads.
     threads: Arc<Threads>,
     /// This pool is counted in `threads.starving`.
@@ -53,6 +56,7 @@ impl Pool {
             .collect();
         Pool {
             target: Some(target.clone()),
+            links: (0..size).map(|_| Link::new()).collect(),
             conns,
             threads: threads.clone(),
             starving: false,
@@ -64,6 +68,7 @@ impl Pool {
         Pool {
             target: None,
             conns: Vec::new(),
+            links: Vec::new(),
             threads: Arc::default(),
             starving: false,
         }
@@ -83,6 +88,11 @@ impl Pool {
 
     pub fn get_mut(&mut self, index: usize) -> &mut PgConn {
         &mut self.conns[index]
+    }
+
+    /// Connection `index` with its link.
+    pub fn link_mut(&mut self, index: usize) -> (&mut Link, &mut PgConn) {
+        (&mut self.links[index], &mut self.conns[index])
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &PgConn> {

@@ -5,13 +5,14 @@
 //! It tells the core what arrived, sent or failed, asks it what each socket needs next
 //! ([`Core::advance`], [`Core::sync_link`]), and sends what the core has to send.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::io;
 use std::time::{Duration, Instant};
 
 use crate::http::{BufferPool, Connection, HttpDate, TIMEOUTS};
-use crate::pg::{DbError, Event, Pool, Step};
+use crate::pg::link::Link;
+pub(super) use crate::pg::link::Order as LinkOrder;
+use crate::pg::{Event, PgConn, Pool};
 use crate::service::{Context, Service, Serving};
-use crate::sys;
 
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
 const LINGER: Duration = Duration::from_secs(2);
@@ -22,39 +23,18 @@ const DATABASE_GRACE: Duration = Duration::from_secs(3);
 
 /// One HTTP connection. `K` is how the backend names its socket: a descriptor (epoll) or
 /// an entry of the ring's file table (io_uring); the core only keeps it.
-pub(super) struct Slot<K> {
+struct Slot<K> {
     /// `None` while the slot is free.
-    pub socket: Option<K>,
-    pub conn: Connection,
+    socket: Option<K>,
+    conn: Connection,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
-    pub lingering_since: Option<Instant>,
-}
-
-/// The socket of one PostgreSQL connection of the pool (same index).
-#[derive(Default)]
-pub(super) struct Link {
-    pub socket: Option<OwnedFd>,
-    /// The connection's generation this socket was opened for.
-    pub generation: u64,
-    /// Bytes taken from the connection for sending, and how many of them went out. The
-    /// backend sends from here, so the connection may queue more meanwhile.
-    pub out: Vec<u8>,
-    pub sent: usize,
-    /// The kernel is sending from `out` (io_uring): it must not change until that ends.
-    pub in_flight: bool,
-}
-
-impl Link {
-    /// The socket's descriptor, while there is one.
-    pub fn fd(&self) -> Option<RawFd> {
-        self.socket.as_ref().map(AsRawFd::as_raw_fd)
-    }
+    lingering_since: Option<Instant>,
 }
 
 /// What a connection needs from its backend after [`Core::advance`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Next {
-    /// Keep it; read from it while `read` is set, send its [`Connection::unsent`] bytes.
+    /// Keep it; read from it while `read` is set, send its [`Core::unsent`] bytes.
     Keep { read: bool },
     /// Its last response is out: shut down writing, then read until the peer's EOF. Closing
     /// at once with unread input would reset the connection and could destroy the response
@@ -64,18 +44,20 @@ pub(super) enum Next {
     Close,
 }
 
+/// One worker's state, whatever moves its bytes. The backend tells it what arrived, went
+/// out or failed, asks it what each socket needs next, and does that.
 pub(super) struct Core<S, K> {
-    pub service: S,
-    pub pool: Pool,
-    pub links: Vec<Link>,
-    pub slots: Vec<Slot<K>>,
+    service: S,
+    /// The thread's PostgreSQL connections, each with the socket it wants (its link).
+    pool: Pool,
+    slots: Vec<Slot<K>>,
     free: Vec<usize>,
     /// The buffers the HTTP connections borrow while they have bytes in flight.
-    pub buffers: BufferPool,
+    buffers: BufferPool,
     /// Slots that received responses from the database since the backend last looked.
-    pub completed: Vec<usize>,
-    pub date: HttpDate,
-    pub now: Instant,
+    completed: Vec<usize>,
+    date: HttpDate,
+    now: Instant,
     next_sweep: Instant,
     /// Until the worker takes connections: the latest time to start.
     listen_by: Option<Instant>,
@@ -86,7 +68,6 @@ impl<S: Service, K> Core<S, K> {
         let now = Instant::now();
         Core {
             service,
-            links: (0..pool.len()).map(|_| Link::default()).collect(),
             pool,
             slots: Vec::new(),
             free: Vec::new(),
@@ -103,6 +84,11 @@ impl<S: Service, K> Core<S, K> {
     pub fn refresh(&mut self) {
         self.now = Instant::now();
         self.date.refresh();
+    }
+
+    /// The time of the last [`Core::refresh`].
+    pub fn now(&self) -> Instant {
+        self.now
     }
 
     /// Whether the worker should start taking connections now: once its database
@@ -125,6 +111,8 @@ impl<S: Service, K> Core<S, K> {
             .flatten()
             .fold(self.next_sweep, Instant::min)
     }
+
+    // The HTTP connections.
 
     /// Takes a new HTTP connection into a slot and returns the slot's index.
     pub fn open(&mut self, socket: K) -> usize {
@@ -156,6 +144,73 @@ impl<S: Service, K> Core<S, K> {
         slot.conn.give_back_all(&mut self.buffers);
         self.free.push(index);
         Some(socket)
+    }
+
+    /// The socket of slot `index` while it holds a connection.
+    pub fn socket(&self, index: usize) -> Option<&K> {
+        self.slots.get(index)?.socket.as_ref()
+    }
+
+    /// The generation of slot `index`'s connection: it changes whenever the slot is reused.
+    pub fn generation(&self, index: usize) -> u32 {
+        self.slots[index].conn.generation()
+    }
+
+    /// Whether the connection only waits for the peer's EOF (see [`Next::Linger`]).
+    pub fn is_lingering(&self, index: usize) -> bool {
+        self.slots[index].lingering_since.is_some()
+    }
+
+    /// Received bytes the connection has not answered yet.
+    pub fn buffered_input(&self, index: usize) -> usize {
+        self.slots[index].conn.buffered_input()
+    }
+
+    /// Reads into the connection's input with `read`, which returns how many bytes it
+    /// appended (0: the peer's EOF). `None` when the connection wants no input now.
+    pub fn read(
+        &mut self,
+        index: usize,
+        read: impl FnOnce(&K, &mut Vec<u8>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let slot = self.slots.get(index)?;
+        if slot.lingering_since.is_none() && !slot.conn.wants_input() {
+            return None;
+        }
+        self.take_input(index, read)
+    }
+
+    /// Bytes that arrived for the connection in a buffer of the backend's (none: the
+    /// peer's EOF), wanted or not.
+    pub fn received(&mut self, index: usize, bytes: &[u8]) {
+        let _ = self.take_input(index, |_, input| {
+            input.extend_from_slice(bytes);
+            Ok(bytes.len())
+        });
+    }
+
+    /// A lingering connection drops what it reads: only the EOF matters.
+    fn take_input(
+        &mut self,
+        index: usize,
+        read: impl FnOnce(&K, &mut Vec<u8>) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let slot = self.slots.get_mut(index)?;
+        let socket = slot.socket.as_ref()?;
+        let input = slot.conn.input(&mut self.buffers);
+        let result = read(socket, input);
+        if slot.lingering_since.is_some() {
+            input.clear();
+        }
+        if let Ok(0) = result {
+            slot.conn.peer_closed();
+        }
+        Some(result)
+    }
+
+    /// The connection's bytes to send.
+    pub fn unsent(&self, index: usize) -> &[u8] {
+        self.slots[index].conn.unsent()
     }
 
     /// Brings an HTTP connection up to date after bytes arrived or went out: answers the
@@ -213,12 +268,22 @@ impl<S: Service, K> Core<S, K> {
         }
     }
 
-    /// `n` bytes of the connection's [`Connection::unsent`] went out: the kernel is done
-    /// with them. Its output buffer goes back once all of it is sent.
-    pub fn sent(&mut self, index: usize, n: usize) {
+    /// `n` bytes of the connection's [`Core::unsent`] went out: the kernel is done with
+    /// them. Its output buffer goes back once all of it is sent. Returns whether advancing
+    /// it again could answer more: all is sent, and requests were held back while the
+    /// output was full, or the connection is finished.
+    pub fn sent(&mut self, index: usize, n: usize) -> bool {
         let conn = &mut self.slots[index].conn;
         conn.mark_sent(n, self.now);
         conn.give_back_idle(&mut self.buffers);
+        conn.unsent().is_empty() && (conn.has_backlog() || conn.is_finished())
+    }
+
+    /// Moves the slots that received responses from the database since the last call into
+    /// `into` (emptied first), for the backend to advance.
+    pub fn take_completed(&mut self, into: &mut Vec<usize>) {
+        into.clear();
+        std::mem::swap(into, &mut self.completed);
     }
 
     /// Calls `expire` for every connection that idled, lingered or stalled too long, once a
@@ -253,109 +318,83 @@ impl<S: Service, K> Core<S, K> {
         pool.balance(now);
     }
 
-    // The PostgreSQL connections' sockets.
+    // The PostgreSQL links: the backend does what `link_order` says, reads when it can,
+    // sends `link_unsent`, and reports back; the links decide the rest (`pg::link`).
 
-    /// Opens or closes link `index`'s socket as its connection wants. Returns the socket of
-    /// a connect just started, for the backend to watch for writability.
-    pub fn sync_link(&mut self, index: usize) -> Option<RawFd> {
-        let link = &mut self.links[index];
-        let pg = self.pool.get_mut(index);
-        let step = pg.step();
-        let stale =
-            link.generation != pg.generation() || matches!(step, Step::Idle | Step::Connect);
-        if link.socket.is_some() && stale {
-            close_link(link);
-        }
-        // A send still in flight on the old socket owns the link's buffer a little longer.
-        if step != Step::Connect || link.in_flight {
-            return None;
-        }
-        let target = self.pool.target()?.clone();
-        let opened = target
-            .address()
-            .ok_or_else(|| target.unresolved())
-            .and_then(|address| sys::connect_nonblocking(&address).map_err(DbError::Io));
-        match opened {
-            Ok(socket) => {
-                let fd = socket.as_raw_fd();
-                let pg = self.pool.get_mut(index);
-                pg.connecting(self.now);
-                let link = &mut self.links[index];
-                link.generation = pg.generation();
-                link.socket = Some(socket);
-                Some(fd)
-            }
-            Err(error) => {
-                target.connect_failed();
-                self.link_failed(index, error);
-                None
-            }
-        }
+    /// How many links there are (indexes `0..links()`).
+    pub fn links(&self) -> usize {
+        self.pool.len()
     }
 
-    /// The link's connect completed (its socket became writable, or failed).
-    pub fn link_connected(&mut self, index: usize) {
-        let Some(socket) = &self.links[index].socket else {
-            return;
-        };
-        match sys::take_socket_error(socket) {
-            Ok(()) => self.pool.get_mut(index).connected(self.now),
-            Err(err) => {
-                if let Some(target) = self.pool.target() {
-                    target.connect_failed();
-                }
-                self.link_failed(index, DbError::Io(err));
-            }
-        }
+    /// What the backend must do with link `index`'s socket now, if anything: asked once
+    /// per iteration, after the events and the timers.
+    pub fn link_order(&mut self, index: usize) -> Option<LinkOrder> {
+        self.on_link(index, |(link, conn), now, to| {
+            link.order(conn, now, &mut |token, event| to.event(token, event))
+        })
     }
 
-    /// Room to receive the link's bytes into; [`Core::link_filled`] says how many came.
+    /// The connect ordered for the link ended (the socket became writable and this is its
+    /// `SO_ERROR`, or the socket could not be made).
+    pub fn link_connected(&mut self, index: usize, result: io::Result<()>) {
+        self.on_link(index, |(link, conn), now, to| {
+            link.connected(conn, result, now, &mut |token, event| {
+                to.event(token, event)
+            })
+        });
+    }
+
+    /// Room to read the link's bytes into; [`Core::link_filled`] says how many came.
     pub fn link_read_buffer(&mut self, index: usize) -> &mut [u8] {
         self.pool.get_mut(index).read_buffer()
     }
 
+    /// `n` bytes were read into [`Core::link_read_buffer`]; 0 is the server's EOF.
     pub fn link_filled(&mut self, index: usize, n: usize) {
-        let (pool, mut deliver) = self.split();
-        let now = deliver.now;
-        pool.get_mut(index)
-            .filled(n, now, &mut |token, event| deliver.event(token, event));
+        self.on_link(index, |(link, conn), now, to| {
+            link.filled(conn, n, now, &mut |token, event| to.event(token, event))
+        });
     }
 
-    /// Bytes that arrived for the link elsewhere (io_uring's provided buffers).
+    /// Bytes that arrived for the link in a buffer of the backend's; none is the EOF.
     pub fn link_received(&mut self, index: usize, bytes: &[u8]) {
-        let (pool, mut deliver) = self.split();
-        let now = deliver.now;
-        pool.get_mut(index)
-            .receive(bytes, now, &mut |token, event| deliver.event(token, event));
+        self.on_link(index, |(link, conn), now, to| {
+            link.receive(conn, bytes, now, &mut |token, event| to.event(token, event))
+        });
     }
 
-    /// The link's socket failed (EOF, reset, refused): its queries fail and it reconnects.
-    pub fn link_failed(&mut self, index: usize, error: DbError) {
-        close_link(&mut self.links[index]);
-        let (pool, mut deliver) = self.split();
-        let now = deliver.now;
-        pool.get_mut(index)
-            .transport_failed(error, now, &mut |token, event| deliver.event(token, event));
+    /// The link's socket failed (reset, refused, a send error).
+    pub fn link_failed(&mut self, index: usize, error: io::Error) {
+        self.on_link(index, |(link, conn), now, to| {
+            link.failed(conn, error, now, &mut |token, event| to.event(token, event))
+        });
     }
 
-    /// The bytes the link has to send, taking what its connection queued once the previous
-    /// batch is out. Empty while connecting or when there is nothing.
+    /// The bytes the link has to send; they stay as they are until reported sent (or the
+    /// socket closed). Empty unless it is connected.
     pub fn link_unsent(&mut self, index: usize) -> &[u8] {
-        let link = &mut self.links[index];
-        if link.socket.is_none() || self.pool.get_mut(index).step() != Step::Io {
-            return &[];
-        }
-        if link.sent == link.out.len() && !link.in_flight {
-            link.out.clear();
-            link.sent = 0;
-            self.pool.get_mut(index).take_output(&mut link.out);
-        }
-        &link.out[link.sent..]
+        let (link, conn) = self.pool.link_mut(index);
+        link.unsent(conn)
     }
 
     pub fn link_sent(&mut self, index: usize, n: usize) {
-        let link = &mut self.links[index];
-        link.sent = (link.sent + n).min(link.out.len());
+        self.pool.link_mut(index).0.sent(n);
+    }
+
+    /// The socket the link ordered closed is closed and nothing refers to it any more.
+    pub fn link_closed(&mut self, index: usize) {
+        self.pool.link_mut(index).0.closed();
+    }
+
+    /// Runs `f` on link `index` with the clock and what its events are delivered to.
+    fn on_link<T>(
+        &mut self,
+        index: usize,
+        f: impl FnOnce((&mut Link, &mut PgConn), Instant, &mut Deliverer<'_, S, K>) -> T,
+    ) -> T {
+        let (pool, mut deliver) = self.split();
+        let now = deliver.now;
+        f(pool.link_mut(index), now, &mut deliver)
     }
 
     /// The pool apart from what its events are delivered to: the app, and the HTTP
@@ -369,18 +408,6 @@ impl<S: Service, K> Core<S, K> {
             now: self.now,
         };
         (&mut self.pool, deliverer)
-    }
-}
-
-/// Closes a link's socket. Shutting it down first ends any operation the kernel still has
-/// on it (io_uring), whose completion then finds a newer generation and is ignored.
-fn close_link(link: &mut Link) {
-    if let Some(socket) = link.socket.take() {
-        sys::shutdown_both(&socket);
-    }
-    if !link.in_flight {
-        link.out.clear();
-        link.sent = 0;
     }
 }
 

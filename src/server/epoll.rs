@@ -8,8 +8,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::core::{Core, Next};
-use crate::pg::{DbError, Pool, Step};
+use super::core::{Core, LinkOrder, Next};
+use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys::{self, Epoll, READABLE, WRITABLE};
 
@@ -29,8 +29,19 @@ pub struct Worker<S> {
     accept_paused: bool,
     /// The events registered for each HTTP slot.
     interest: Vec<u32>,
-    /// The events registered for each PostgreSQL link's socket (0: not registered).
-    link_interest: Vec<u32>,
+    /// Each PostgreSQL link's socket, while it has one.
+    links: Vec<LinkSocket>,
+    /// Slots the database answered in this iteration, being sent.
+    completed: Vec<usize>,
+}
+
+#[derive(Default)]
+struct LinkSocket {
+    socket: Option<OwnedFd>,
+    /// Its connect is under way.
+    connecting: bool,
+    /// The events registered for it (0: not registered).
+    interest: u32,
 }
 
 impl<S: Service> Worker<S> {
@@ -43,7 +54,8 @@ impl<S: Service> Worker<S> {
             listening: false,
             accept_paused: false,
             interest: Vec::new(),
-            link_interest: vec![0; links],
+            links: (0..links).map(|_| LinkSocket::default()).collect(),
+            completed: Vec::new(),
         })
     }
 
@@ -59,7 +71,7 @@ impl<S: Service> Worker<S> {
             let timeout = self
                 .core
                 .next_wake()
-                .saturating_duration_since(self.core.now);
+                .saturating_duration_since(self.core.now());
             let ready = self
                 .epoll
                 .wait(&mut events, timeout.as_millis() as i32 + 1)?;
@@ -137,33 +149,23 @@ impl<S: Service> Worker<S> {
     }
 
     fn on_event(&mut self, index: usize, events: u32) {
-        let Core { slots, buffers, .. } = &mut self.core;
-        let Some(slot) = slots.get_mut(index) else {
+        if self.core.socket(index).is_none() {
             return;
-        };
-        let Some(socket) = &slot.socket else {
-            return;
-        };
+        }
         if events & HANGUP != 0 {
             // Reset, or closed both ways: nothing can be sent any more, and epoll would
             // report this again and again whatever the interest.
             return self.close(index);
         }
         if events & READABLE != 0 {
-            let lingering = slot.lingering_since.is_some();
-            if lingering || slot.conn.wants_input() {
-                let input = slot.conn.input(buffers);
-                let read = sys::read_into(socket, input, READ_CHUNK);
-                if lingering {
-                    // Only the peer's EOF is awaited; anything it still sends is dropped.
-                    input.clear();
+            let read = self.core.read(index, |socket, input| {
+                sys::read_into(socket, input, READ_CHUNK)
+            });
+            match read {
+                Some(Err(err)) if err.kind() != io::ErrorKind::WouldBlock => {
+                    return self.close(index)
                 }
-                match read {
-                    Ok(0) => slot.conn.peer_closed(),
-                    Ok(_) => {}
-                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return self.close(index),
-                }
+                _ => {}
             }
         }
         self.flush(index);
@@ -176,42 +178,37 @@ impl<S: Service> Worker<S> {
             let read = match self.core.advance(index, true) {
                 Next::Close => return self.close(index),
                 Next::Linger => {
-                    if let Some(socket) = &self.core.slots[index].socket {
+                    if let Some(socket) = self.core.socket(index) {
                         sys::shutdown_write(socket);
                     }
                     true
                 }
                 Next::Keep { read } => read,
             };
-            let slot = &mut self.core.slots[index];
-            let Some(socket) = &slot.socket else {
+            let Some(socket) = self.core.socket(index) else {
                 return;
             };
-            let unsent = slot.conn.unsent();
+            let unsent = self.core.unsent(index);
             if unsent.is_empty() {
                 break read;
             }
             match sys::send(socket.as_raw_fd(), unsent) {
-                Ok(n) => self.core.sent(index, n),
+                // All sent: requests held back while the output was full can be answered
+                // now, and a finished connection can close.
+                Ok(n) if self.core.sent(index, n) => {}
+                Ok(_) => break read,
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break read,
                 Err(_) => return self.close(index),
             }
-            // All sent: requests held back while the output was full can be answered now,
-            // and a finished connection can close.
-            let conn = &self.core.slots[index].conn;
-            if !conn.unsent().is_empty() || !(conn.has_backlog() || conn.is_finished()) {
-                break read;
-            }
         };
-        let slot = &self.core.slots[index];
-        let Some(socket) = &slot.socket else {
+        let Some(socket) = self.core.socket(index) else {
             return;
         };
         let mut interest = 0;
         if read {
             interest |= READABLE;
         }
-        if !slot.conn.unsent().is_empty() {
+        if !self.core.unsent(index).is_empty() {
             interest |= WRITABLE;
         }
         if interest != self.interest[index] {
@@ -228,28 +225,33 @@ impl<S: Service> Worker<S> {
 
     /// Sends the responses the database finished in this iteration.
     fn deliver_completed(&mut self) {
-        while !self.core.completed.is_empty() {
-            let completed = std::mem::take(&mut self.core.completed);
+        let mut completed = std::mem::take(&mut self.completed);
+        loop {
+            self.core.take_completed(&mut completed);
+            if completed.is_empty() {
+                break;
+            }
             for &index in &completed {
                 self.flush(index);
             }
             // Answering them can let held-back requests queue more queries.
             self.flush_links();
-            let mut completed = completed;
-            completed.clear();
-            if self.core.completed.is_empty() {
-                self.core.completed = completed;
-            }
         }
+        self.completed = completed;
     }
 
     fn on_link_event(&mut self, index: usize, events: u32) {
-        if index >= self.core.links.len() {
+        let Some(link) = self.links.get(index) else {
             return;
-        }
-        if self.core.pool.get_mut(index).step() == Step::Connecting {
+        };
+        let Some(socket) = &link.socket else {
+            return;
+        };
+        if link.connecting {
             if events & (WRITABLE | HANGUP) != 0 {
-                self.core.link_connected(index);
+                let result = sys::take_socket_error(socket);
+                self.links[index].connecting = false;
+                self.core.link_connected(index, result);
             }
             return;
         }
@@ -263,35 +265,31 @@ impl<S: Service> Worker<S> {
 
     /// Reads until the socket is empty, handing every answer to the core as it comes.
     fn read_link(&mut self, index: usize) {
+        let Some(fd) = self.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+            return;
+        };
         loop {
-            let Some(fd) = self.core.links[index].fd() else {
-                return;
-            };
             let room = self.core.link_read_buffer(index);
             let wanted = room.len();
             match sys::receive(fd, room) {
-                Ok(0) => {
-                    return self.core.link_failed(
-                        index,
-                        DbError::Protocol("the server closed the connection".into()),
-                    )
-                }
                 Ok(n) => {
                     self.core.link_filled(index, n);
-                    // A short read emptied the socket: skip the read that would say EAGAIN.
+                    // EOF, or a short read emptied the socket: skip the read that would
+                    // say EAGAIN.
                     if n < wanted {
                         return;
                     }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
-                Err(err) => return self.core.link_failed(index, DbError::Io(err)),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return self.core.link_failed(index, err),
             }
         }
     }
 
     /// Sends what the link has queued, one `send` per call.
     fn send_link(&mut self, index: usize) {
-        let Some(fd) = self.core.links[index].fd() else {
+        let Some(fd) = self.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
             return;
         };
         let unsent = self.core.link_unsent(index);
@@ -301,42 +299,56 @@ impl<S: Service> Worker<S> {
         match sys::send(fd, unsent) {
             Ok(n) => self.core.link_sent(index, n),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-            Err(err) => self.core.link_failed(index, DbError::Io(err)),
+            Err(err) => self.core.link_failed(index, err),
         }
     }
 
     fn flush_links(&mut self) {
-        for index in 0..self.core.links.len() {
+        for index in 0..self.links.len() {
             self.send_link(index);
         }
     }
 
-    /// Opens and closes the links' sockets as their connections want, and keeps epoll
-    /// watching each for what it waits on.
+    /// Opens and closes the links' sockets as the core orders, and keeps epoll watching
+    /// each for what it waits on.
     fn sync_links(&mut self) -> io::Result<()> {
-        for index in 0..self.core.links.len() {
-            if self.core.sync_link(index).is_some() {
-                // A new socket: the old one (if any) left epoll when it was closed.
-                self.link_interest[index] = 0;
+        for index in 0..self.links.len() {
+            match self.core.link_order(index) {
+                Some(LinkOrder::Connect(address)) => match sys::connect_nonblocking(&address) {
+                    Ok(socket) => {
+                        self.links[index] = LinkSocket {
+                            socket: Some(socket),
+                            connecting: true,
+                            interest: 0,
+                        }
+                    }
+                    Err(err) => self.core.link_connected(index, Err(err)),
+                },
+                Some(LinkOrder::Close) => {
+                    // Closing the descriptor also removes it from epoll; nothing else
+                    // refers to it.
+                    self.links[index] = LinkSocket::default();
+                    self.core.link_closed(index);
+                }
+                None => {}
             }
-            let link = &self.core.links[index];
+            let link = &mut self.links[index];
             let Some(socket) = &link.socket else {
-                self.link_interest[index] = 0;
                 continue;
             };
-            let fd = socket.as_raw_fd();
-            let interest = match self.core.pool.get_mut(index).step() {
-                Step::Connecting => WRITABLE,
-                _ if link.sent < link.out.len() => READABLE | WRITABLE,
-                _ => READABLE,
+            let interest = match link.connecting {
+                true => WRITABLE,
+                false if self.core.link_unsent(index).is_empty() => READABLE,
+                false => READABLE | WRITABLE,
             };
+            let fd = socket.as_raw_fd();
             let token = DATABASE + index as u64;
-            match self.link_interest[index] {
+            match link.interest {
                 current if current == interest => {}
                 0 => self.epoll.add(fd, interest, token)?,
                 _ => self.epoll.modify(fd, interest, token)?,
             }
-            self.link_interest[index] = interest;
+            link.interest = interest;
         }
         Ok(())
     }

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use super::core::{Core, Next};
-use crate::pg::{DbError, Pool, Step};
+use super::core::{Core, LinkOrder, Next};
+use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys;
 
@@ -47,6 +47,8 @@ const LINK_RECV: u64 = 6;
 const LINK_SEND: u64 = 7;
 const SHUTDOWN: u64 = 8;
 const CLOSE: u64 = 9;
+const CANCEL_ALL: u64 = 10;
+const LINK_CANCEL: u64 = 11;
 const GENERATION_MASK: u32 = 0xff_ffff;
 
 fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
@@ -311,17 +313,49 @@ struct SlotIo {
     /// The kernel is reading the connection's unsent output: nothing may change it until
     /// the send completes.
     sending: bool,
+    /// A shutdown is under way. io_uring runs shutdowns on its worker threads, which look
+    /// the socket's file-table entry up only when they get to it.
+    shutting_down: bool,
+    /// The cancel of all its operations is under way.
+    cancelling: bool,
     /// Being closed: waiting for its operations to end before the socket is closed.
     closing: bool,
     /// Queued to be brought up to date after the current batch of completions.
     dirty: bool,
 }
 
-/// The io_uring state of one PostgreSQL link (same index as the core's link).
+impl SlotIo {
+    /// Whether an operation the kernel holds still names the socket's file-table entry:
+    /// until none does, closing it could let the entry's next socket get that operation.
+    fn in_flight(&self) -> bool {
+        self.recv_armed || self.sending || self.shutting_down || self.cancelling
+    }
+}
+
+/// The io_uring state of one PostgreSQL link (same index as the core's link): its socket,
+/// and the operations under way on it.
 #[derive(Default)]
 struct LinkIo {
-    /// A multishot receive is armed on the link's current socket.
+    socket: Option<OwnedFd>,
+    /// Waiting for the connect to end (a poll for writability).
+    connecting: bool,
     recv_armed: bool,
+    /// The kernel is sending from the core's link output.
+    sending: bool,
+    cancelling: bool,
+    /// The core ordered it closed: it is, once no operation names the descriptor, so that
+    /// no operation can reach a socket that gets the descriptor's number next.
+    closing: bool,
+}
+
+impl LinkIo {
+    fn in_flight(&self) -> bool {
+        self.connecting || self.recv_armed || self.sending || self.cancelling
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        self.socket.as_ref().map(AsRawFd::as_raw_fd)
+    }
 }
 
 pub struct Worker<S> {
@@ -337,6 +371,8 @@ pub struct Worker<S> {
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
+    completed: Vec<usize>,
+    /// Completions reaped and not handled yet.
     completions: Vec<cqueue::Entry>,
 }
 
@@ -365,6 +401,7 @@ impl<S: Service> Worker<S> {
             io: Vec::new(),
             links,
             dirty: Vec::new(),
+            completed: Vec::new(),
             completions: Vec::with_capacity(COMPLETION_ENTRIES as usize),
         })
     }
@@ -382,6 +419,7 @@ impl<S: Service> Worker<S> {
     }
 
     fn serve(&mut self) -> io::Result<std::convert::Infallible> {
+        let mut batch = Vec::with_capacity(COMPLETION_ENTRIES as usize);
         loop {
             if !self.accept_armed && !self.accept_paused && self.core.ready_to_listen() {
                 self.arm_accept()?;
@@ -389,8 +427,10 @@ impl<S: Service> Worker<S> {
             self.sync_links()?;
             self.wait()?;
             self.core.refresh();
-            let mut batch = std::mem::take(&mut self.completions);
-            batch.extend(self.ring.completion());
+            self.reap()?;
+            // Completions reaped while handling these (to make room for submissions) are
+            // the next batch's.
+            std::mem::swap(&mut batch, &mut self.completions);
             for completion in &batch {
                 self.on_completion(
                     completion.user_data(),
@@ -399,7 +439,6 @@ impl<S: Service> Worker<S> {
                 )?;
             }
             batch.clear();
-            self.completions = batch;
             // Every buffer of the batch is back before any receive is re-armed.
             self.buffers.publish();
             self.core.on_timers();
@@ -415,12 +454,29 @@ impl<S: Service> Worker<S> {
         }
     }
 
+    /// Moves the completions the kernel posted into `completions`; fails if it had to drop
+    /// any. (With `FEAT_NODROP` it holds what does not fit, and drops only when it cannot
+    /// allocate: then an operation's end is lost, with a buffer or a connection that would
+    /// wait for it forever, and the worker ends rather than serve on with a leak.)
+    fn reap(&mut self) -> io::Result<()> {
+        let mut queue = self.ring.completion();
+        let dropped = queue.overflow();
+        self.completions.extend(&mut queue);
+        match dropped {
+            0 => Ok(()),
+            n => Err(completions_dropped(n)),
+        }
+    }
+
     /// Brings every connection touched in this batch up to date, including those that
     /// received responses from the database.
     fn advance_dirty(&mut self) -> io::Result<()> {
-        for index in std::mem::take(&mut self.core.completed) {
+        let mut completed = std::mem::take(&mut self.completed);
+        self.core.take_completed(&mut completed);
+        for &index in &completed {
             self.mark_dirty(index);
         }
+        self.completed = completed;
         let mut dirty = std::mem::take(&mut self.dirty);
         for &index in &dirty {
             self.advance(index)?;
@@ -430,23 +486,34 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    /// Submits what is queued and waits for a completion or the core's next timer.
+    /// Submits what is queued and waits for a completion or the core's next timer; does
+    /// not wait while completions reaped earlier wait to be handled.
     fn wait(&mut self) -> io::Result<()> {
-        let timeout = self
-            .core
-            .next_wake()
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        let timeout = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&timeout);
-        match self.ring.submitter().submit_with_args(1, &args) {
+        let submitted = if self.completions.is_empty() {
+            let timeout = self
+                .core
+                .next_wake()
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            let timeout = types::Timespec::from(timeout);
+            let args = types::SubmitArgs::new().timespec(&timeout);
+            self.ring.submitter().submit_with_args(1, &args)
+        } else {
+            self.ring.submit()
+        };
+        match submitted {
             Ok(_) => Ok(()),
             Err(err) if err.raw_os_error() == Some(libc::ETIME) || is_transient(&err) => Ok(()),
+            Err(err) if err.raw_os_error() == Some(libc::EBADR) => {
+                Err(completions_dropped(self.ring.completion().overflow()))
+            }
             Err(err) => Err(err),
         }
     }
 
-    /// Queues an operation, submitting what is queued first when the queue is full.
+    /// Queues an operation. When the queue is full, submits what is queued; when the
+    /// kernel will not take it before completions are reaped (`EBUSY`), reaps them (they
+    /// are handled with the next batch), so that the queue never stays full.
     ///
     /// # Safety
     ///
@@ -464,10 +531,26 @@ impl<S: Service> Worker<S> {
             };
             match made_room {
                 Ok(_) => {}
-                Err(err) if is_transient(&err) => {}
+                Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
+                Err(err) if is_transient(&err) => {
+                    let before = self.completions.len();
+                    self.reap()?;
+                    if self.completions.len() == before {
+                        // Short of memory rather than of room: give the kernel a moment.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// Queues an operation that points at no memory of ours (accepts and receives into
+    /// the provided buffers, polls, shutdowns, cancels): nothing to keep alive.
+    fn push_plain(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        // SAFETY: the entry points at no memory; the provided buffers a receive may fill
+        // are leaked, so they outlive every operation.
+        unsafe { self.push(entry) }
     }
 
     fn arm_accept(&mut self) -> io::Result<()> {
@@ -475,8 +558,7 @@ impl<S: Service> Worker<S> {
             .allocate_file_index(true)
             .build()
             .user_data(user_data(ACCEPT, 0, 0));
-        // SAFETY: a multishot accept without an address buffer points at no memory.
-        unsafe { self.push(entry) }?;
+        self.push_plain(entry)?;
         self.accept_armed = true;
         Ok(())
     }
@@ -487,11 +569,13 @@ impl<S: Service> Worker<S> {
             ACCEPT => self.on_accept(result, flags),
             RECV => self.on_recv(index, generation, result, flags),
             SEND => self.on_send(index, generation, result),
-            LINK_CONNECT => self.on_link_connect(index, generation),
-            LINK_RECV => self.on_link_recv(index, generation, result, flags),
-            LINK_SEND => self.on_link_send(index, generation, result),
-            // Cancels report nothing we need (the cancelled operation completes too), nor do
-            // shutdowns and closes: the connection's receive sees how it ends.
+            SHUTDOWN | CANCEL_ALL => self.on_slot_op(kind, index, generation),
+            LINK_CONNECT => self.on_link_connect(index, result),
+            LINK_RECV => self.on_link_recv(index, result, flags),
+            LINK_SEND => self.on_link_send(index, result),
+            LINK_CANCEL => self.on_link_cancel(index),
+            // The cancels of one receive report nothing we need (the receive completes
+            // too), nor do closes.
             _ => Ok(()),
         }
     }
@@ -515,8 +599,7 @@ impl<S: Service> Worker<S> {
                 let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
                     .build()
                     .user_data(user_data(CANCEL, 0, 0));
-                // SAFETY: a cancel points at no memory.
-                unsafe { self.push(entry) }?;
+                self.push_plain(entry)?;
             }
         }
         // Anything else (the peer gave up before we took it, ...) concerns one connection.
@@ -533,25 +616,22 @@ impl<S: Service> Worker<S> {
     }
 
     fn arm_recv(&mut self, index: usize) -> io::Result<()> {
-        let slot = &self.core.slots[index];
-        let Some(socket) = slot.socket else {
+        let Some(&socket) = self.core.socket(index) else {
             return Ok(());
         };
         let entry = opcode::RecvMulti::new(socket, BUFFER_GROUP)
             .build()
-            .user_data(user_data(RECV, slot.conn.generation(), index));
+            .user_data(user_data(RECV, self.core.generation(index), index));
         let io = &mut self.io[index];
         io.recv_armed = true;
         io.recv_cancelled = false;
-        // SAFETY: the receive writes only into the provided buffers, which are never freed.
-        unsafe { self.push(entry) }
+        self.push_plain(entry)
     }
 
     /// The slot `index`, if it still belongs to the connection of `generation`.
     fn live(&self, index: usize, generation: u32) -> bool {
-        self.core.slots.get(index).is_some_and(|slot| {
-            slot.socket.is_some() && slot.conn.generation() & GENERATION_MASK == generation
-        })
+        self.core.socket(index).is_some()
+            && self.core.generation(index) & GENERATION_MASK == generation
     }
 
     fn on_recv(
@@ -562,29 +642,30 @@ impl<S: Service> Worker<S> {
         flags: u32,
     ) -> io::Result<()> {
         let buffer = cqueue::buffer_select(flags);
-        if !self.live(index, generation) {
-            if let Some(id) = buffer {
-                self.buffers.give_back(id);
+        let live = self.live(index, generation);
+        if live && !self.io[index].closing {
+            match (buffer, result) {
+                (Some(id), 1..) => {
+                    let data = self.buffers.filled(id, result as usize);
+                    self.core.received(index, data);
+                }
+                (_, 0) => self.core.received(index, &[]),
+                _ => {}
             }
-            return Ok(());
         }
-        let (slot, io) = (&mut self.core.slots[index], &mut self.io[index]);
         if let Some(id) = buffer {
-            // A lingering or closing connection only waits for the end: drop what it sends.
-            if result > 0 && slot.lingering_since.is_none() && !io.closing {
-                let data = self.buffers.filled(id, result as usize);
-                let input = slot.conn.input(&mut self.core.buffers);
-                input.extend_from_slice(data);
-            }
             self.buffers.give_back(id);
         }
+        if !live {
+            return Ok(());
+        }
         if !cqueue::more(flags) {
+            let io = &mut self.io[index];
             io.recv_armed = false;
             io.recv_cancelled = false;
         }
         match result {
-            0 => slot.conn.peer_closed(),
-            1.. => {}
+            0.. => {}
             // Out of buffers (re-armed after the batch, when they are back) or cancelled by us.
             _ if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
             _ if result == -libc::EINVAL => {
@@ -611,10 +692,26 @@ impl<S: Service> Worker<S> {
             return self.begin_close(index);
         }
         if !io.closing {
-            let sent = (result as usize).min(self.core.slots[index].conn.unsent().len());
+            let sent = (result as usize).min(self.core.unsent(index).len());
             self.core.sent(index, sent);
         }
         self.mark_dirty(index);
+        Ok(())
+    }
+
+    /// A shutdown or a cancel of all a connection's operations ended.
+    fn on_slot_op(&mut self, kind: u64, index: usize, generation: u32) -> io::Result<()> {
+        if !self.live(index, generation) {
+            return Ok(());
+        }
+        let io = &mut self.io[index];
+        match kind {
+            SHUTDOWN => io.shutting_down = false,
+            _ => io.cancelling = false,
+        }
+        if io.closing {
+            self.mark_dirty(index);
+        }
         Ok(())
     }
 
@@ -636,39 +733,33 @@ impl<S: Service> Worker<S> {
         }
         let sending = io.sending;
         let next = self.core.advance(index, !sending);
-        let slot = &self.core.slots[index];
-        let Some(socket) = slot.socket else {
+        let Some(&socket) = self.core.socket(index) else {
             return Ok(());
         };
+        let generation = self.core.generation(index);
         let read = match next {
             Next::Close => return self.begin_close(index),
             Next::Linger => {
                 let entry = opcode::Shutdown::new(socket, libc::SHUT_WR)
                     .build()
-                    .user_data(user_data(SHUTDOWN, slot.conn.generation(), index));
-                // SAFETY: a shutdown points at no memory.
-                unsafe { self.push(entry) }?;
+                    .user_data(user_data(SHUTDOWN, generation, index));
+                self.io[index].shutting_down = true;
+                self.push_plain(entry)?;
                 true
             }
             Next::Keep { read } => read,
         };
-        let slot = &self.core.slots[index];
-        let unsent = slot.conn.unsent();
+        let unsent = self.core.unsent(index);
         if !sending && !unsent.is_empty() {
-            let entry = send_entry(
-                Target::Connection(socket),
-                unsent,
-                user_data(SEND, slot.conn.generation(), index),
-            );
+            let entry = send_entry(socket, unsent, user_data(SEND, generation, index));
             self.io[index].sending = true;
             // SAFETY: the output is left alone while `sending` is set, and the slot (and
             // with it the connection's buffers) is not reused before the send completes.
             unsafe { self.push(entry) }?;
         }
-        let slot = &self.core.slots[index];
         let wants_input = read
-            && (slot.lingering_since.is_some() || slot.conn.buffered_input() < MAX_BUFFERED_INPUT);
-        let generation = slot.conn.generation();
+            && (self.core.is_lingering(index)
+                || self.core.buffered_input(index) < MAX_BUFFERED_INPUT);
         let io = &mut self.io[index];
         if wants_input && !io.recv_armed {
             self.arm_recv(index)?;
@@ -678,150 +769,189 @@ impl<S: Service> Worker<S> {
             let entry = opcode::AsyncCancel::new(user_data(RECV, generation, index))
                 .build()
                 .user_data(user_data(CANCEL, generation, index));
-            // SAFETY: a cancel points at no memory.
-            unsafe { self.push(entry) }?;
+            self.push_plain(entry)?;
         }
         Ok(())
     }
 
-    /// Cancels the connection's operations and closes it once they have all completed.
+    /// Cancels the connection's operations and closes it once they have all completed:
+    /// until then its file-table entry stays taken, so no new connection can get it while
+    /// an operation of this one still names it.
     fn begin_close(&mut self, index: usize) -> io::Result<()> {
-        let slot = &self.core.slots[index];
-        let Some(socket) = slot.socket else {
+        let Some(&socket) = self.core.socket(index) else {
             return Ok(());
         };
-        let generation = slot.conn.generation();
+        let generation = self.core.generation(index);
         let io = &mut self.io[index];
-        if !io.recv_armed && !io.sending {
+        io.closing = true;
+        if !io.in_flight() {
             *io = SlotIo::default();
             self.core.release(index);
             let entry = opcode::Close::new(socket)
                 .build()
                 .user_data(user_data(CLOSE, generation, index));
-            // SAFETY: a close points at no memory.
-            return unsafe { self.push(entry) };
+            return self.push_plain(entry);
         }
-        if io.closing {
-            // Already cancelled; the completions will bring it back here.
+        if io.cancelling || !(io.recv_armed || io.sending) {
+            // Cancelled already, or only a shutdown to wait for: the completions bring it
+            // back here.
             return Ok(());
         }
-        io.closing = true;
+        io.cancelling = true;
         let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(socket).all())
             .build()
-            .user_data(user_data(CANCEL, generation, index));
-        // SAFETY: a cancel points at no memory.
-        unsafe { self.push(entry) }
+            .user_data(user_data(CANCEL_ALL, generation, index));
+        self.push_plain(entry)
     }
 
-    // The PostgreSQL links.
+    // The PostgreSQL links: the core orders, this moves the bytes.
 
-    /// Opens and closes the links' sockets as their connections want; a new socket is
-    /// watched for its connect to complete, a connected one gets a multishot receive.
+    /// Opens and closes the links' sockets as the core orders. A new socket is polled for
+    /// its connect to end; a closing one is closed once nothing names it any more.
     fn sync_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
-            if let Some(fd) = self.core.sync_link(index) {
-                let generation = self.core.links[index].generation;
-                self.links[index] = LinkIo::default();
-                let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
-                    .build()
-                    .user_data(user_data(LINK_CONNECT, link_generation(generation), index));
-                // SAFETY: a poll points at no memory.
-                unsafe { self.push(entry) }?;
+            match self.core.link_order(index) {
+                Some(LinkOrder::Connect(address)) => match sys::connect_nonblocking(&address) {
+                    Ok(socket) => {
+                        let entry = opcode::PollAdd::new(
+                            types::Fd(socket.as_raw_fd()),
+                            libc::POLLOUT as u32,
+                        )
+                        .build()
+                        .user_data(user_data(LINK_CONNECT, 0, index));
+                        self.links[index] = LinkIo {
+                            socket: Some(socket),
+                            connecting: true,
+                            ..LinkIo::default()
+                        };
+                        self.push_plain(entry)?;
+                    }
+                    Err(err) => self.core.link_connected(index, Err(err)),
+                },
+                Some(LinkOrder::Close) => {
+                    self.links[index].closing = true;
+                    self.close_link(index)?;
+                }
+                None => {}
             }
         }
         Ok(())
     }
 
-    /// The link `index`'s socket, if it still belongs to the connection of `generation`.
-    fn live_link(&self, index: usize, generation: u32) -> Option<RawFd> {
-        let link = self.core.links.get(index)?;
-        let socket = link.socket.as_ref()?;
-        (link_generation(link.generation) == generation).then(|| socket.as_raw_fd())
-    }
-
-    fn on_link_connect(&mut self, index: usize, generation: u32) -> io::Result<()> {
-        if self.live_link(index, generation).is_none() {
+    /// Closes a closing link's socket once no operation names it, cancelling them first.
+    fn close_link(&mut self, index: usize) -> io::Result<()> {
+        let link = &mut self.links[index];
+        let Some(fd) = link.fd() else {
+            // The socket could not even be made.
+            *link = LinkIo::default();
+            self.core.link_closed(index);
+            return Ok(());
+        };
+        if !link.in_flight() {
+            *link = LinkIo::default();
+            self.core.link_closed(index);
             return Ok(());
         }
-        self.core.link_connected(index);
-        self.arm_link_recv(index)
+        if link.cancelling {
+            return Ok(());
+        }
+        link.cancelling = true;
+        let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
+            .build()
+            .user_data(user_data(LINK_CANCEL, 0, index));
+        self.push_plain(entry)
+    }
+
+    /// An operation on link `index` ended: a closing link may close now.
+    fn link_op_ended(&mut self, index: usize) -> io::Result<()> {
+        match self.links[index].closing {
+            true => self.close_link(index),
+            false => Ok(()),
+        }
+    }
+
+    fn on_link_connect(&mut self, index: usize, result: i32) -> io::Result<()> {
+        let Some(link) = self.links.get_mut(index) else {
+            return Ok(());
+        };
+        link.connecting = false;
+        if !link.closing {
+            if let Some(socket) = &link.socket {
+                let result = match result {
+                    ..0 => Err(io::Error::from_raw_os_error(-result)),
+                    _ => sys::take_socket_error(socket),
+                };
+                self.core.link_connected(index, result);
+            }
+        }
+        self.link_op_ended(index)
     }
 
     fn arm_link_recv(&mut self, index: usize) -> io::Result<()> {
-        let Some(socket) = &self.core.links[index].socket else {
+        let link = &mut self.links[index];
+        let Some(fd) = link.fd() else {
             return Ok(());
         };
-        if self.links[index].recv_armed || self.core.pool.get_mut(index).step() != Step::Io {
+        if link.recv_armed || link.connecting || link.closing {
             return Ok(());
         }
-        let generation = link_generation(self.core.links[index].generation);
-        let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
+        let entry = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP)
             .build()
-            .user_data(user_data(LINK_RECV, generation, index));
-        self.links[index].recv_armed = true;
-        // SAFETY: the receive writes only into the provided buffers, which are never freed.
-        unsafe { self.push(entry) }
+            .user_data(user_data(LINK_RECV, 0, index));
+        link.recv_armed = true;
+        self.push_plain(entry)
     }
 
-    fn on_link_recv(
-        &mut self,
-        index: usize,
-        generation: u32,
-        result: i32,
-        flags: u32,
-    ) -> io::Result<()> {
+    fn on_link_recv(&mut self, index: usize, result: i32, flags: u32) -> io::Result<()> {
         let buffer = cqueue::buffer_select(flags);
-        let live = self.live_link(index, generation).is_some();
-        if live {
-            if let (Some(id), true) = (buffer, result > 0) {
-                let data = self.buffers.filled(id, result as usize);
-                self.core.link_received(index, data);
-            }
-            if !cqueue::more(flags) {
-                self.links[index].recv_armed = false;
+        let Some(link) = self.links.get_mut(index) else {
+            return Ok(());
+        };
+        if !cqueue::more(flags) {
+            link.recv_armed = false;
+        }
+        if !link.closing {
+            match (buffer, result) {
+                (Some(id), 1..) => {
+                    let data = self.buffers.filled(id, result as usize);
+                    self.core.link_received(index, data);
+                }
+                (_, 0) => self.core.link_received(index, &[]),
+                // Out of buffers (re-armed at the next round of sends, when they are back).
+                (_, _) if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
+                _ => self
+                    .core
+                    .link_failed(index, io::Error::from_raw_os_error(-result)),
             }
         }
         if let Some(id) = buffer {
             self.buffers.give_back(id);
         }
-        if !live {
-            return Ok(());
-        }
-        match result {
-            0 => self.core.link_failed(
-                index,
-                DbError::Protocol("the server closed the connection".into()),
-            ),
-            1.. => {}
-            _ if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
-            _ => self
-                .core
-                .link_failed(index, DbError::Io(io::Error::from_raw_os_error(-result))),
-        }
-        // Re-armed once the batch's buffers are back: at the next sync of the links.
-        Ok(())
+        self.link_op_ended(index)
     }
 
-    fn on_link_send(&mut self, index: usize, generation: u32, result: i32) -> io::Result<()> {
-        let Some(link) = self.core.links.get_mut(index) else {
+    fn on_link_send(&mut self, index: usize, result: i32) -> io::Result<()> {
+        let Some(link) = self.links.get_mut(index) else {
             return Ok(());
         };
-        link.in_flight = false;
-        if self.live_link(index, generation).is_none() {
-            // The socket was closed while the kernel sent: its bytes are of no use now.
-            let link = &mut self.core.links[index];
-            link.out.clear();
-            link.sent = 0;
+        link.sending = false;
+        if !link.closing {
+            match result {
+                1.. => self.core.link_sent(index, result as usize),
+                _ => self
+                    .core
+                    .link_failed(index, io::Error::from_raw_os_error(-result.min(-1))),
+            }
+        }
+        self.link_op_ended(index)
+    }
+
+    fn on_link_cancel(&mut self, index: usize) -> io::Result<()> {
+        let Some(link) = self.links.get_mut(index) else {
             return Ok(());
-        }
-        match result {
-            1.. => self.core.link_sent(index, result as usize),
-            _ => self.core.link_failed(
-                index,
-                DbError::Io(io::Error::from_raw_os_error(-result.min(-1))),
-            ),
-        }
-        Ok(())
+        };
+        link.cancelling = false;
+        self.link_op_ended(index)
     }
 
     /// Sends what each link has queued, one send in flight per link, and re-arms the
@@ -829,52 +959,65 @@ impl<S: Service> Worker<S> {
     fn send_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
             self.arm_link_recv(index)?;
-            if self.core.links[index].in_flight {
-                continue;
-            }
-            let Some(fd) = self.core.links[index].fd() else {
+            let link = &self.links[index];
+            let Some(fd) = link.fd() else {
                 continue;
             };
-            let generation = link_generation(self.core.links[index].generation);
+            if link.sending || link.connecting || link.closing {
+                continue;
+            }
             let unsent = self.core.link_unsent(index);
             if unsent.is_empty() {
                 continue;
             }
-            let entry = send_entry(
-                Target::Link(fd),
-                unsent,
-                user_data(LINK_SEND, generation, index),
-            );
-            self.core.links[index].in_flight = true;
-            // SAFETY: the link's `out` is neither changed nor freed while `in_flight` is set.
+            let entry = send_entry(types::Fd(fd), unsent, user_data(LINK_SEND, 0, index));
+            self.links[index].sending = true;
+            // SAFETY: the core leaves the link's unsent bytes as they are until they are
+            // reported sent or the socket closed, and the socket closes only once this
+            // send has completed.
             unsafe { self.push(entry) }?;
         }
         Ok(())
     }
 }
 
-/// Where a send goes: an HTTP connection (an entry of the ring's file table) or a
-/// PostgreSQL link (a descriptor).
-enum Target {
-    Connection(types::Fixed),
-    Link(RawFd),
-}
-
 /// A send of `bytes` that raises no SIGPIPE when the peer is gone; more than 4 GiB goes out
 /// in part (the completion says how much). The entry points into `bytes`: the caller keeps
 /// them in place until the send completes.
-fn send_entry(target: Target, bytes: &[u8], data: u64) -> squeue::Entry {
+fn send_entry(socket: impl Into<Socket>, bytes: &[u8], data: u64) -> squeue::Entry {
     let (pointer, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
-    let send = match target {
-        Target::Connection(socket) => opcode::Send::new(socket, pointer, len),
-        Target::Link(fd) => opcode::Send::new(types::Fd(fd), pointer, len),
+    let send = match socket.into() {
+        Socket::Fixed(socket) => opcode::Send::new(socket, pointer, len),
+        Socket::Fd(fd) => opcode::Send::new(fd, pointer, len),
     };
     send.flags(libc::MSG_NOSIGNAL).build().user_data(data)
 }
 
-/// A link's generation as it fits in a completion's user data.
-fn link_generation(generation: u64) -> u32 {
-    generation as u32 & GENERATION_MASK
+/// What a send goes to: an HTTP connection (an entry of the ring's file table) or a
+/// PostgreSQL link (a descriptor).
+enum Socket {
+    Fixed(types::Fixed),
+    Fd(types::Fd),
+}
+
+impl From<types::Fixed> for Socket {
+    fn from(socket: types::Fixed) -> Socket {
+        Socket::Fixed(socket)
+    }
+}
+
+impl From<types::Fd> for Socket {
+    fn from(fd: types::Fd) -> Socket {
+        Socket::Fd(fd)
+    }
+}
+
+/// The kernel dropped `count` completions: it could not allocate room for them.
+fn completions_dropped(count: u32) -> io::Error {
+    io::Error::other(format!(
+        "the kernel dropped {count} io_uring completion(s) (out of memory): the operations \
+         they ended would never end, leaking connections and buffers"
+    ))
 }
 
 /// Interrupted, or the kernel wants completions reaped first: try again.
