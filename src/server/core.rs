@@ -445,17 +445,4 @@ impl<S: Service, K> Deliverer<'_, S, K> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every connection ever open at once keeps its slot: it must stay far below the buffers
-    /// an idle connection no longer holds.
-    #[test]
-    fn a_slot_stays_small() {
-        assert!(
-            std::mem::size_of::<Slot<OwnedFd>>() <= 192,
-            "{}",
-            std::mem::size_of::<Slot<OwnedFd>>()
-        );
-    }
-}
+mod tests;

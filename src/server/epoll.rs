@@ -9,7 +9,6 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::core::{Core, LinkOrder, Next};
-use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys::{self, Epoll, READABLE, WRITABLE};
 
@@ -45,10 +44,10 @@ struct LinkSocket {
 }
 
 impl<S: Service> Worker<S> {
-    pub fn new(listener: OwnedFd, service: S, pool: Pool) -> io::Result<Self> {
-        let links = pool.len();
+    pub fn new(listener: OwnedFd, core: Core<S, OwnedFd>) -> io::Result<Self> {
+        let links = core.links();
         Ok(Worker {
-            core: Core::new(service, pool),
+            core,
             epoll: Epoll::new()?,
             listener,
             listening: false,
@@ -59,7 +58,15 @@ impl<S: Service> Worker<S> {
         })
     }
 
-    pub fn run(mut self) -> io::Result<()> {
+    /// Serves until something fails that the worker cannot recover from, and returns it.
+    pub fn run(mut self) -> io::Error {
+        match self.serve() {
+            Err(err) => err,
+            Ok(never) => match never {},
+        }
+    }
+
+    fn serve(&mut self) -> io::Result<std::convert::Infallible> {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
         loop {
             if !self.listening && self.core.ready_to_listen() {

@@ -6,17 +6,18 @@
 
 mod core;
 mod epoll;
+mod supervisor;
 mod uring;
 
 pub use uring::UringOptions;
 
-use std::io;
-use std::os::fd::OwnedFd;
-use std::sync::Arc;
-
+use self::core::Core;
+use self::supervisor::supervise;
 use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys;
+use std::io;
+use std::os::fd::OwnedFd;
 
 /// Binds one `SO_REUSEPORT` listener per thread up front, so that a taken port is reported
 /// before any thread starts, and raises the open-files limit.
@@ -31,37 +32,24 @@ pub fn listeners(port: u16, threads: usize) -> io::Result<Vec<OwnedFd>> {
 }
 
 /// Runs one epoll worker per listener, each with the service and database connections
-/// `new_worker` makes on its thread, until one fails.
+/// `new_worker` makes on its thread, until one stops: returns its cause.
 pub fn run_epoll<S, F>(listeners: Vec<OwnedFd>, new_worker: F) -> io::Result<()>
 where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    let new_worker = Arc::new(new_worker);
-    let workers: Vec<_> = listeners
-        .into_iter()
-        .enumerate()
-        .map(|(i, listener)| {
-            let new_worker = new_worker.clone();
-            std::thread::Builder::new()
-                .name(format!("gnosis-{i}"))
-                .spawn(move || {
-                    let (service, pool) = new_worker();
-                    epoll::Worker::new(listener, service, pool)?.run()
-                })
-        })
-        .collect::<io::Result<_>>()?;
-    for worker in workers {
-        worker
-            .join()
-            .map_err(|_| io::Error::other("a worker thread panicked"))??;
-    }
-    Ok(())
+    supervise("gnosis", listeners, move |listener, _| {
+        let (service, pool) = new_worker();
+        match epoll::Worker::new(listener, Core::new(service, pool)) {
+            Ok(worker) => worker.run(),
+            Err(err) => err,
+        }
+    })
 }
 
 /// Runs one io_uring worker per listener, each with its own ring and the service and
-/// database connections `new_worker` makes on its thread, until one fails; fails at once,
-/// naming the cause, when io_uring cannot be used.
+/// database connections `new_worker` makes on its thread, until one stops: returns its
+/// cause, at once, naming it, when io_uring cannot be used.
 pub fn run_uring<S, F>(
     listeners: Vec<OwnedFd>,
     new_worker: F,
@@ -71,5 +59,15 @@ where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    uring::run(listeners, new_worker, options)
+    supervise("gnosis-uring", listeners, move |listener, started| {
+        // The ring is made on the thread that uses it (SINGLE_ISSUER).
+        let (service, pool) = new_worker();
+        match uring::Worker::new(listener, Core::new(service, pool), options) {
+            Ok(worker) => {
+                started.ready(format!("rings ready ({})", worker.setup().describe()));
+                worker.run()
+            }
+            Err(err) => err,
+        }
+    })
 }

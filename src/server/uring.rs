@@ -10,13 +10,11 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::core::{Core, LinkOrder, Next};
-use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys;
 
@@ -379,8 +377,7 @@ pub struct Worker<S> {
 impl<S: Service> Worker<S> {
     pub fn new(
         listener: OwnedFd,
-        service: S,
-        pool: Pool,
+        core: Core<S, types::Fixed>,
         options: UringOptions,
     ) -> io::Result<Self> {
         let (ring, setup) = new_ring(options.sqpoll)?;
@@ -389,12 +386,12 @@ impl<S: Service> Worker<S> {
         ring.submitter()
             .register_files_sparse(direct_sockets)
             .map_err(|err| unusable("registering the file table", err))?;
-        let links = (0..pool.len()).map(|_| LinkIo::default()).collect();
+        let links = (0..core.links()).map(|_| LinkIo::default()).collect();
         Ok(Worker {
             ring,
             setup,
             buffers,
-            core: Core::new(service, pool),
+            core,
             listener,
             accept_armed: false,
             accept_paused: false,
@@ -1026,74 +1023,6 @@ fn is_transient(err: &io::Error) -> bool {
         err.raw_os_error(),
         Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
     )
-}
-
-/// What a worker tells the thread that started it.
-enum Report {
-    Ready(RingSetup),
-    Stopped(io::Error),
-}
-
-/// Tells the starting thread when a worker dies by panic, so that it never waits forever.
-struct PanicReport(mpsc::Sender<Report>);
-
-impl Drop for PanicReport {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let _ = self.0.send(Report::Stopped(io::Error::other(
-                "a worker thread panicked",
-            )));
-        }
-    }
-}
-
-/// Runs one io_uring worker per listener, each with the service and database connections
-/// `new_worker` makes on its thread. Returns an error as soon as any ring cannot be set up,
-/// or later when any worker stops.
-pub fn run<S, F>(listeners: Vec<OwnedFd>, new_worker: F, options: UringOptions) -> io::Result<()>
-where
-    S: Service,
-    F: Fn() -> (S, Pool) + Send + Sync + 'static,
-{
-    let threads = listeners.len();
-    let new_worker = Arc::new(new_worker);
-    let (reports, reported) = mpsc::channel();
-    for (i, listener) in listeners.into_iter().enumerate() {
-        let new_worker = new_worker.clone();
-        let reports = reports.clone();
-        std::thread::Builder::new()
-            .name(format!("gnosis-uring-{i}"))
-            .spawn(move || {
-                let guard = PanicReport(reports.clone());
-                // The ring is made on the thread that uses it (SINGLE_ISSUER).
-                let (service, pool) = new_worker();
-                let report = match Worker::new(listener, service, pool, options) {
-                    Ok(worker) => {
-                        let _ = reports.send(Report::Ready(worker.setup()));
-                        Report::Stopped(worker.run())
-                    }
-                    Err(err) => Report::Stopped(err),
-                };
-                let _ = reports.send(report);
-                drop(guard);
-            })?;
-    }
-    drop(reports);
-    let mut setup = None;
-    for _ in 0..threads {
-        match reported.recv() {
-            Ok(Report::Ready(ready)) => setup = Some(ready),
-            Ok(Report::Stopped(err)) => return Err(err),
-            Err(_) => return Err(io::Error::other("the workers ended without a word")),
-        }
-    }
-    if let Some(setup) = setup {
-        crate::log!("{threads} rings ready ({})", setup.describe());
-    }
-    match reported.recv() {
-        Ok(Report::Stopped(err)) => Err(err),
-        Ok(Report::Ready(_)) | Err(_) => Err(io::Error::other("a worker stopped")),
-    }
 }
 
 #[cfg(test)]

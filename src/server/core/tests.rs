@@ -1,0 +1,297 @@
+//! The core without sockets: a scripted backend tells it what arrived, went out or failed,
+//! and the tests check what it asks of the backend.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use super::*;
+use crate::http::{ContentType, Reply, Request, Response, Status, Ticket};
+use crate::pg::pool::Threads;
+use crate::pg::protocol::script;
+use crate::pg::protocol::INT4_OID;
+use crate::pg::target::{Config, Host};
+use crate::pg::{Address, Options, Statement, Target};
+use crate::service::Finished;
+
+static STATEMENTS: &[Statement] = &[Statement {
+    name: "one",
+    sql: "SELECT 1",
+    param_types: &[],
+}];
+
+/// Answers `/db` from the database (one query, its row count as the body) and anything
+/// else at once.
+#[derive(Default)]
+struct TestService {
+    waiting: Vec<(Ticket, usize)>,
+}
+
+impl Service for TestService {
+    fn handle(
+        &mut self,
+        request: &Request<'_>,
+        response: Response,
+        ticket: Ticket,
+        out: &mut Vec<u8>,
+        cx: &mut Context<'_>,
+    ) -> Reply {
+        if request.path != "/db" {
+            response.write(out, cx.date, Status::Ok, ContentType::Plain, b"now");
+            return Reply::Now;
+        }
+        let token = self.waiting.len() as u64;
+        let queued = cx
+            .db
+            .pick(cx.now)
+            .is_some_and(|pg| pg.query(0, &[], token, cx.now).is_ok());
+        match queued {
+            true => {
+                self.waiting.push((ticket, 0));
+                Reply::Later
+            }
+            false => {
+                response.write_error(out, cx.date, Status::ServiceUnavailable);
+                Reply::Now
+            }
+        }
+    }
+
+    fn on_database_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>> {
+        let (ticket, rows) = self.waiting.get_mut(token as usize)?;
+        match event {
+            Event::Row(_) => {
+                *rows += 1;
+                None
+            }
+            Event::Done | Event::Failed(_) => Some(Finished {
+                ticket: *ticket,
+                status: Status::Ok,
+                content_type: ContentType::Plain,
+                body: [b"0 rows", b"1 rows"][(*rows).min(1)],
+            }),
+        }
+    }
+}
+
+const ADDRESS: &str = "127.0.0.1:5432";
+
+/// A core with one database connection to [`ADDRESS`] (a literal: nothing to resolve).
+fn core(connect_timeout: Duration) -> Core<TestService, u32> {
+    let target = Target::new(Config {
+        host: Host::Tcp("127.0.0.1".into()),
+        port: 5432,
+        user: "u".into(),
+        password: String::new(),
+        database: "d".into(),
+    });
+    let options = Options {
+        connect_timeout,
+        ..Options::default()
+    };
+    let threads = Arc::new(Threads::default());
+    let pool = Pool::new(&target, STATEMENTS, &options, 1, &threads, Instant::now());
+    Core::new(TestService::default(), pool)
+}
+
+fn connect_order() -> LinkOrder {
+    LinkOrder::Connect(Address::Tcp(ADDRESS.parse().unwrap()))
+}
+
+/// What the scripted server answers to the start-up: trust, then the statement prepared.
+fn startup_answers() -> Vec<u8> {
+    let mut answers = script::auth_ok();
+    answers.extend(script::ready());
+    answers.extend(script::parse_complete());
+    answers.extend(script::parameter_description(&[]));
+    answers.extend(script::row_description(&[INT4_OID]));
+    answers.extend(script::ready());
+    answers
+}
+
+/// Everything the link has to send, reported sent.
+fn send_all(core: &mut Core<TestService, u32>) -> Vec<u8> {
+    let bytes = core.link_unsent(0).to_vec();
+    core.link_sent(0, bytes.len());
+    bytes
+}
+
+/// A core whose link is connected and ready for queries.
+fn ready_core() -> Core<TestService, u32> {
+    let mut core = core(Duration::from_secs(5));
+    assert_eq!(core.link_order(0), Some(connect_order()));
+    core.link_connected(0, Ok(()));
+    assert!(!send_all(&mut core).is_empty(), "the StartupMessage");
+    core.link_received(0, &startup_answers());
+    assert!(core.pool.get_mut(0).is_ready());
+    send_all(&mut core);
+    core
+}
+
+#[test]
+fn a_slot_stays_small() {
+    // Every connection ever open at once keeps its slot: it must stay far below the
+    // buffers an idle connection no longer holds.
+    assert!(
+        std::mem::size_of::<Slot<OwnedFd>>() <= 192,
+        "{}",
+        std::mem::size_of::<Slot<OwnedFd>>()
+    );
+}
+
+/// The race of issue 23: a receive is under way on a link's socket when the timers make
+/// the link stale (its start-up deadline passes). The core orders the socket closed, takes
+/// nothing it still delivers, and orders no new socket until the backend has reported the
+/// old one closed: the backend closes it only once its receive has ended, so the
+/// descriptor's number cannot go to another socket while the receive can still land there.
+#[test]
+fn a_stale_links_socket_is_replaced_only_after_the_backend_closed_it() {
+    let mut core = core(Duration::from_millis(10));
+    assert_eq!(core.link_order(0), Some(connect_order()));
+    core.link_connected(0, Ok(()));
+    send_all(&mut core);
+    // The backend armed a receive; before it completes, the start-up deadline passes.
+    core.now += Duration::from_millis(20);
+    core.on_timers();
+    assert_eq!(core.link_order(0), Some(LinkOrder::Close));
+    // The receive completes on the old socket: its bytes are not the connection's.
+    core.link_received(0, &startup_answers());
+    assert!(!core.pool.get_mut(0).is_ready());
+    assert!(core.link_unsent(0).is_empty());
+    // The backoff ends: the connection wants a socket, but the old one is not closed yet.
+    core.now = core.next_wake();
+    core.on_timers();
+    assert_eq!(core.pool.get_mut(0).step(), crate::pg::Step::Connect);
+    assert_eq!(core.link_order(0), None);
+    assert_eq!(core.link_order(0), None);
+    core.link_closed(0);
+    assert_eq!(core.link_order(0), Some(connect_order()));
+}
+
+/// A refused connect fails the connection (its queries, a backoff) and the socket is
+/// ordered closed; the next connect comes after the backoff.
+#[test]
+fn a_refused_connect_closes_the_socket_and_backs_off() {
+    let mut core = core(Duration::from_secs(5));
+    assert_eq!(core.link_order(0), Some(connect_order()));
+    let refused = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+    core.link_connected(0, Err(refused));
+    assert_eq!(core.link_order(0), Some(LinkOrder::Close));
+    core.link_closed(0);
+    assert_eq!(core.link_order(0), None, "backing off");
+    assert!(core.pool.get_mut(0).last_error().is_some());
+    core.now = core.next_wake();
+    core.on_timers();
+    assert_eq!(core.link_order(0), Some(connect_order()));
+}
+
+/// The bytes handed to the backend stay as they are until it reports them sent, while the
+/// connection queues more (io_uring sends from them).
+#[test]
+fn unsent_link_bytes_stay_put_until_reported_sent() {
+    let mut core = ready_core();
+    let slot = core.open(7);
+    core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
+    core.advance(slot, true);
+    let (first, len) = {
+        let unsent = core.link_unsent(0);
+        (unsent.as_ptr(), unsent.len())
+    };
+    assert!(len > 0, "the query");
+    core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
+    core.advance(slot, true);
+    core.link_sent(0, 1);
+    let unsent = core.link_unsent(0);
+    assert_eq!(
+        (unsent.as_ptr(), unsent.len()),
+        (first.wrapping_add(1), len - 1)
+    );
+    core.link_sent(0, len - 1);
+    assert_eq!(
+        core.link_unsent(0).len(),
+        len,
+        "the second query, taken now"
+    );
+}
+
+/// A `/db` request through the link driver: the request queues a query, the link sends
+/// it, the answer arrives on the link, the response goes to the connection.
+#[test]
+fn a_db_request_goes_through_the_link_and_back() {
+    let mut core = ready_core();
+    let slot = core.open(7);
+    core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(core.advance(slot, true), Next::Keep { read: true });
+    assert!(core.unsent(slot).is_empty(), "waits for the database");
+    let query = send_all(&mut core);
+    let tags: Vec<u8> = script::frontend(&query, false)
+        .iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(tags, b"BES");
+    let mut answer = script::bind_complete();
+    answer.extend(script::data_row(&[1]));
+    answer.extend(script::command_complete("SELECT 1"));
+    answer.extend(script::ready());
+    core.link_received(0, &answer);
+    let mut completed = Vec::new();
+    core.take_completed(&mut completed);
+    assert_eq!(completed, [slot]);
+    core.advance(slot, true);
+    let response = String::from_utf8(core.unsent(slot).to_vec()).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.ends_with("\r\n\r\n1 rows"), "{response}");
+}
+
+/// The database going away: the link's EOF fails the waiting request's query, the
+/// response still comes, the socket is ordered closed.
+#[test]
+fn the_servers_eof_fails_the_query_and_closes_the_socket() {
+    let mut core = ready_core();
+    let slot = core.open(7);
+    core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
+    core.advance(slot, true);
+    send_all(&mut core);
+    core.link_received(0, &[]);
+    let mut completed = Vec::new();
+    core.take_completed(&mut completed);
+    assert_eq!(completed, [slot]);
+    assert_eq!(core.link_order(0), Some(LinkOrder::Close));
+}
+
+/// An HTTP connection's life as a backend sees it: a request in, its response out, the
+/// peer's EOF, close; an error answer lingers for the peer's EOF instead.
+#[test]
+fn http_connections_answer_linger_and_close() {
+    let mut core = core(Duration::from_secs(5));
+    let slot = core.open(3);
+    assert_eq!(core.socket(slot), Some(&3));
+    core.received(slot, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(core.advance(slot, true), Next::Keep { read: true });
+    let len = core.unsent(slot).len();
+    assert!(core.unsent(slot).ends_with(b"now"));
+    assert!(!core.sent(slot, len), "nothing more to answer");
+    core.received(slot, &[]);
+    assert_eq!(core.advance(slot, true), Next::Close);
+    assert_eq!(core.release(slot), Some(3));
+    assert_eq!(core.socket(slot), None);
+
+    let slot = core.open(4);
+    core.received(
+        slot,
+        b"GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
+    );
+    assert_eq!(core.advance(slot, true), Next::Keep { read: false });
+    let len = core.unsent(slot).len();
+    assert!(core.unsent(slot).starts_with(b"HTTP/1.1 400"));
+    assert!(core.sent(slot, len), "finished: advance again");
+    assert_eq!(core.advance(slot, true), Next::Linger);
+    assert!(core.is_lingering(slot));
+    core.received(slot, b"ignored");
+    assert_eq!(
+        core.buffered_input(slot),
+        0,
+        "a lingering connection drops its input"
+    );
+    core.received(slot, &[]);
+    assert_eq!(core.advance(slot, true), Next::Close);
+}
