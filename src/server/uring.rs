@@ -6,6 +6,7 @@
 //! appended to the connection's input and the buffer goes straight back to the kernel;
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -207,6 +208,20 @@ fn unusable(step: &str, err: io::Error) -> io::Error {
     )
 }
 
+/// One descriptor of the provided-buffer ring, as the kernel lays it out (`struct
+/// io_uring_buf`). The first descriptor's `resv` is the ring's tail, which the kernel reads
+/// while we write the others: the ring is only ever written field by field through raw
+/// pointers, never through a reference to a whole descriptor.
+#[repr(C)]
+struct BufDescriptor {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<BufDescriptor>() == 16);
+
 /// The provided buffers a multishot receive takes from: a ring of descriptors shared with
 /// the kernel, and the buffers themselves.
 ///
@@ -216,7 +231,7 @@ fn unusable(step: &str, err: io::Error) -> io::Error {
 struct BufferRing {
     /// A power of two.
     count: u16,
-    descriptors: *mut types::BufRingEntry,
+    descriptors: *mut BufDescriptor,
     buffers: *mut u8,
     /// Our copy of the tail: descriptors up to it are written, not yet all published.
     tail: u16,
@@ -225,13 +240,13 @@ struct BufferRing {
 impl BufferRing {
     fn register(ring: &IoUring, count: u16) -> io::Result<Self> {
         let layout = std::alloc::Layout::from_size_align(
-            usize::from(count) * std::mem::size_of::<types::BufRingEntry>(),
+            usize::from(count) * std::mem::size_of::<BufDescriptor>(),
             4096,
         )
         .map_err(io::Error::other)?;
-        // SAFETY: the layout has a non-zero size; the result is checked for null.
-        let descriptors: *mut types::BufRingEntry =
-            unsafe { std::alloc::alloc_zeroed(layout) }.cast();
+        // SAFETY: the layout has a non-zero size (`count` is at least 1); the result is
+        // checked for null.
+        let descriptors: *mut BufDescriptor = unsafe { std::alloc::alloc_zeroed(layout) }.cast();
         if descriptors.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
@@ -282,22 +297,27 @@ impl BufferRing {
             return;
         }
         let slot = usize::from(self.tail & (self.count - 1));
-        // SAFETY: `slot` is within the descriptor ring, and the kernel only reads
-        // descriptors between its head and the published tail, which this one is not.
-        let descriptor = unsafe { &mut *self.descriptors.add(slot) };
-        // SAFETY: buffer `id` lies inside the leaked allocation.
-        let address = unsafe { self.buffers.add(usize::from(id) * BUFFER_SIZE) };
-        descriptor.set_addr(address as u64);
-        descriptor.set_len(BUFFER_SIZE as u32);
-        descriptor.set_bid(id);
+        let address = self.buffers as u64 + u64::from(id) * BUFFER_SIZE as u64;
+        // SAFETY: `slot` is within the descriptor ring, which is never freed. The kernel
+        // reads only the descriptors between its head and the published tail, which this
+        // one is not, and the tail (the first descriptor's `resv`) is left alone: each
+        // field is written through a raw pointer, so no reference covers what the kernel
+        // may be reading.
+        unsafe {
+            let descriptor = self.descriptors.add(slot);
+            (&raw mut (*descriptor).addr).write(address);
+            (&raw mut (*descriptor).len).write(BUFFER_SIZE as u32);
+            (&raw mut (*descriptor).bid).write(id);
+        }
         self.tail = self.tail.wrapping_add(1);
     }
 
     /// Lets the kernel use every buffer given back so far.
     fn publish(&self) {
-        // SAFETY: `descriptors` points at the first descriptor, whose reserved field is the
-        // ring's tail; the kernel reads it concurrently, hence the atomic store.
-        let tail = unsafe { &*types::BufRingEntry::tail(self.descriptors).cast::<AtomicU16>() };
+        // SAFETY: the first descriptor's `resv` is the ring's tail: a valid, aligned u16
+        // for as long as the ring lives (never freed), which the kernel reads concurrently
+        // and nothing here reads or writes but through this atomic.
+        let tail = unsafe { AtomicU16::from_ptr(&raw mut (*self.descriptors).resv) };
         tail.store(self.tail, Ordering::Release);
     }
 }
