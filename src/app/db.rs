@@ -357,3 +357,6 @@ impl ErrorLog {
         self.last = Some(now);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,240 @@
+//! The job table without sockets: requests start jobs on a pool whose one connection a
+//! scripted PostgreSQL answers, and the tests read the responses the jobs finish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::app::world::WorldSnapshot;
+use crate::pg::pool::Threads;
+use crate::pg::protocol::script;
+use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, TEXT_OID};
+use crate::pg::target::{Config, Host};
+use crate::pg::{link::Order, Options, Target};
+
+fn target() -> Arc<Target> {
+    Target::new(Config {
+        // A Unix socket: nothing to resolve, no helper thread.
+        host: Host::Unix("/nonexistent".into()),
+        port: 5432,
+        user: "u".into(),
+        password: String::new(),
+        database: "d".into(),
+    })
+}
+
+/// A pool of one connection, ready: started up and its statements prepared.
+fn ready_pool() -> Pool {
+    let target = target();
+    let threads = Arc::new(Threads::default());
+    let now = Instant::now();
+    let mut pool = Pool::new(&target, STATEMENTS, &Options::default(), 1, &threads, now);
+    let (link, conn) = pool.link_mut(0);
+    let mut ignore = |_: u64, _: Event<'_>| {};
+    assert!(matches!(
+        link.order(conn, now, &mut ignore),
+        Some(Order::Connect(_))
+    ));
+    link.connected(conn, Ok(()), now, &mut ignore);
+    let mut answers = script::auth_ok();
+    answers.extend(script::ready());
+    for (params, columns) in [
+        (&[INT4_OID][..], Some(&[INT4_OID, INT4_OID][..])),
+        (&[], Some(&[INT4_OID, TEXT_OID][..])),
+        (&[INT4_ARRAY_OID, INT4_ARRAY_OID], None),
+    ] {
+        answers.extend(script::parse_complete());
+        answers.extend(script::parameter_description(params));
+        answers.extend(columns.map_or_else(script::no_data, script::row_description));
+    }
+    answers.extend(script::ready());
+    link.receive(conn, &answers, now, &mut ignore);
+    assert!(conn.is_ready());
+    let (link, conn) = pool.link_mut(0);
+    let sent = link.unsent(conn).len();
+    link.sent(sent);
+    pool
+}
+
+fn ticket(seq: u32) -> Ticket {
+    Ticket {
+        slot: 0,
+        generation: 0,
+        seq,
+    }
+}
+
+fn cache() -> Cache {
+    Cache::new(WorldSnapshot::load_in_background(
+        target(),
+        Duration::from_millis(1),
+    ))
+}
+
+/// The world ids of the SELECTs the pool's connection has to send, taken as sent.
+fn selected_ids(pool: &mut Pool) -> Vec<i32> {
+    let (link, conn) = pool.link_mut(0);
+    let bytes = link.unsent(conn).to_vec();
+    link.sent(bytes.len());
+    script::frontend(&bytes, false)
+        .into_iter()
+        .filter(|(tag, body)| *tag == b'B' && body.starts_with(b"\0world\0"))
+        .map(|(_, body)| {
+            // Portal, statement, two format words, the parameter count, the length.
+            let at = b"\0world\0".len() + 6 + 4;
+            i32::from_be_bytes(body[at..at + 4].try_into().unwrap())
+        })
+        .collect()
+}
+
+/// The answer to one SELECT of a world: its row.
+fn world_answer(id: i32) -> Vec<u8> {
+    let mut answer = script::bind_complete();
+    answer.extend(script::data_row(&[id, 1000 + id]));
+    answer.extend(script::command_complete("SELECT 1"));
+    answer.extend(script::ready());
+    answer
+}
+
+fn update_answer() -> Vec<u8> {
+    let mut answer = script::bind_complete();
+    answer.extend(script::command_complete("UPDATE 2"));
+    answer.extend(script::ready());
+    answer
+}
+
+/// Feeds the scripted server's `answers` to the pool's connection and returns the
+/// responses the jobs finish: (sequence, status, body).
+fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status, String)> {
+    let mut cache = cache();
+    let mut finished = Vec::new();
+    let (link, conn) = pool.link_mut(0);
+    link.receive(conn, answers, Instant::now(), &mut |token, event| {
+        if let Some(done) = jobs.on_event(token, event, &mut cache) {
+            let body = String::from_utf8(done.body.to_vec()).unwrap();
+            finished.push((done.ticket.seq, done.status, body));
+        }
+    });
+    finished
+}
+
+#[test]
+fn a_world_request_is_answered_with_its_row() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(8), ready_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    assert_eq!(
+        jobs.start(DbRoute::World, ticket(1), &mut rng, &mut pool, now),
+        Ok(())
+    );
+    let ids = selected_ids(&mut pool);
+    assert_eq!(ids.len(), 1);
+    let body = format!(r#"{{"id":{},"randomNumber":{}}}"#, ids[0], 1000 + ids[0]);
+    assert_eq!(
+        answer(&mut jobs, &mut pool, &world_answer(ids[0])),
+        [(1, Status::Ok, body)]
+    );
+}
+
+#[test]
+fn a_queries_job_answers_once_its_last_row_is_in() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(8), ready_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    jobs.start(DbRoute::Queries(3), ticket(2), &mut rng, &mut pool, now)
+        .unwrap();
+    let ids = selected_ids(&mut pool);
+    assert_eq!(ids.len(), 3);
+    assert_eq!(answer(&mut jobs, &mut pool, &world_answer(ids[0])), []);
+    assert_eq!(answer(&mut jobs, &mut pool, &world_answer(ids[1])), []);
+    let finished = answer(&mut jobs, &mut pool, &world_answer(ids[2]));
+    assert_eq!(finished.len(), 1);
+    let (seq, status, body) = &finished[0];
+    assert_eq!((*seq, *status), (2, Status::Ok));
+    let rows: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+    let read: Vec<i64> = rows.iter().map(|row| row["id"].as_i64().unwrap()).collect();
+    assert_eq!(
+        read,
+        ids.iter().map(|&id| i64::from(id)).collect::<Vec<_>>()
+    );
+}
+
+/// Updates read their rows in the order of their sorted ids; a row the job did not ask
+/// for is an error of the server's, answered 500.
+#[test]
+fn updates_take_their_rows_in_order_and_refuse_strangers() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(8), ready_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    jobs.start(DbRoute::Updates(2), ticket(3), &mut rng, &mut pool, now)
+        .unwrap();
+    let ids = selected_ids(&mut pool);
+    assert!(ids.len() == 2 && ids[0] < ids[1], "{ids:?}");
+    let mut answers = world_answer(ids[0]);
+    answers.extend(world_answer(ids[1]));
+    answers.extend(update_answer());
+    let finished = answer(&mut jobs, &mut pool, &answers);
+    assert_eq!((finished[0].0, finished[0].1), (3, Status::Ok));
+
+    jobs.start(DbRoute::Updates(2), ticket(4), &mut rng, &mut pool, now)
+        .unwrap();
+    let ids = selected_ids(&mut pool);
+    let mut answers = world_answer(ids[1]);
+    answers.extend(world_answer(ids[0]));
+    answers.extend(update_answer());
+    let finished = answer(&mut jobs, &mut pool, &answers);
+    assert_eq!(
+        (finished[0].0, finished[0].1),
+        (4, Status::InternalServerError)
+    );
+}
+
+/// A query the server fails fails its job (500); a lost connection is a 503.
+#[test]
+fn failed_queries_and_a_lost_connection_fail_their_jobs() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(8), ready_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    jobs.start(DbRoute::World, ticket(5), &mut rng, &mut pool, now)
+        .unwrap();
+    selected_ids(&mut pool);
+    let mut answers = script::error("ERROR", "42P01", "no world");
+    answers.extend(script::ready());
+    let finished = answer(&mut jobs, &mut pool, &answers);
+    assert_eq!(
+        (finished[0].0, finished[0].1),
+        (5, Status::InternalServerError)
+    );
+
+    jobs.start(DbRoute::Queries(2), ticket(6), &mut rng, &mut pool, now)
+        .unwrap();
+    selected_ids(&mut pool);
+    let finished = answer(&mut jobs, &mut pool, &[]);
+    assert_eq!(
+        finished,
+        [(6, Status::ServiceUnavailable, "Service Unavailable".into())]
+    );
+}
+
+/// Beyond its limit of jobs under way a thread answers 503 at once, and takes jobs
+/// again once one has finished; without a ready connection, 503 too.
+#[test]
+fn jobs_are_bounded_and_need_a_ready_connection() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(2), ready_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    for seq in 0..2 {
+        jobs.start(DbRoute::World, ticket(seq), &mut rng, &mut pool, now)
+            .unwrap();
+    }
+    assert_eq!(
+        jobs.start(DbRoute::World, ticket(2), &mut rng, &mut pool, now),
+        Err(Status::ServiceUnavailable)
+    );
+    let ids = selected_ids(&mut pool);
+    assert_eq!(answer(&mut jobs, &mut pool, &world_answer(ids[0])).len(), 1);
+    assert_eq!(
+        jobs.start(DbRoute::World, ticket(3), &mut rng, &mut pool, now),
+        Ok(())
+    );
+    answer(&mut jobs, &mut pool, &[]);
+    assert_eq!(
+        jobs.start(DbRoute::World, ticket(4), &mut rng, &mut pool, now),
+        Err(Status::ServiceUnavailable)
+    );
+}
