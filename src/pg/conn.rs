@@ -1,6 +1,6 @@
-//! One PostgreSQL connection as a state machine without I/O (sans-I/O): the driver (an event
-//! loop, io_uring, or `blocking::Driver`) owns the socket, moves bytes in and out, and tells
-//! the connection the time; the connection never makes a system call of its own.
+//! One PostgreSQL connection as a state machine without socket I/O (sans-I/O): its driver,
+//! the link (`link::Link`, whose bytes a server's worker or `blocking::Driver` moves), owns
+//! the socket, moves bytes in and out, and tells the connection the time.
 //!
 //! Start-up (StartupMessage, authentication, Parse + Describe of every statement) happens
 //! inside the connection; afterwards each `query` appends exactly Bind/Execute/Sync to the
@@ -254,7 +254,7 @@ impl Default for Options {
     }
 }
 
-/// What the connection needs from its driver right now.
+/// What the connection needs from its driver (`link::Link`) right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// Open a socket to `target().address()` and start a non-blocking connect, then call

@@ -3,8 +3,9 @@
 //! `protocol` encodes and decodes messages (no I/O), `auth` does MD5 and SCRAM-SHA-256,
 //! `target` finds the server (libpq environment, local socket, TFB defaults) and resolves its
 //! name off the serving threads, `conn` is the pipelined connection as a state machine without
-//! I/O that any event loop drives, `pool` holds a worker thread's connections, `blocking`
-//! drives one with plain system calls and poll(2) for start-up work and tests.
+//! socket I/O, `link` the socket it wants as orders to whoever moves its bytes (the link
+//! driver), `pool` holds a worker thread's connections and their links, `blocking` moves a
+//! link's bytes with plain system calls and poll(2) for start-up work and tests.
 
 pub mod auth;
 pub mod blocking;
