@@ -872,6 +872,10 @@ impl<S: Service> Worker<S> {
         if link.cancelling {
             return Ok(());
         }
+        // Shut down too: a receive or send that a cancel misses ends on its own.
+        if let Some(socket) = &link.socket {
+            sys::shutdown_both(socket);
+        }
         link.cancelling = true;
         let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
             .build()
