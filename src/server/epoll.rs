@@ -320,24 +320,26 @@ impl<S: Service> Worker<S> {
     /// each for what it waits on.
     fn sync_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
-            match self.core.link_order(index) {
-                Some(LinkOrder::Connect(address)) => match sys::connect_nonblocking(&address) {
-                    Ok(socket) => {
-                        self.links[index] = LinkSocket {
-                            socket: Some(socket),
-                            connecting: true,
-                            interest: 0,
+            // A socket closed at once may be followed by the connect of the next.
+            while let Some(order) = self.core.link_order(index) {
+                match order {
+                    LinkOrder::Connect(address) => match sys::connect_nonblocking(&address) {
+                        Ok(socket) => {
+                            self.links[index] = LinkSocket {
+                                socket: Some(socket),
+                                connecting: true,
+                                interest: 0,
+                            }
                         }
+                        Err(err) => self.core.link_connected(index, Err(err)),
+                    },
+                    LinkOrder::Close => {
+                        // Closing the descriptor also removes it from epoll; nothing else
+                        // refers to it.
+                        self.links[index] = LinkSocket::default();
+                        self.core.link_closed(index);
                     }
-                    Err(err) => self.core.link_connected(index, Err(err)),
-                },
-                Some(LinkOrder::Close) => {
-                    // Closing the descriptor also removes it from epoll; nothing else
-                    // refers to it.
-                    self.links[index] = LinkSocket::default();
-                    self.core.link_closed(index);
                 }
-                None => {}
             }
             let link = &mut self.links[index];
             let Some(socket) = &link.socket else {

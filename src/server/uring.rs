@@ -827,29 +827,35 @@ impl<S: Service> Worker<S> {
     /// its connect to end; a closing one is closed once nothing names it any more.
     fn sync_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
-            match self.core.link_order(index) {
-                Some(LinkOrder::Connect(address)) => match sys::connect_nonblocking(&address) {
-                    Ok(socket) => {
-                        let entry = opcode::PollAdd::new(
-                            types::Fd(socket.as_raw_fd()),
-                            libc::POLLOUT as u32,
-                        )
-                        .build()
-                        .user_data(user_data(LINK_CONNECT, 0, index));
-                        self.links[index] = LinkIo {
-                            socket: Some(socket),
-                            connecting: true,
-                            ..LinkIo::default()
-                        };
-                        self.push_plain(entry)?;
+            // A socket closed at once may be followed by the connect of the next.
+            while let Some(order) = self.core.link_order(index) {
+                match order {
+                    LinkOrder::Connect(address) => match sys::connect_nonblocking(&address) {
+                        Ok(socket) => {
+                            let entry = opcode::PollAdd::new(
+                                types::Fd(socket.as_raw_fd()),
+                                libc::POLLOUT as u32,
+                            )
+                            .build()
+                            .user_data(user_data(
+                                LINK_CONNECT,
+                                0,
+                                index,
+                            ));
+                            self.links[index] = LinkIo {
+                                socket: Some(socket),
+                                connecting: true,
+                                ..LinkIo::default()
+                            };
+                            self.push_plain(entry)?;
+                        }
+                        Err(err) => self.core.link_connected(index, Err(err)),
+                    },
+                    LinkOrder::Close => {
+                        self.links[index].closing = true;
+                        self.close_link(index)?;
                     }
-                    Err(err) => self.core.link_connected(index, Err(err)),
-                },
-                Some(LinkOrder::Close) => {
-                    self.links[index].closing = true;
-                    self.close_link(index)?;
                 }
-                None => {}
             }
         }
         Ok(())
