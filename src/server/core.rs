@@ -1,9 +1,11 @@
 //! What a worker thread does whatever moves its bytes: the table of HTTP connections and of
 //! PostgreSQL connections, the timers and the sweep, and every call into the application.
 //!
-//! A backend (`epoll.rs`, `uring.rs`) owns the waiting and the system calls that move bytes.
-//! It tells the core what arrived, sent or failed, asks it what each socket needs next
-//! ([`Core::advance`], [`Core::sync_link`]), and sends what the core has to send.
+//! A backend (`epoll.rs`, `uring.rs`) owns the waiting and the system calls that move bytes,
+//! for HTTP connections (slots) and PostgreSQL connections (links) alike. It tells the core
+//! what arrived, went out or failed, asks it what each socket needs next ([`Core::advance`]
+//! for a slot; [`Core::link_order`] for a link: connect to this address, or close), and sends
+//! what the core has to send. The links' protocol itself is `pg::link`'s.
 
 use std::io;
 use std::time::{Duration, Instant};
