@@ -168,7 +168,7 @@ impl Driver {
             if goodbye && self.sent == self.out.len() {
                 self.out.clear();
                 self.conn.take_output(&mut self.out);
-                let _ = sys::send(socket.fd.as_raw_fd(), &self.out);
+                let _ = sys::send(&socket.fd, &self.out);
             }
         }
         self.out.clear();
@@ -198,7 +198,7 @@ impl Driver {
             };
             let buffer = self.conn.read_buffer();
             let room = buffer.len();
-            match sys::receive(socket.fd.as_raw_fd(), buffer) {
+            match sys::receive(&socket.fd, buffer) {
                 Ok(0) => return self.conn.transport_failed(DbError::closed(), now, sink),
                 Ok(n) => {
                     self.conn.filled(n, now, sink);
@@ -225,7 +225,7 @@ impl Driver {
         }
         self.conn.take_output(&mut self.out);
         while self.sent < self.out.len() {
-            match sys::send(socket.fd.as_raw_fd(), &self.out[self.sent..]) {
+            match sys::send(&socket.fd, &self.out[self.sent..]) {
                 Ok(0) => break,
                 Ok(n) => self.sent += n,
                 Err(error) => match error.kind() {
@@ -256,7 +256,7 @@ impl Drop for Driver {
                 self.out.clear();
                 self.conn.goodbye();
                 self.conn.take_output(&mut self.out);
-                let _ = sys::send(socket.fd.as_raw_fd(), &self.out);
+                let _ = sys::send(&socket.fd, &self.out);
             }
         }
     }

@@ -309,9 +309,11 @@ impl<S: Service, K> Core<S, K> {
         }
     }
 
-    /// Room to receive the link's bytes into; [`Core::link_filled`] says how many came.
-    pub fn link_read_buffer(&mut self, index: usize) -> &mut [u8] {
-        self.pool.get_mut(index).read_buffer()
+    /// The link's socket and room to receive its bytes into, while it has a socket;
+    /// [`Core::link_filled`] says how many came.
+    pub fn link_read_buffer(&mut self, index: usize) -> Option<(&OwnedFd, &mut [u8])> {
+        let socket = self.links[index].socket.as_ref()?;
+        Some((socket, self.pool.get_mut(index).read_buffer()))
     }
 
     pub fn link_filled(&mut self, index: usize, n: usize) {

@@ -6,19 +6,18 @@
 //! connections; then send every queued query with one write per PostgreSQL connection.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use super::core::{Core, Next};
 use crate::pg::{DbError, Pool, Step};
 use crate::service::Service;
-use crate::sys::{self, Epoll, READABLE, WRITABLE};
+use crate::sys::{self, Epoll, Events, ACCEPTABLE, HANGUP, READABLE, WRITABLE};
 
 const LISTENER: u64 = u64::MAX;
 /// Tokens from here up name PostgreSQL connections; below, HTTP connection slots.
 const DATABASE: u64 = 1 << 32;
 /// Bytes of free space a read asks for.
 const READ_CHUNK: usize = 4096;
-const HANGUP: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
 
 pub struct Worker<S> {
     core: Core<S, OwnedFd>,
@@ -48,11 +47,10 @@ impl<S: Service> Worker<S> {
     }
 
     pub fn run(mut self) -> io::Result<()> {
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+        let mut events = Events::with_capacity(1024);
         loop {
             if !self.listening && self.core.ready_to_listen() {
-                self.epoll
-                    .add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+                self.epoll.add(&self.listener, ACCEPTABLE, LISTENER)?;
                 self.listening = true;
             }
             self.sync_links()?;
@@ -60,13 +58,10 @@ impl<S: Service> Worker<S> {
                 .core
                 .next_wake()
                 .saturating_duration_since(self.core.now);
-            let ready = self
-                .epoll
+            self.epoll
                 .wait(&mut events, timeout.as_millis() as i32 + 1)?;
             self.core.refresh();
-            for event in &events[..ready] {
-                // epoll_event is packed: copy the fields out before matching on them.
-                let (token, flags) = (event.u64, event.events);
+            for (token, flags) in events.iter() {
                 match token {
                     LISTENER => self.accept_all(),
                     token if token >= DATABASE => {
@@ -98,7 +93,7 @@ impl<S: Service> Worker<S> {
                     // stop listening until the next sweep, when some may have closed.
                     crate::log!("cannot accept: {err}; pausing accepts for a second");
                     self.accept_paused = true;
-                    let _ = self.epoll.modify(self.listener.as_raw_fd(), 0, LISTENER);
+                    let _ = self.epoll.modify(&self.listener, 0, LISTENER);
                     return;
                 }
                 // The peer gave up before we took it (ECONNABORTED) and the like.
@@ -111,7 +106,7 @@ impl<S: Service> Worker<S> {
         if self.accept_paused
             && self
                 .epoll
-                .modify(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)
+                .modify(&self.listener, ACCEPTABLE, LISTENER)
                 .is_ok()
         {
             self.accept_paused = false;
@@ -119,12 +114,13 @@ impl<S: Service> Worker<S> {
     }
 
     fn open(&mut self, socket: OwnedFd) {
-        let fd = socket.as_raw_fd();
         let index = self.core.open(socket);
         if index >= self.interest.len() {
             self.interest.resize(index + 1, 0);
         }
-        if self.epoll.add(fd, READABLE, index as u64).is_err() {
+        let socket = self.core.slots[index].socket.as_ref();
+        let added = socket.map(|socket| self.epoll.add(socket, READABLE, index as u64));
+        if !matches!(added, Some(Ok(()))) {
             self.core.release(index);
             return;
         }
@@ -191,7 +187,7 @@ impl<S: Service> Worker<S> {
             if unsent.is_empty() {
                 break read;
             }
-            match sys::send(socket.as_raw_fd(), unsent) {
+            match sys::send(socket, unsent) {
                 Ok(n) => self.core.sent(index, n),
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break read,
                 Err(_) => return self.close(index),
@@ -216,11 +212,7 @@ impl<S: Service> Worker<S> {
         }
         if interest != self.interest[index] {
             self.interest[index] = interest;
-            if self
-                .epoll
-                .modify(socket.as_raw_fd(), interest, index as u64)
-                .is_err()
-            {
+            if self.epoll.modify(socket, interest, index as u64).is_err() {
                 self.close(index);
             }
         }
@@ -264,12 +256,11 @@ impl<S: Service> Worker<S> {
     /// Reads until the socket is empty, handing every answer to the core as it comes.
     fn read_link(&mut self, index: usize) {
         loop {
-            let Some(fd) = self.core.links[index].fd() else {
+            let Some((socket, room)) = self.core.link_read_buffer(index) else {
                 return;
             };
-            let room = self.core.link_read_buffer(index);
             let wanted = room.len();
-            match sys::receive(fd, room) {
+            match sys::receive(socket, room) {
                 Ok(0) => {
                     return self.core.link_failed(
                         index,
@@ -291,14 +282,14 @@ impl<S: Service> Worker<S> {
 
     /// Sends what the link has queued, one `send` per call.
     fn send_link(&mut self, index: usize) {
-        let Some(fd) = self.core.links[index].fd() else {
-            return;
-        };
-        let unsent = self.core.link_unsent(index);
-        if unsent.is_empty() {
+        if self.core.link_unsent(index).is_empty() {
             return;
         }
-        match sys::send(fd, unsent) {
+        let link = &self.core.links[index];
+        let Some(socket) = &link.socket else {
+            return;
+        };
+        match sys::send(socket, &link.out[link.sent..]) {
             Ok(n) => self.core.link_sent(index, n),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             Err(err) => self.core.link_failed(index, DbError::Io(err)),
@@ -324,7 +315,6 @@ impl<S: Service> Worker<S> {
                 self.link_interest[index] = 0;
                 continue;
             };
-            let fd = socket.as_raw_fd();
             let interest = match self.core.pool.get_mut(index).step() {
                 Step::Connecting => WRITABLE,
                 _ if link.sent < link.out.len() => READABLE | WRITABLE,
@@ -333,8 +323,8 @@ impl<S: Service> Worker<S> {
             let token = DATABASE + index as u64;
             match self.link_interest[index] {
                 current if current == interest => {}
-                0 => self.epoll.add(fd, interest, token)?,
-                _ => self.epoll.modify(fd, interest, token)?,
+                0 => self.epoll.add(socket, interest, token)?,
+                _ => self.epoll.modify(socket, interest, token)?,
             }
             self.link_interest[index] = interest;
         }
