@@ -4,6 +4,8 @@
 //! `server` runs the per-thread event loops, `app` holds the routes and handlers, `config`
 //! the command line.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod app;
 pub mod config;
 pub mod http;

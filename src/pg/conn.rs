@@ -11,17 +11,16 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, Scram};
 use super::protocol::{
-    self, Auth, DataRow, ErrorFields, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
-    VARCHAR_OID,
+    self, Auth, DataRow, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID, VARCHAR_OID,
 };
 use super::target::Target;
 
+pub use super::error::DbError;
 pub use super::protocol::Param;
 
 /// Queries a connection holds (written or not) before `query` answers `QueueFull`: TFB's worst
@@ -114,105 +113,8 @@ impl<'a> Row<'a> {
     }
 }
 
-#[derive(Debug)]
-pub enum DbError {
-    /// An ErrorResponse from the server.
-    Server {
-        severity: String,
-        code: String,
-        message: String,
-    },
-    /// The connection went away while the query was queued or in flight.
-    ConnectionLost,
-    /// The server sent something this client cannot make sense of.
-    Protocol(String),
-    Io(io::Error),
-    /// Authentication this client cannot do or that failed on the client side.
-    Auth(String),
-    Timeout,
-    /// A column read as the wrong type, a NULL, or a column past the end.
-    Column(String),
-}
-
-/// By hand because `io::Error` is not `Clone`: kind and text are kept.
-impl Clone for DbError {
-    fn clone(&self) -> DbError {
-        match self {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => DbError::Server {
-                severity: severity.clone(),
-                code: code.clone(),
-                message: message.clone(),
-            },
-            DbError::ConnectionLost => DbError::ConnectionLost,
-            DbError::Protocol(what) => DbError::Protocol(what.clone()),
-            DbError::Io(e) => DbError::Io(io::Error::new(e.kind(), e.to_string())),
-            DbError::Auth(what) => DbError::Auth(what.clone()),
-            DbError::Timeout => DbError::Timeout,
-            DbError::Column(what) => DbError::Column(what.clone()),
-        }
-    }
-}
-
 static CONNECTION_LOST: DbError = DbError::ConnectionLost;
 static TIMED_OUT: DbError = DbError::Timeout;
-
-impl DbError {
-    fn server(fields: ErrorFields<'_>) -> DbError {
-        let field = |kind| fields.field(kind).unwrap_or("").to_string();
-        DbError::Server {
-            // 'V' is the untranslated severity; older servers send only the localized 'S'.
-            severity: fields
-                .field(b'V')
-                .or(fields.field(b'S'))
-                .unwrap_or("")
-                .to_string(),
-            code: field(b'C'),
-            message: field(b'M'),
-        }
-    }
-
-    /// The server closed the connection (end of stream), for drivers to report.
-    pub fn closed() -> DbError {
-        DbError::Io(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "server closed the connection",
-        ))
-    }
-
-    /// Errors that retrying the same start-up will not fix (bad password, no such role or
-    /// database, a method this client lacks).
-    pub fn is_permanent(&self) -> bool {
-        match self {
-            DbError::Server { code, .. } => code.starts_with("28") || code.starts_with("3D"),
-            DbError::Auth(_) => true,
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Display for DbError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => write!(f, "{severity} {code}: {message}"),
-            DbError::ConnectionLost => f.write_str("connection to the database lost"),
-            DbError::Protocol(what) => write!(f, "protocol error: {what}"),
-            DbError::Io(e) => write!(f, "{e}"),
-            DbError::Auth(what) => f.write_str(what),
-            DbError::Timeout => f.write_str("timed out"),
-            DbError::Column(what) => f.write_str(what),
-        }
-    }
-}
-
-impl std::error::Error for DbError {}
 
 /// Why `query` refused a query at once; the caller answers 503.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

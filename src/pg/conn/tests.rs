@@ -5,6 +5,7 @@ use super::*;
 use crate::pg::protocol::script::{self, frontend};
 use crate::pg::target::{Config, Host};
 use proptest::prelude::*;
+use std::io;
 
 static STATEMENTS: &[Statement] = &[
     Statement {
