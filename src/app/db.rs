@@ -170,13 +170,17 @@ impl Jobs {
         };
         let queued = queue_all(job, &mut queue);
         job.outstanding = outstanding;
-        if queued.is_err() {
-            // The connection is full: answer 503, once the queries that did go out are
-            // answered.
-            job.failure = Some(Status::ServiceUnavailable);
+        if let Err(error) = queued {
+            // Answered once the queries that did go out are answered: 503 when the
+            // connection is full, 500 for a query this client cannot write.
+            let status = match error {
+                QueryError::Unencodable(_) => Status::InternalServerError,
+                QueryError::NotConnected | QueryError::QueueFull => Status::ServiceUnavailable,
+            };
+            job.failure = Some(status);
             if job.outstanding == 0 {
                 self.release(index);
-                return Err(Status::ServiceUnavailable);
+                return Err(status);
             }
         }
         Ok(())

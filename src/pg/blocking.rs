@@ -326,6 +326,7 @@ impl BlockingClient {
             Ok(()) => {}
             Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
             Err(QueryError::QueueFull) => unreachable!("one query at a time"),
+            Err(QueryError::Unencodable(error)) => return Err(error.into()),
         }
         let outcome: Cell<Option<Result<(), DbError>>> = Cell::new(None);
         let mut row_error: Option<DbError> = None;

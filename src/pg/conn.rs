@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::auth::{self, Scram};
 use super::protocol::{
-    self, Auth, DataRow, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID, VARCHAR_OID,
+    self, Auth, DataRow, EncodeError, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
+    VARCHAR_OID,
 };
 use super::target::Target;
 
@@ -121,14 +122,17 @@ static TIMED_OUT: DbError = DbError::Timeout;
 pub enum QueryError {
     NotConnected,
     QueueFull,
+    /// Its Bind message cannot be written (too many parameters, an array too long).
+    Unencodable(EncodeError),
 }
 
 impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            QueryError::NotConnected => "database connection not ready",
-            QueryError::QueueFull => "database queue full",
-        })
+        match self {
+            QueryError::NotConnected => f.write_str("database connection not ready"),
+            QueryError::QueueFull => f.write_str("database queue full"),
+            QueryError::Unencodable(error) => write!(f, "cannot encode the query: {error}"),
+        }
     }
 }
 
@@ -366,7 +370,11 @@ impl PgConn {
         if self.phase == Phase::Connecting {
             self.phase = Phase::Authenticating;
             let config = self.target.config();
-            protocol::startup(&mut self.output, &config.user, &config.database);
+            if let Err(error) = protocol::startup(&mut self.output, &config.user, &config.database)
+            {
+                // Before start-up no query is held: nothing to deliver to.
+                self.fail(error.into(), now, &mut |_, _| {});
+            }
         }
     }
 
@@ -469,7 +477,8 @@ impl PgConn {
         if self.pending.len() >= self.options.max_queued {
             return Err(QueryError::QueueFull);
         }
-        protocol::bind(&mut self.output, self.statements[statement].name, params);
+        protocol::bind(&mut self.output, self.statements[statement].name, params)
+            .map_err(QueryError::Unencodable)?;
         protocol::execute(&mut self.output);
         protocol::sync(&mut self.output);
         self.pending.push_back(Pending {
@@ -604,10 +613,7 @@ impl PgConn {
                 | Message::NoticeResponse
                 | Message::NegotiateProtocolVersion => Ok(()),
                 Message::ErrorResponse(fields) => Err(DbError::server(fields)),
-                Message::ReadyForQuery(_) if self.scram.is_none() => {
-                    self.prepare_statements();
-                    Ok(())
-                }
+                Message::ReadyForQuery(_) if self.scram.is_none() => self.prepare_statements(),
                 other => Err(unexpected(&other, "during start-up")),
             },
             Phase::Preparing => match message {
@@ -728,11 +734,11 @@ impl PgConn {
                     ));
                 }
             }
-            Auth::Cleartext => protocol::password(&mut self.output, &config.password),
+            Auth::Cleartext => protocol::password(&mut self.output, &config.password)?,
             Auth::Md5 { salt } => protocol::password(
                 &mut self.output,
                 &auth::md5_password(&config.user, &config.password, salt),
-            ),
+            )?,
             Auth::Sasl(mechanisms) => {
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
@@ -740,7 +746,7 @@ impl PgConn {
                     &mut self.output,
                     mechanism,
                     scram.client_first().as_bytes(),
-                );
+                )?;
                 self.scram = Some(scram);
             }
             Auth::SaslContinue(server_first) => {
@@ -780,7 +786,7 @@ impl PgConn {
         };
         match scram.client_final().map_err(DbError::Auth)? {
             Some(message) => {
-                protocol::sasl_response(&mut self.output, message.as_bytes());
+                protocol::sasl_response(&mut self.output, message.as_bytes())?;
                 self.scram_poll = None;
             }
             None => self.scram_poll = Some(now + SCRAM_POLL),
@@ -788,7 +794,7 @@ impl PgConn {
         Ok(())
     }
 
-    fn prepare_statements(&mut self) {
+    fn prepare_statements(&mut self) -> Result<(), DbError> {
         self.phase = Phase::Preparing;
         self.column_types.clear();
         for statement in self.statements {
@@ -797,10 +803,11 @@ impl PgConn {
                 statement.name,
                 statement.sql,
                 statement.param_types,
-            );
-            protocol::describe_statement(&mut self.output, statement.name);
+            )?;
+            protocol::describe_statement(&mut self.output, statement.name)?;
         }
         protocol::sync(&mut self.output);
+        Ok(())
     }
 
     /// Gives the connection up: fails every query held, logs, and schedules the next attempt.
@@ -878,6 +885,7 @@ fn failure_kind(error: &DbError) -> String {
         DbError::Protocol(what) => format!("protocol {what}"),
         DbError::Auth(what) => format!("auth {what}"),
         DbError::Column(what) => format!("column {what}"),
+        DbError::Encode(error) => format!("encode {error}"),
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use super::protocol::ErrorFields;
+use super::protocol::{EncodeError, ErrorFields};
 
 #[derive(Debug)]
 pub enum DbError {
@@ -23,6 +23,15 @@ pub enum DbError {
     Timeout,
     /// A column read as the wrong type, a NULL, or a column past the end.
     Column(String),
+    /// A message this client cannot write: a NUL in the user name, password or a
+    /// statement, or a length past the protocol's fields.
+    Encode(EncodeError),
+}
+
+impl From<EncodeError> for DbError {
+    fn from(error: EncodeError) -> DbError {
+        DbError::Encode(error)
+    }
 }
 
 /// By hand because `io::Error` is not `Clone`: kind and text are kept.
@@ -44,6 +53,7 @@ impl Clone for DbError {
             DbError::Auth(what) => DbError::Auth(what.clone()),
             DbError::Timeout => DbError::Timeout,
             DbError::Column(what) => DbError::Column(what.clone()),
+            DbError::Encode(error) => DbError::Encode(*error),
         }
     }
 }
@@ -76,7 +86,7 @@ impl DbError {
     pub fn is_permanent(&self) -> bool {
         match self {
             DbError::Server { code, .. } => code.starts_with("28") || code.starts_with("3D"),
-            DbError::Auth(_) => true,
+            DbError::Auth(_) | DbError::Encode(_) => true,
             _ => false,
         }
     }
@@ -96,6 +106,7 @@ impl fmt::Display for DbError {
             DbError::Auth(what) => f.write_str(what),
             DbError::Timeout => f.write_str("timed out"),
             DbError::Column(what) => f.write_str(what),
+            DbError::Encode(error) => write!(f, "cannot encode a message: {error}"),
         }
     }
 }

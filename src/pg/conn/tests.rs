@@ -220,6 +220,23 @@ fn cleartext_password() {
     s.finish_startup();
 }
 
+/// A NUL in the password cannot be sent: the connection fails with an error retrying will
+/// not fix, and writes no PasswordMessage.
+#[test]
+fn a_password_with_a_nul_fails_the_connection_unsent() {
+    let mut s = Script::new("open\0sesame");
+    s.connect();
+    s.receive(&script::auth_cleartext());
+    assert_eq!(s.output(), b"");
+    assert_eq!(s.conn.step(), Step::Idle);
+    let error = s.conn.last_error().unwrap();
+    assert!(matches!(
+        error,
+        DbError::Encode(EncodeError::Nul("password"))
+    ));
+    assert!(error.is_permanent());
+}
+
 #[test]
 fn md5_password() {
     let mut s = Script::new("secret");
