@@ -1,6 +1,9 @@
-//! One PostgreSQL connection as a state machine without I/O (sans-I/O): the driver (an event
-//! loop, io_uring, or `blocking::Driver`) owns the socket, moves bytes in and out, and tells
-//! the connection the time; the connection never makes a system call of its own.
+//! One PostgreSQL connection as a state machine without socket I/O (sans-I/O): the driver (an
+//! event loop, io_uring, or `blocking::Driver`) owns the socket, moves bytes in and out, and
+//! tells the connection the time (it reads no clock). Its other dealings with the system: 18
+//! random bytes from getrandom(2) for each SCRAM nonce, SCRAM's key derived on a helper thread
+//! (`auth`), a failed connect starting a new name lookup on the target's helper thread, and
+//! failures logged to stderr.
 //!
 //! Start-up (StartupMessage, authentication, Parse + Describe of every statement) happens
 //! inside the connection; afterwards each `query` appends exactly Bind/Execute/Sync to the
