@@ -12,7 +12,7 @@ use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
 use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
 use crate::service::Finished;
 
-/// Prepared once per connection; the indexes below name them.
+/// Prepared once per connection; the statics below name them.
 pub static STATEMENTS: &[Statement] = &[
     Statement {
         name: "world",
@@ -32,9 +32,9 @@ pub static STATEMENTS: &[Statement] = &[
         param_types: &[INT4_ARRAY_OID, INT4_ARRAY_OID],
     },
 ];
-const SELECT_WORLD: usize = 0;
-const SELECT_FORTUNES: usize = 1;
-const UPDATE_WORLDS: usize = 2;
+static SELECT_WORLD: &Statement = &STATEMENTS[0];
+static SELECT_FORTUNES: &Statement = &STATEMENTS[1];
+static UPDATE_WORLDS: &Statement = &STATEMENTS[2];
 
 /// The database routes, with their query counts already clamped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub enum DbRoute {
 }
 
 /// Queues one query of a job: its statement and parameters.
-type Queue<'a> = dyn FnMut(usize, &[Param<'_>]) -> Result<(), QueryError> + 'a;
+type Queue<'a> = dyn FnMut(&Statement, &[Param<'_>]) -> Result<(), QueryError> + 'a;
 
 /// The requests of one thread that wait for the database.
 pub struct Jobs {
@@ -164,7 +164,7 @@ impl Jobs {
         let job = &mut self.all[index];
         let token = index as u64;
         let mut outstanding = 0;
-        let mut queue = |statement: usize, params: &[Param<'_>]| {
+        let mut queue = |statement: &Statement, params: &[Param<'_>]| {
             pg.query(statement, params, token, now)
                 .map(|()| outstanding += 1)
         };
@@ -172,10 +172,12 @@ impl Jobs {
         job.outstanding = outstanding;
         if let Err(error) = queued {
             // Answered once the queries that did go out are answered: 503 when the
-            // connection is full, 500 for a query this client cannot write.
+            // connection is full, 500 for a query this client cannot write or prepare.
             let status = match error {
-                QueryError::Unencodable(_) => Status::InternalServerError,
                 QueryError::NotConnected | QueryError::QueueFull => Status::ServiceUnavailable,
+                QueryError::Unencodable(_) | QueryError::NotPrepared(_) => {
+                    Status::InternalServerError
+                }
             };
             job.failure = Some(status);
             if job.outstanding == 0 {

@@ -97,7 +97,7 @@ impl WorldSnapshot {
             };
             WORLD_ROWS as usize + 1
         ];
-        client.query(0, &[], |row| {
+        client.query(&ALL_WORLDS[0], &[], |row| {
             let (id, random_number) = (row.int4(0)?, row.int4(1)?);
             let slot = usize::try_from(id)
                 .ok()

@@ -316,7 +316,7 @@ impl BlockingClient {
     /// returned once the query has finished (its other rows are skipped).
     pub fn query(
         &mut self,
-        statement: usize,
+        statement: &Statement,
         params: &[Param],
         mut on_row: impl FnMut(Row<'_>) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
@@ -327,6 +327,7 @@ impl BlockingClient {
             Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
             Err(QueryError::QueueFull) => unreachable!("one query at a time"),
             Err(QueryError::Unencodable(error)) => return Err(error.into()),
+            Err(QueryError::NotPrepared(name)) => return Err(DbError::NotPrepared(name)),
         }
         let outcome: Cell<Option<Result<(), DbError>>> = Cell::new(None);
         let mut row_error: Option<DbError> = None;

@@ -54,7 +54,9 @@ const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
 
-/// A statement prepared once per connection under `name`.
+/// A statement prepared once per connection under `name`. A query names it by reference (a
+/// `static` of the list the connection was made with, e.g. `static W: &Statement = &LIST[0]`,
+/// whose index the compiler checks): no index reaches the connection.
 #[derive(Debug)]
 pub struct Statement {
     pub name: &'static str,
@@ -120,13 +122,15 @@ impl<'a> Row<'a> {
 static CONNECTION_LOST: DbError = DbError::ConnectionLost;
 static TIMED_OUT: DbError = DbError::Timeout;
 
-/// Why `query` refused a query at once; the caller answers 503.
+/// Why `query` refused a query at once: 503 for the first two, a defect for the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueryError {
     NotConnected,
     QueueFull,
     /// Its Bind message cannot be written (too many parameters, an array too long).
     Unencodable(EncodeError),
+    /// The statement (named here) is not one of the connection's list.
+    NotPrepared(&'static str),
 }
 
 impl fmt::Display for QueryError {
@@ -135,6 +139,9 @@ impl fmt::Display for QueryError {
             QueryError::NotConnected => f.write_str("database connection not ready"),
             QueryError::QueueFull => f.write_str("database queue full"),
             QueryError::Unencodable(error) => write!(f, "cannot encode the query: {error}"),
+            QueryError::NotPrepared(name) => {
+                write!(f, "statement {name} is not prepared on this connection")
+            }
         }
     }
 }
@@ -199,6 +206,7 @@ enum Phase {
 
 struct Pending {
     token: u64,
+    /// The statement's place in the connection's list (and so in `column_types`).
     statement: usize,
     /// When the query fails with `Timeout` if still unanswered.
     deadline: Instant,
@@ -469,24 +477,31 @@ impl PgConn {
     /// Appends Bind/Execute/Sync for one query; its deadline starts now.
     pub fn query(
         &mut self,
-        statement: usize,
+        statement: &Statement,
         params: &[Param],
         token: u64,
         now: Instant,
     ) -> Result<(), QueryError> {
+        let Some(index) = self
+            .statements
+            .iter()
+            .position(|s| std::ptr::eq(s, statement))
+        else {
+            return Err(QueryError::NotPrepared(statement.name));
+        };
         if self.phase != Phase::Ready {
             return Err(QueryError::NotConnected);
         }
         if self.pending.len() >= self.options.max_queued {
             return Err(QueryError::QueueFull);
         }
-        protocol::bind(&mut self.output, self.statements[statement].name, params)
+        protocol::bind(&mut self.output, statement.name, params)
             .map_err(QueryError::Unencodable)?;
         protocol::execute(&mut self.output);
         protocol::sync(&mut self.output);
         self.pending.push_back(Pending {
             token,
-            statement,
+            statement: index,
             deadline: now + self.options.query_timeout,
         });
         Ok(())
@@ -889,6 +904,7 @@ fn failure_kind(error: &DbError) -> String {
         DbError::Auth(what) => format!("auth {what}"),
         DbError::Column(what) => format!("column {what}"),
         DbError::Encode(error) => format!("encode {error}"),
+        DbError::NotPrepared(name) => format!("not prepared {name}"),
     }
 }
 

@@ -26,6 +26,8 @@ pub enum DbError {
     /// A message this client cannot write: a NUL in the user name, password or a
     /// statement, or a length past the protocol's fields.
     Encode(EncodeError),
+    /// A query named a statement (this one) that its connection does not prepare.
+    NotPrepared(&'static str),
 }
 
 impl From<EncodeError> for DbError {
@@ -54,6 +56,7 @@ impl Clone for DbError {
             DbError::Timeout => DbError::Timeout,
             DbError::Column(what) => DbError::Column(what.clone()),
             DbError::Encode(error) => DbError::Encode(*error),
+            DbError::NotPrepared(name) => DbError::NotPrepared(name),
         }
     }
 }
@@ -107,6 +110,7 @@ impl fmt::Display for DbError {
             DbError::Timeout => f.write_str("timed out"),
             DbError::Column(what) => f.write_str(what),
             DbError::Encode(error) => write!(f, "cannot encode a message: {error}"),
+            DbError::NotPrepared(name) => write!(f, "statement {name} is not prepared"),
         }
     }
 }
