@@ -2,9 +2,11 @@
 //! carry the job's index as their token, all on one of the thread's PostgreSQL connections,
 //! each its own Bind/Execute/Sync. When a job's last answer arrives its body is rendered.
 
+use std::fmt;
 use std::time::Instant;
 
 use super::cache::Cache;
+use super::error::AppError;
 use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, random_id, World};
 use crate::http::{ContentType, Status, Ticket};
@@ -233,8 +235,7 @@ impl Jobs {
             DbRoute::Fortunes => 0,
         };
         if job.failure.is_none() && job.worlds.len() != expected_worlds {
-            self.errors
-                .report(&DbError::Column("a world row is missing".into()));
+            self.errors.report(AppError::WorldRowMissing);
             job.failure = Some(Status::InternalServerError);
         }
         let body = &mut self.body;
@@ -300,7 +301,7 @@ impl Jobs {
 }
 
 impl Job {
-    fn take_row(&mut self, row: &Row<'_>, cache: &mut Cache) -> Result<(), DbError> {
+    fn take_row(&mut self, row: &Row<'_>, cache: &mut Cache) -> Result<(), AppError> {
         match self.route {
             DbRoute::Fortunes => self.fortunes.push(row.int4(0)?, row.text(1)?),
             DbRoute::World | DbRoute::Queries(_) => self.worlds.push(World {
@@ -313,7 +314,7 @@ impl Job {
                 let id = row.int4(0)?;
                 let at = self.worlds.len();
                 if self.ids.get(at) != Some(&id) {
-                    return Err(DbError::Column(format!("world {id} was not asked for")));
+                    return Err(AppError::WorldNotAsked(id));
                 }
                 self.worlds.push(World {
                     id,
@@ -347,7 +348,7 @@ struct ErrorLog {
 }
 
 impl ErrorLog {
-    fn report(&mut self, error: &DbError) {
+    fn report(&mut self, error: impl fmt::Display) {
         let now = Instant::now();
         if self
             .last
