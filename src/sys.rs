@@ -103,6 +103,7 @@ pub fn set_nodelay(socket: &OwnedFd) -> io::Result<()> {
 /// Reads into the spare capacity of `buf` (at least `min_spare` bytes of it), appending
 /// what arrived. `Ok(0)` is end of stream.
 pub fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, min_spare: usize) -> io::Result<usize> {
+    // Never no room: a read into none returns 0, which would look like end of stream.
     buf.reserve(min_spare.max(1));
     Ok(rustix::io::read(fd, spare_capacity(buf))?)
 }
@@ -317,6 +318,8 @@ mod tests {
     use std::net::TcpListener;
     use std::os::unix::net::UnixListener;
 
+    const RDHUP: u32 = epoll::EventFlags::RDHUP.bits();
+
     /// Waits for the connect to end and returns its outcome.
     fn finish(socket: &OwnedFd) -> io::Result<()> {
         let ready = poll_socket(socket, true, Duration::from_secs(10))?;
@@ -392,6 +395,43 @@ mod tests {
             outcome.unwrap_err().raw_os_error(),
             Some(Errno::CONNREFUSED.raw_os_error())
         );
+    }
+
+    #[test]
+    fn read_into_appends_what_arrived_then_reports_end_of_stream() {
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let ours = OwnedFd::from(ours);
+        let mut buf = b"kept".to_vec();
+        assert_eq!(buf.len(), buf.capacity());
+        std::io::Write::write_all(&mut peer, b" and new").unwrap();
+        // A full buffer asked for no room still gets some: not a read of 0 (end of stream).
+        let first = read_into(&ours, &mut buf, 0).unwrap();
+        assert!(first > 0);
+        assert_eq!(read_into(&ours, &mut buf, 16).unwrap(), 8 - first);
+        assert_eq!(buf, b"kept and new");
+        drop(peer);
+        assert_eq!(read_into(&ours, &mut buf, 16).unwrap(), 0);
+        assert_eq!(buf, b"kept and new");
+    }
+
+    #[test]
+    fn epoll_reports_each_token_with_its_events_as_registered() {
+        let (first, mut first_peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (second, _second_peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let epoll = Epoll::new().unwrap();
+        let mut events = Events::with_capacity(8);
+        epoll.add(&first, READABLE, 7).unwrap();
+        epoll.add(&second, WRITABLE, 1 << 40).unwrap();
+        std::io::Write::write_all(&mut first_peer, b"x").unwrap();
+        epoll.wait(&mut events, 10_000).unwrap();
+        let mut seen: Vec<(u64, u32)> = events.iter().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [(7, READABLE & !RDHUP), (1 << 40, WRITABLE)]);
+        // No interest: nothing to report, and a wait with no timeout left returns at once.
+        epoll.modify(&first, 0, 7).unwrap();
+        epoll.modify(&second, 0, 1 << 40).unwrap();
+        epoll.wait(&mut events, 0).unwrap();
+        assert_eq!(events.iter().count(), 0);
     }
 
     #[test]
