@@ -1,8 +1,11 @@
 //! gnosis: a TechEmpower Framework Benchmarks entry.
 //!
 //! `http` parses requests and writes responses (no I/O), `pg` is the PostgreSQL client,
-//! `server` runs the per-thread event loops, `app` holds the routes and handlers, `config`
-//! the command line.
+//! `server` runs the per-thread event loops (epoll and io_uring), `service` is the contract
+//! between a server and the application, `app` holds the routes and handlers, `sys` the
+//! system calls, `config` the command line.
+
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod app;
 pub mod config;

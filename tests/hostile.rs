@@ -1,5 +1,5 @@
 //! Hostile and broken HTTP clients: each gets a clear answer or a clean close, the server
-//! never goes down, and other clients carry on. `hostile_suite!` runs it per binary.
+//! never goes down, and other clients carry on. `test_both_binaries!` runs it per binary.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! The HTTP behaviour every server binary shares, over real TCP against the real binary.
-//! `http_suite!` runs the whole suite once per binary.
+//! `test_both_binaries!` (tests/common) runs the whole suite once per binary.
 
 mod common;
 

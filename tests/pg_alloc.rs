@@ -74,9 +74,11 @@ fn pipeline(pg: &mut Driver, rounds: u64) -> u64 {
         let id = (round * 7919 % 10_000 + 1) as i32;
         let now = Instant::now();
         pg.conn
-            .query(0, &[Param::Int4(id)], 2 * round, now)
+            .query(&STATEMENTS[0], &[Param::Int4(id)], 2 * round, now)
             .unwrap();
-        pg.conn.query(1, &[], 2 * round + 1, now).unwrap();
+        pg.conn
+            .query(&STATEMENTS[1], &[], 2 * round + 1, now)
+            .unwrap();
     }
     common::drive(pg, Duration::from_secs(30), &mut sink, |_| {
         finished.get() == 2 * rounds

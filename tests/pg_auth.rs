@@ -28,7 +28,7 @@ static WHO: &[Statement] = &[
 fn who(config: std::sync::Arc<Target>) -> Result<(String, bool), DbError> {
     let mut client = BlockingClient::connect(config, WHO, Duration::from_secs(10))?;
     let mut answer = None;
-    client.query(0, &[gnosis::pg::Param::Int4(41)], |row| {
+    client.query(&WHO[0], &[gnosis::pg::Param::Int4(41)], |row| {
         assert_eq!(row.len(), 4);
         assert_eq!(row.int4(2)?, 10_000);
         assert_eq!(row.int4(3)?, 42);
@@ -121,7 +121,7 @@ fn fortunes_come_back_byte_exact() {
     ] {
         let mut seen = Vec::new();
         client
-            .query(1, &[gnosis::pg::Param::Int4(id)], |row| {
+            .query(&WHO[1], &[gnosis::pg::Param::Int4(id)], |row| {
                 seen.push((row.int4(0)?, row.text(1)?.to_string()));
                 // Reading a column as the wrong type is an error, not a panic.
                 assert!(row.int4(1).is_err());

@@ -55,27 +55,30 @@ fn real_traffic() -> &'static [u8] {
         let path = common::socket_dir().join(format!(".s.PGSQL.{}", common::port()));
         let mut stream = UnixStream::connect(path).expect("scripts/pg.sh start");
         let mut out = Vec::new();
-        protocol::startup(&mut out, "gnosis_trust", "hello_world");
+        protocol::startup(&mut out, "gnosis_trust", "hello_world").unwrap();
         protocol::parse(
             &mut out,
             "w",
             "SELECT id, randomnumber FROM world WHERE id = $1",
             &[INT4_OID],
-        );
-        protocol::describe_statement(&mut out, "w");
+        )
+        .unwrap();
+        protocol::describe_statement(&mut out, "w").unwrap();
         protocol::parse(
             &mut out,
             "f",
             "SELECT id, message FROM fortune WHERE id <= 12 / $1 * $1",
             &[INT4_OID],
-        );
-        protocol::describe_statement(&mut out, "f");
+        )
+        .unwrap();
+        protocol::describe_statement(&mut out, "f").unwrap();
         protocol::sync(&mut out);
         for i in 0..50 {
             if i % 10 == 3 {
-                protocol::bind(&mut out, "f", &[Param::Int4(if i == 23 { 0 } else { 12 })]);
+                protocol::bind(&mut out, "f", &[Param::Int4(if i == 23 { 0 } else { 12 })])
+                    .unwrap();
             } else {
-                protocol::bind(&mut out, "w", &[Param::Int4(i * 199 + 1)]);
+                protocol::bind(&mut out, "w", &[Param::Int4(i * 199 + 1)]).unwrap();
             }
             protocol::execute(&mut out);
             protocol::sync(&mut out);

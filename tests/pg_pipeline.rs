@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 use gnosis::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
 use gnosis::pg::{BlockingClient, DbError, Driver, Event, Param, QueryError, Statement};
 
-const WORLD: usize = 0;
-const DIVIDE: usize = 1;
-const SLOW: usize = 2;
-const BACKEND_PID: usize = 3;
-const ALL_WORLDS: usize = 4;
-const TERMINATE: usize = 5;
-const WORLD_REVERSED: usize = 6;
-const STATS: usize = 7;
-const ARRAY_SUM: usize = 8;
-const BULK_UPDATE: usize = 9;
+static WORLD: &Statement = &STATEMENTS[0];
+static DIVIDE: &Statement = &STATEMENTS[1];
+static SLOW: &Statement = &STATEMENTS[2];
+static BACKEND_PID: &Statement = &STATEMENTS[3];
+static ALL_WORLDS: &Statement = &STATEMENTS[4];
+static TERMINATE: &Statement = &STATEMENTS[5];
+static WORLD_REVERSED: &Statement = &STATEMENTS[6];
+static STATS: &Statement = &STATEMENTS[7];
+static ARRAY_SUM: &Statement = &STATEMENTS[8];
+static BULK_UPDATE: &Statement = &STATEMENTS[9];
 
 static STATEMENTS: &[Statement] = &[
     Statement {

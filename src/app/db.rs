@@ -2,9 +2,11 @@
 //! carry the job's index as their token, all on one of the thread's PostgreSQL connections,
 //! each its own Bind/Execute/Sync. When a job's last answer arrives its body is rendered.
 
+use std::fmt;
 use std::time::Instant;
 
 use super::cache::Cache;
+use super::error::AppError;
 use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, random_id, World};
 use crate::http::{ContentType, Status, Ticket};
@@ -12,7 +14,7 @@ use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
 use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
 use crate::service::Finished;
 
-/// Prepared once per connection; the indexes below name them.
+/// Prepared once per connection; the statics below name them.
 pub static STATEMENTS: &[Statement] = &[
     Statement {
         name: "world",
@@ -32,9 +34,9 @@ pub static STATEMENTS: &[Statement] = &[
         param_types: &[INT4_ARRAY_OID, INT4_ARRAY_OID],
     },
 ];
-const SELECT_WORLD: usize = 0;
-const SELECT_FORTUNES: usize = 1;
-const UPDATE_WORLDS: usize = 2;
+static SELECT_WORLD: &Statement = &STATEMENTS[0];
+static SELECT_FORTUNES: &Statement = &STATEMENTS[1];
+static UPDATE_WORLDS: &Statement = &STATEMENTS[2];
 
 /// The database routes, with their query counts already clamped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +50,7 @@ pub enum DbRoute {
 }
 
 /// Queues one query of a job: its statement and parameters.
-type Queue<'a> = dyn FnMut(usize, &[Param<'_>]) -> Result<(), QueryError> + 'a;
+type Queue<'a> = dyn FnMut(&Statement, &[Param<'_>]) -> Result<(), QueryError> + 'a;
 
 /// The requests of one thread that wait for the database.
 pub struct Jobs {
@@ -164,19 +166,25 @@ impl Jobs {
         let job = &mut self.all[index];
         let token = index as u64;
         let mut outstanding = 0;
-        let mut queue = |statement: usize, params: &[Param<'_>]| {
+        let mut queue = |statement: &Statement, params: &[Param<'_>]| {
             pg.query(statement, params, token, now)
                 .map(|()| outstanding += 1)
         };
         let queued = queue_all(job, &mut queue);
         job.outstanding = outstanding;
-        if queued.is_err() {
-            // The connection is full: answer 503, once the queries that did go out are
-            // answered.
-            job.failure = Some(Status::ServiceUnavailable);
+        if let Err(error) = queued {
+            // Answered once the queries that did go out are answered: 503 when the
+            // connection is full, 500 for a query this client cannot write or prepare.
+            let status = match error {
+                QueryError::NotConnected | QueryError::QueueFull => Status::ServiceUnavailable,
+                QueryError::Unencodable(_) | QueryError::NotPrepared(_) => {
+                    Status::InternalServerError
+                }
+            };
+            job.failure = Some(status);
             if job.outstanding == 0 {
                 self.release(index);
-                return Err(Status::ServiceUnavailable);
+                return Err(status);
             }
         }
         Ok(())
@@ -227,8 +235,7 @@ impl Jobs {
             DbRoute::Fortunes => 0,
         };
         if job.failure.is_none() && job.worlds.len() != expected_worlds {
-            self.errors
-                .report(&DbError::Column("a world row is missing".into()));
+            self.errors.report(AppError::WorldRowMissing);
             job.failure = Some(Status::InternalServerError);
         }
         let body = &mut self.body;
@@ -294,7 +301,7 @@ impl Jobs {
 }
 
 impl Job {
-    fn take_row(&mut self, row: &Row<'_>, cache: &mut Cache) -> Result<(), DbError> {
+    fn take_row(&mut self, row: &Row<'_>, cache: &mut Cache) -> Result<(), AppError> {
         match self.route {
             DbRoute::Fortunes => self.fortunes.push(row.int4(0)?, row.text(1)?),
             DbRoute::World | DbRoute::Queries(_) => self.worlds.push(World {
@@ -307,7 +314,7 @@ impl Job {
                 let id = row.int4(0)?;
                 let at = self.worlds.len();
                 if self.ids.get(at) != Some(&id) {
-                    return Err(DbError::Column(format!("world {id} was not asked for")));
+                    return Err(AppError::WorldNotAsked(id));
                 }
                 self.worlds.push(World {
                     id,
@@ -341,7 +348,7 @@ struct ErrorLog {
 }
 
 impl ErrorLog {
-    fn report(&mut self, error: &DbError) {
+    fn report(&mut self, error: impl fmt::Display) {
         let now = Instant::now();
         if self
             .last

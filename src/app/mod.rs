@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod db;
+mod error;
 pub mod fortune;
 pub mod world;
 
@@ -20,6 +21,8 @@ use crate::service::{Context, Finished, Service};
 use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
 use world::{random_id, World, WorldSnapshot};
+
+pub use error::AppError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::pg::{BlockingClient, DbError, Statement, Target};
+use super::error::AppError;
+use crate::pg::{BlockingClient, Statement, Target};
 
 /// TFB's `world` table holds ids 1..=10000, and random numbers are drawn from the same range.
 pub const WORLD_ROWS: i32 = 10_000;
@@ -87,7 +88,7 @@ impl WorldSnapshot {
         }
     }
 
-    fn read_all(target: &Arc<Target>, timeout: Duration) -> Result<Box<[World]>, DbError> {
+    fn read_all(target: &Arc<Target>, timeout: Duration) -> Result<Box<[World]>, AppError> {
         // One attempt: the caller waits for the first and retries itself.
         let mut client = BlockingClient::connect_once(target.clone(), ALL_WORLDS, timeout)?;
         let mut worlds = vec![
@@ -97,20 +98,24 @@ impl WorldSnapshot {
             };
             WORLD_ROWS as usize + 1
         ];
-        client.query(0, &[], |row| {
+        let mut outside = None;
+        client.query(&ALL_WORLDS[0], &[], |row| {
             let (id, random_number) = (row.int4(0)?, row.int4(1)?);
             let slot = usize::try_from(id)
                 .ok()
                 .filter(|&index| index > 0)
-                .and_then(|index| worlds.get_mut(index))
-                .ok_or_else(|| DbError::Column(format!("world id {id} is outside 1..=10000")))?;
-            *slot = World { id, random_number };
+                .and_then(|index| worlds.get_mut(index));
+            match slot {
+                Some(slot) => *slot = World { id, random_number },
+                None => outside = outside.or(Some(id)),
+            }
             Ok(())
         })?;
+        if let Some(id) = outside {
+            return Err(AppError::WorldIdOutOfRange(id));
+        }
         if worlds[1..].iter().any(|world| world.id == 0) {
-            return Err(DbError::Column(
-                "the world table lacks some of the ids 1..=10000".into(),
-            ));
+            return Err(AppError::WorldTableIncomplete);
         }
         Ok(worlds.into_boxed_slice())
     }

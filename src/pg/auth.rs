@@ -112,9 +112,8 @@ impl Scram {
     /// A new exchange with 18 random bytes of nonce from the kernel.
     pub fn with_random_nonce(password: &str) -> Result<Scram, String> {
         let mut raw = [0u8; 18];
-        // SAFETY: raw is a valid writable buffer of the given length.
-        let n = unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
-        if n != raw.len() as isize {
+        let filled = rustix::rand::getrandom(&mut raw, rustix::rand::GetRandomFlags::empty());
+        if filled != Ok(raw.len()) {
             return Err("getrandom failed for the SCRAM nonce".to_string());
         }
         Ok(Scram::new("", password, BASE64.encode(raw)))

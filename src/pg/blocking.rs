@@ -153,7 +153,7 @@ impl Driver {
             };
             let buffer = self.conn.read_buffer();
             let room = buffer.len();
-            match sys::receive(socket.as_raw_fd(), buffer) {
+            match sys::receive(socket, buffer) {
                 Ok(n) => {
                     self.link.filled(&mut self.conn, n, now, sink);
                     // EOF, or a short read emptied the socket: skip the read that would
@@ -180,7 +180,7 @@ impl Driver {
             if unsent.is_empty() {
                 return;
             }
-            match sys::send(socket.as_raw_fd(), unsent) {
+            match sys::send(socket, unsent) {
                 Ok(0) => return,
                 Ok(n) => self.link.sent(n),
                 Err(error) => match error.kind() {
@@ -200,7 +200,7 @@ impl Drop for Driver {
             if !self.link.has_unsent(&self.conn) {
                 self.conn.goodbye();
                 let goodbye = self.link.unsent(&mut self.conn);
-                let _ = sys::send(socket.as_raw_fd(), goodbye);
+                let _ = sys::send(socket, goodbye);
             }
         }
     }
@@ -260,7 +260,7 @@ impl BlockingClient {
     /// returned once the query has finished (its other rows are skipped).
     pub fn query(
         &mut self,
-        statement: usize,
+        statement: &Statement,
         params: &[Param],
         mut on_row: impl FnMut(Row<'_>) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
@@ -270,6 +270,8 @@ impl BlockingClient {
             Ok(()) => {}
             Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
             Err(QueryError::QueueFull) => unreachable!("one query at a time"),
+            Err(QueryError::Unencodable(error)) => return Err(error.into()),
+            Err(QueryError::NotPrepared(name)) => return Err(DbError::NotPrepared(name)),
         }
         let outcome: Cell<Option<Result<(), DbError>>> = Cell::new(None);
         let mut row_error: Option<DbError> = None;

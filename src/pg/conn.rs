@@ -1,6 +1,9 @@
 //! One PostgreSQL connection as a state machine without socket I/O (sans-I/O): its driver,
 //! the link (`link::Link`, whose bytes a server's worker or `blocking::Driver` moves), owns
-//! the socket, moves bytes in and out, and tells the connection the time.
+//! the socket, moves bytes in and out, and tells the connection the time (it reads no
+//! clock). Its other dealings with the system: 18 random bytes from getrandom(2) for each
+//! SCRAM nonce, SCRAM's key derived on a helper thread (`auth`), a failed connect starting a
+//! new name lookup on the target's helper thread, and failures logged to stderr.
 //!
 //! Start-up (StartupMessage, authentication, Parse + Describe of every statement) happens
 //! inside the connection; afterwards each `query` appends exactly Bind/Execute/Sync to the
@@ -11,17 +14,17 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, Scram};
 use super::protocol::{
-    self, Auth, DataRow, ErrorFields, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
+    self, Auth, DataRow, EncodeError, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
     VARCHAR_OID,
 };
 use super::target::Target;
 
+pub use super::error::DbError;
 pub use super::protocol::Param;
 
 /// Queries a connection holds (written or not) before `query` answers `QueueFull`: TFB's worst
@@ -51,7 +54,9 @@ const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
 
-/// A statement prepared once per connection under `name`.
+/// A statement prepared once per connection under `name`. A query names it by reference (a
+/// `static` of the list the connection was made with, e.g. `static W: &Statement = &LIST[0]`,
+/// whose index the compiler checks): no index reaches the connection.
 #[derive(Debug)]
 pub struct Statement {
     pub name: &'static str,
@@ -114,119 +119,30 @@ impl<'a> Row<'a> {
     }
 }
 
-#[derive(Debug)]
-pub enum DbError {
-    /// An ErrorResponse from the server.
-    Server {
-        severity: String,
-        code: String,
-        message: String,
-    },
-    /// The connection went away while the query was queued or in flight.
-    ConnectionLost,
-    /// The server sent something this client cannot make sense of.
-    Protocol(String),
-    Io(io::Error),
-    /// Authentication this client cannot do or that failed on the client side.
-    Auth(String),
-    Timeout,
-    /// A column read as the wrong type, a NULL, or a column past the end.
-    Column(String),
-}
-
-/// By hand because `io::Error` is not `Clone`: kind and text are kept.
-impl Clone for DbError {
-    fn clone(&self) -> DbError {
-        match self {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => DbError::Server {
-                severity: severity.clone(),
-                code: code.clone(),
-                message: message.clone(),
-            },
-            DbError::ConnectionLost => DbError::ConnectionLost,
-            DbError::Protocol(what) => DbError::Protocol(what.clone()),
-            DbError::Io(e) => DbError::Io(io::Error::new(e.kind(), e.to_string())),
-            DbError::Auth(what) => DbError::Auth(what.clone()),
-            DbError::Timeout => DbError::Timeout,
-            DbError::Column(what) => DbError::Column(what.clone()),
-        }
-    }
-}
-
 static CONNECTION_LOST: DbError = DbError::ConnectionLost;
 static TIMED_OUT: DbError = DbError::Timeout;
 
-impl DbError {
-    fn server(fields: ErrorFields<'_>) -> DbError {
-        let field = |kind| fields.field(kind).unwrap_or("").to_string();
-        DbError::Server {
-            // 'V' is the untranslated severity; older servers send only the localized 'S'.
-            severity: fields
-                .field(b'V')
-                .or(fields.field(b'S'))
-                .unwrap_or("")
-                .to_string(),
-            code: field(b'C'),
-            message: field(b'M'),
-        }
-    }
-
-    /// The server closed the connection (end of stream), for drivers to report.
-    pub fn closed() -> DbError {
-        DbError::Io(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "server closed the connection",
-        ))
-    }
-
-    /// Errors that retrying the same start-up will not fix (bad password, no such role or
-    /// database, a method this client lacks).
-    pub fn is_permanent(&self) -> bool {
-        match self {
-            DbError::Server { code, .. } => code.starts_with("28") || code.starts_with("3D"),
-            DbError::Auth(_) => true,
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Display for DbError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => write!(f, "{severity} {code}: {message}"),
-            DbError::ConnectionLost => f.write_str("connection to the database lost"),
-            DbError::Protocol(what) => write!(f, "protocol error: {what}"),
-            DbError::Io(e) => write!(f, "{e}"),
-            DbError::Auth(what) => f.write_str(what),
-            DbError::Timeout => f.write_str("timed out"),
-            DbError::Column(what) => f.write_str(what),
-        }
-    }
-}
-
-impl std::error::Error for DbError {}
-
-/// Why `query` refused a query at once; the caller answers 503.
+/// Why `query` refused a query at once: 503 for the first two, a defect for the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueryError {
     NotConnected,
     QueueFull,
+    /// Its Bind message cannot be written (too many parameters, an array too long).
+    Unencodable(EncodeError),
+    /// The statement (named here) is not one of the connection's list.
+    NotPrepared(&'static str),
 }
 
 impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            QueryError::NotConnected => "database connection not ready",
-            QueryError::QueueFull => "database queue full",
-        })
+        match self {
+            QueryError::NotConnected => f.write_str("database connection not ready"),
+            QueryError::QueueFull => f.write_str("database queue full"),
+            QueryError::Unencodable(error) => write!(f, "cannot encode the query: {error}"),
+            QueryError::NotPrepared(name) => {
+                write!(f, "statement {name} is not prepared on this connection")
+            }
+        }
     }
 }
 
@@ -290,6 +206,7 @@ enum Phase {
 
 struct Pending {
     token: u64,
+    /// The statement's place in the connection's list (and so in `column_types`).
     statement: usize,
     /// When the query fails with `Timeout` if still unanswered.
     deadline: Instant,
@@ -464,7 +381,11 @@ impl PgConn {
         if self.phase == Phase::Connecting {
             self.phase = Phase::Authenticating;
             let config = self.target.config();
-            protocol::startup(&mut self.output, &config.user, &config.database);
+            if let Err(error) = protocol::startup(&mut self.output, &config.user, &config.database)
+            {
+                // Before start-up no query is held: nothing to deliver to.
+                self.fail(error.into(), now, &mut |_, _| {});
+            }
         }
     }
 
@@ -556,23 +477,31 @@ impl PgConn {
     /// Appends Bind/Execute/Sync for one query; its deadline starts now.
     pub fn query(
         &mut self,
-        statement: usize,
+        statement: &Statement,
         params: &[Param],
         token: u64,
         now: Instant,
     ) -> Result<(), QueryError> {
+        let Some(index) = self
+            .statements
+            .iter()
+            .position(|s| std::ptr::eq(s, statement))
+        else {
+            return Err(QueryError::NotPrepared(statement.name));
+        };
         if self.phase != Phase::Ready {
             return Err(QueryError::NotConnected);
         }
         if self.pending.len() >= self.options.max_queued {
             return Err(QueryError::QueueFull);
         }
-        protocol::bind(&mut self.output, self.statements[statement].name, params);
+        protocol::bind(&mut self.output, statement.name, params)
+            .map_err(QueryError::Unencodable)?;
         protocol::execute(&mut self.output);
         protocol::sync(&mut self.output);
         self.pending.push_back(Pending {
             token,
-            statement,
+            statement: index,
             deadline: now + self.options.query_timeout,
         });
         Ok(())
@@ -702,10 +631,7 @@ impl PgConn {
                 | Message::NoticeResponse
                 | Message::NegotiateProtocolVersion => Ok(()),
                 Message::ErrorResponse(fields) => Err(DbError::server(fields)),
-                Message::ReadyForQuery(_) if self.scram.is_none() => {
-                    self.prepare_statements();
-                    Ok(())
-                }
+                Message::ReadyForQuery(_) if self.scram.is_none() => self.prepare_statements(),
                 other => Err(unexpected(&other, "during start-up")),
             },
             Phase::Preparing => match message {
@@ -826,11 +752,11 @@ impl PgConn {
                     ));
                 }
             }
-            Auth::Cleartext => protocol::password(&mut self.output, &config.password),
+            Auth::Cleartext => protocol::password(&mut self.output, &config.password)?,
             Auth::Md5 { salt } => protocol::password(
                 &mut self.output,
                 &auth::md5_password(&config.user, &config.password, salt),
-            ),
+            )?,
             Auth::Sasl(mechanisms) => {
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
@@ -838,7 +764,7 @@ impl PgConn {
                     &mut self.output,
                     mechanism,
                     scram.client_first().as_bytes(),
-                );
+                )?;
                 self.scram = Some(scram);
             }
             Auth::SaslContinue(server_first) => {
@@ -878,7 +804,7 @@ impl PgConn {
         };
         match scram.client_final().map_err(DbError::Auth)? {
             Some(message) => {
-                protocol::sasl_response(&mut self.output, message.as_bytes());
+                protocol::sasl_response(&mut self.output, message.as_bytes())?;
                 self.scram_poll = None;
             }
             None => self.scram_poll = Some(now + SCRAM_POLL),
@@ -886,7 +812,7 @@ impl PgConn {
         Ok(())
     }
 
-    fn prepare_statements(&mut self) {
+    fn prepare_statements(&mut self) -> Result<(), DbError> {
         self.phase = Phase::Preparing;
         self.column_types.clear();
         for statement in self.statements {
@@ -895,10 +821,11 @@ impl PgConn {
                 statement.name,
                 statement.sql,
                 statement.param_types,
-            );
-            protocol::describe_statement(&mut self.output, statement.name);
+            )?;
+            protocol::describe_statement(&mut self.output, statement.name)?;
         }
         protocol::sync(&mut self.output);
+        Ok(())
     }
 
     /// Gives the connection up: fails every query held, logs, and schedules the next attempt.
@@ -976,6 +903,8 @@ fn failure_kind(error: &DbError) -> String {
         DbError::Protocol(what) => format!("protocol {what}"),
         DbError::Auth(what) => format!("auth {what}"),
         DbError::Column(what) => format!("column {what}"),
+        DbError::Encode(error) => format!("encode {error}"),
+        DbError::NotPrepared(name) => format!("not prepared {name}"),
     }
 }
 

@@ -10,12 +10,14 @@
 pub mod auth;
 pub mod blocking;
 pub mod conn;
+pub mod error;
 pub mod link;
 pub mod pool;
 pub mod protocol;
 pub mod target;
 
 pub use blocking::{BlockingClient, Driver};
-pub use conn::{DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step};
+pub use conn::{Event, Options, Param, PgConn, QueryError, Row, Statement, Step};
+pub use error::DbError;
 pub use pool::Pool;
 pub use target::{Address, Config, Host, Target};

@@ -28,123 +28,179 @@ pub enum Param<'a> {
     Int4Array(&'a [i32]),
 }
 
-/// Starts a message with a tag and a placeholder length; returns the length's position.
-fn begin(buf: &mut Vec<u8>, tag: u8) -> usize {
-    buf.push(tag);
+/// Why an encoder refused a message; it appended nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncodeError {
+    /// This string, sent NUL-terminated, has a NUL inside.
+    Nul(&'static str),
+    /// This length or count does not fit its field of the message.
+    TooLong(&'static str),
+}
+
+impl std::fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EncodeError::Nul(what) => write!(f, "the {what} contains a NUL byte"),
+            EncodeError::TooLong(what) => write!(f, "the {what} is too long for the protocol"),
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// Appends one message: `tag` (none for the StartupMessage), its length, then what `body`
+/// writes. If `body` fails, or the message is too long for its length field, the buffer is
+/// left as it was.
+fn message(
+    buf: &mut Vec<u8>,
+    tag: Option<u8>,
+    body: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let start = buf.len();
+    buf.extend(tag);
     let at = buf.len();
     buf.extend_from_slice(&[0; 4]);
-    at
+    // The length counts itself, not the tag.
+    let result = body(buf).and_then(|()| {
+        let len = i32::try_from(buf.len() - at).map_err(|_| EncodeError::TooLong("message"))?;
+        buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+        Ok(())
+    });
+    if result.is_err() {
+        buf.truncate(start);
+    }
+    result
 }
 
-/// Writes the length of the message begun at `at` (the length counts itself, not the tag).
-fn finish(buf: &mut [u8], at: usize) {
-    let len = (buf.len() - at) as u32;
-    buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+fn put_i32_len(buf: &mut Vec<u8>, len: usize, what: &'static str) -> Result<(), EncodeError> {
+    let len = i32::try_from(len).map_err(|_| EncodeError::TooLong(what))?;
+    buf.extend_from_slice(&len.to_be_bytes());
+    Ok(())
 }
 
-fn put_cstr(buf: &mut Vec<u8>, s: &str) {
+/// An Int16 count (of parameters, of their types).
+fn put_count(buf: &mut Vec<u8>, count: usize, what: &'static str) -> Result<(), EncodeError> {
+    let count = u16::try_from(count).map_err(|_| EncodeError::TooLong(what))?;
+    buf.extend_from_slice(&count.to_be_bytes());
+    Ok(())
+}
+
+fn put_cstr(buf: &mut Vec<u8>, s: &str, what: &'static str) -> Result<(), EncodeError> {
+    if s.as_bytes().contains(&0) {
+        return Err(EncodeError::Nul(what));
+    }
     buf.extend_from_slice(s.as_bytes());
     buf.push(0);
+    Ok(())
 }
 
-pub fn startup(buf: &mut Vec<u8>, user: &str, database: &str) {
-    let at = buf.len();
-    buf.extend_from_slice(&[0; 4]);
-    buf.extend_from_slice(&PROTOCOL_VERSION_3.to_be_bytes());
-    for (key, value) in [
-        ("user", user),
-        ("database", database),
-        ("client_encoding", "UTF8"),
-        ("application_name", "gnosis"),
-    ] {
-        put_cstr(buf, key);
-        put_cstr(buf, value);
-    }
-    buf.push(0);
-    finish(buf, at);
+pub fn startup(buf: &mut Vec<u8>, user: &str, database: &str) -> Result<(), EncodeError> {
+    message(buf, None, |buf| {
+        buf.extend_from_slice(&PROTOCOL_VERSION_3.to_be_bytes());
+        for (key, value, what) in [
+            ("user", user, "user name"),
+            ("database", database, "database name"),
+            ("client_encoding", "UTF8", "encoding"),
+            ("application_name", "gnosis", "application name"),
+        ] {
+            put_cstr(buf, key, "parameter name")?;
+            put_cstr(buf, value, what)?;
+        }
+        buf.push(0);
+        Ok(())
+    })
 }
 
 /// PasswordMessage: a cleartext or MD5-hashed password.
-pub fn password(buf: &mut Vec<u8>, password: &str) {
-    let at = begin(buf, b'p');
-    put_cstr(buf, password);
-    finish(buf, at);
+pub fn password(buf: &mut Vec<u8>, password: &str) -> Result<(), EncodeError> {
+    message(buf, Some(b'p'), |buf| put_cstr(buf, password, "password"))
 }
 
-pub fn sasl_initial_response(buf: &mut Vec<u8>, mechanism: &str, data: &[u8]) {
-    let at = begin(buf, b'p');
-    put_cstr(buf, mechanism);
-    buf.extend_from_slice(&(data.len() as i32).to_be_bytes());
-    buf.extend_from_slice(data);
-    finish(buf, at);
+pub fn sasl_initial_response(
+    buf: &mut Vec<u8>,
+    mechanism: &str,
+    data: &[u8],
+) -> Result<(), EncodeError> {
+    message(buf, Some(b'p'), |buf| {
+        put_cstr(buf, mechanism, "SASL mechanism")?;
+        put_i32_len(buf, data.len(), "SASL response")?;
+        buf.extend_from_slice(data);
+        Ok(())
+    })
 }
 
-pub fn sasl_response(buf: &mut Vec<u8>, data: &[u8]) {
-    let at = begin(buf, b'p');
-    buf.extend_from_slice(data);
-    finish(buf, at);
+pub fn sasl_response(buf: &mut Vec<u8>, data: &[u8]) -> Result<(), EncodeError> {
+    message(buf, Some(b'p'), |buf| {
+        buf.extend_from_slice(data);
+        Ok(())
+    })
 }
 
-pub fn parse(buf: &mut Vec<u8>, name: &str, sql: &str, param_types: &[u32]) {
-    let at = begin(buf, b'P');
-    put_cstr(buf, name);
-    put_cstr(buf, sql);
-    buf.extend_from_slice(&(param_types.len() as u16).to_be_bytes());
-    for oid in param_types {
-        buf.extend_from_slice(&oid.to_be_bytes());
-    }
-    finish(buf, at);
+pub fn parse(
+    buf: &mut Vec<u8>,
+    name: &str,
+    sql: &str,
+    param_types: &[u32],
+) -> Result<(), EncodeError> {
+    message(buf, Some(b'P'), |buf| {
+        put_cstr(buf, name, "statement name")?;
+        put_cstr(buf, sql, "statement text")?;
+        put_count(buf, param_types.len(), "parameter type list")?;
+        for oid in param_types {
+            buf.extend_from_slice(&oid.to_be_bytes());
+        }
+        Ok(())
+    })
 }
 
 /// Bind to the unnamed portal with every parameter and every result column in binary.
-pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) {
-    let at = begin(buf, b'B');
-    buf.push(0); // unnamed portal
-    put_cstr(buf, statement);
-    buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all parameters:
-    buf.extend_from_slice(&1u16.to_be_bytes()); // binary
-    buf.extend_from_slice(&(params.len() as u16).to_be_bytes());
-    for param in params {
-        match *param {
-            Param::Int4(value) => {
-                buf.extend_from_slice(&4i32.to_be_bytes());
-                buf.extend_from_slice(&value.to_be_bytes());
-            }
-            Param::Int4Array(values) => {
-                // ndim, has-nulls flag, element oid, then (length, lower bound) per dimension.
-                let len = 20 + 8 * values.len();
-                buf.extend_from_slice(&(len as i32).to_be_bytes());
-                buf.extend_from_slice(&1i32.to_be_bytes());
-                buf.extend_from_slice(&0i32.to_be_bytes());
-                buf.extend_from_slice(&INT4_OID.to_be_bytes());
-                buf.extend_from_slice(&(values.len() as i32).to_be_bytes());
-                buf.extend_from_slice(&1i32.to_be_bytes());
-                for value in values {
+pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Result<(), EncodeError> {
+    message(buf, Some(b'B'), |buf| {
+        buf.push(0); // unnamed portal
+        put_cstr(buf, statement, "statement name")?;
+        buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all parameters:
+        buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+        put_count(buf, params.len(), "parameter list")?;
+        for param in params {
+            match *param {
+                Param::Int4(value) => {
                     buf.extend_from_slice(&4i32.to_be_bytes());
                     buf.extend_from_slice(&value.to_be_bytes());
                 }
+                Param::Int4Array(values) => {
+                    // ndim, has-nulls flag, element oid, then (length, lower bound) per
+                    // dimension, then (length, value) per element.
+                    let len = values.len().checked_mul(8).and_then(|n| n.checked_add(20));
+                    put_i32_len(buf, len.unwrap_or(usize::MAX), "int4 array")?;
+                    buf.extend_from_slice(&1i32.to_be_bytes());
+                    buf.extend_from_slice(&0i32.to_be_bytes());
+                    buf.extend_from_slice(&INT4_OID.to_be_bytes());
+                    put_i32_len(buf, values.len(), "int4 array")?;
+                    buf.extend_from_slice(&1i32.to_be_bytes());
+                    for value in values {
+                        buf.extend_from_slice(&4i32.to_be_bytes());
+                        buf.extend_from_slice(&value.to_be_bytes());
+                    }
+                }
             }
         }
-    }
-    buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all results:
-    buf.extend_from_slice(&1u16.to_be_bytes()); // binary
-    finish(buf, at);
+        buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all results:
+        buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+        Ok(())
+    })
 }
 
 /// Describe a prepared statement (its parameter types and result columns).
-pub fn describe_statement(buf: &mut Vec<u8>, name: &str) {
-    let at = begin(buf, b'D');
-    buf.push(b'S');
-    put_cstr(buf, name);
-    finish(buf, at);
+pub fn describe_statement(buf: &mut Vec<u8>, name: &str) -> Result<(), EncodeError> {
+    message(buf, Some(b'D'), |buf| {
+        buf.push(b'S');
+        put_cstr(buf, name, "statement name")
+    })
 }
 
 /// Execute the unnamed portal, all rows.
 pub fn execute(buf: &mut Vec<u8>) {
-    let at = begin(buf, b'E');
-    buf.push(0);
-    buf.extend_from_slice(&0i32.to_be_bytes());
-    finish(buf, at);
+    buf.extend_from_slice(&[b'E', 0, 0, 0, 9, 0, 0, 0, 0, 0]);
 }
 
 pub fn sync(buf: &mut Vec<u8>) {
@@ -707,13 +763,90 @@ mod tests {
     #[test]
     fn bind_encodes_binary_params() {
         let mut buf = Vec::new();
-        bind(&mut buf, "w", &[Param::Int4(42), Param::Int4Array(&[1, 2])]);
+        bind(&mut buf, "w", &[Param::Int4(42), Param::Int4Array(&[1, 2])]).unwrap();
         assert_eq!(buf[0], b'B');
         let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
         assert_eq!(len + 1, buf.len());
         let expected_tail: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 2, 0, 1, 0, 1];
         assert!(buf.ends_with(expected_tail));
         assert!(buf.windows(4).any(|w| w == 42i32.to_be_bytes()));
+    }
+
+    #[test]
+    fn execute_asks_for_all_rows_of_the_unnamed_portal() {
+        let mut buf = Vec::new();
+        execute(&mut buf);
+        assert_eq!(buf, message(b'E', &[0, 0, 0, 0, 0]));
+    }
+
+    /// Each encoder, given a string with a NUL where a C string goes, refuses and leaves the
+    /// buffer as it was.
+    #[test]
+    fn c_strings_with_a_nul_are_refused_and_nothing_is_written() {
+        type Encoder = fn(&mut Vec<u8>) -> Result<(), EncodeError>;
+        let cases: [(Encoder, &str); 8] = [
+            (|b| startup(b, "us\0er", "db"), "user name"),
+            (|b| startup(b, "user", "d\0b"), "database name"),
+            (|b| password(b, "se\0cret"), "password"),
+            (
+                |b| sasl_initial_response(b, "SCRAM\0", b"n,,"),
+                "SASL mechanism",
+            ),
+            (|b| parse(b, "w\0", "SELECT 1", &[]), "statement name"),
+            (|b| parse(b, "w", "SELECT 1\0; DROP", &[]), "statement text"),
+            (|b| bind(b, "w\0", &[]), "statement name"),
+            (|b| describe_statement(b, "\0"), "statement name"),
+        ];
+        for (encode, what) in cases {
+            let mut buf = b"before".to_vec();
+            assert_eq!(encode(&mut buf), Err(EncodeError::Nul(what)));
+            assert_eq!(buf, b"before", "{what}");
+        }
+    }
+
+    #[test]
+    fn counts_past_int16_are_refused() {
+        let types = vec![INT4_OID; usize::from(u16::MAX) + 1];
+        let params = vec![Param::Int4(1); types.len()];
+        let mut buf = Vec::new();
+        assert_eq!(
+            parse(&mut buf, "w", "SELECT 1", &types),
+            Err(EncodeError::TooLong("parameter type list"))
+        );
+        assert_eq!(
+            bind(&mut buf, "w", &params),
+            Err(EncodeError::TooLong("parameter list"))
+        );
+        assert!(buf.is_empty());
+        // The largest count fits.
+        parse(&mut buf, "w", "SELECT 1", &types[1..]).unwrap();
+        bind(&mut buf, "w", &params[1..]).unwrap();
+        let (parse_len, bind_len) = (
+            4 + 2 + 9 + 2 + 4 * 65_535,
+            4 + 1 + 2 + 4 + 2 + 8 * 65_535 + 4,
+        );
+        assert_eq!(buf.len(), 1 + parse_len + 1 + bind_len);
+        assert_eq!(buf[1..5], (parse_len as u32).to_be_bytes());
+    }
+
+    #[test]
+    fn lengths_past_int32_are_refused() {
+        let mut buf = Vec::new();
+        let too_long = usize::try_from(i32::MAX).unwrap() + 1;
+        assert_eq!(
+            put_i32_len(&mut buf, too_long, "array"),
+            Err(EncodeError::TooLong("array"))
+        );
+        put_i32_len(&mut buf, too_long - 1, "array").unwrap();
+        assert_eq!(buf, i32::MAX.to_be_bytes());
+        // A message whose body fails halfway leaves no trace, tag and length included.
+        let mut buf = b"before".to_vec();
+        let failed = super::message(&mut buf, Some(b'B'), |buf| {
+            buf.extend_from_slice(b"half a message");
+            put_i32_len(buf, too_long, "array")
+        });
+        assert_eq!(failed, Err(EncodeError::TooLong("array")));
+        assert_eq!(buf, b"before");
     }
 
     #[test]

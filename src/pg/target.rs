@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::conn::DbError;
+use super::error::DbError;
 pub use crate::sys::Address;
 
 pub const DEFAULT_HOST: &str = "tfb-database";

@@ -6,18 +6,17 @@
 //! connections; then send every queued query with one write per PostgreSQL connection.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use super::core::{Core, LinkOrder, Next};
 use crate::service::Service;
-use crate::sys::{self, Epoll, READABLE, WRITABLE};
+use crate::sys::{self, Epoll, Events, ACCEPTABLE, HANGUP, READABLE, WRITABLE};
 
 const LISTENER: u64 = u64::MAX;
 /// Tokens from here up name PostgreSQL connections; below, HTTP connection slots.
 const DATABASE: u64 = 1 << 32;
 /// Bytes of free space a read asks for.
 const READ_CHUNK: usize = 4096;
-const HANGUP: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
 
 pub struct Worker<S> {
     core: Core<S, OwnedFd>,
@@ -67,11 +66,10 @@ impl<S: Service> Worker<S> {
     }
 
     fn serve(&mut self) -> io::Result<std::convert::Infallible> {
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+        let mut events = Events::with_capacity(1024);
         loop {
             if !self.listening && self.core.ready_to_listen() {
-                self.epoll
-                    .add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+                self.epoll.add(&self.listener, ACCEPTABLE, LISTENER)?;
                 self.listening = true;
             }
             self.sync_links()?;
@@ -79,13 +77,10 @@ impl<S: Service> Worker<S> {
                 .core
                 .next_wake()
                 .saturating_duration_since(self.core.now());
-            let ready = self
-                .epoll
+            self.epoll
                 .wait(&mut events, timeout.as_millis() as i32 + 1)?;
             self.core.refresh();
-            for event in &events[..ready] {
-                // epoll_event is packed: copy the fields out before matching on them.
-                let (token, flags) = (event.u64, event.events);
+            for (token, flags) in events.iter() {
                 match token {
                     LISTENER => self.accept_all(),
                     token if token >= DATABASE => {
@@ -117,7 +112,7 @@ impl<S: Service> Worker<S> {
                     // stop listening until the next sweep, when some may have closed.
                     crate::log!("cannot accept: {err}; pausing accepts for a second");
                     self.accept_paused = true;
-                    let _ = self.epoll.modify(self.listener.as_raw_fd(), 0, LISTENER);
+                    let _ = self.epoll.modify(&self.listener, 0, LISTENER);
                     return;
                 }
                 // The peer gave up before we took it (ECONNABORTED) and the like.
@@ -130,7 +125,7 @@ impl<S: Service> Worker<S> {
         if self.accept_paused
             && self
                 .epoll
-                .modify(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)
+                .modify(&self.listener, ACCEPTABLE, LISTENER)
                 .is_ok()
         {
             self.accept_paused = false;
@@ -138,12 +133,13 @@ impl<S: Service> Worker<S> {
     }
 
     fn open(&mut self, socket: OwnedFd) {
-        let fd = socket.as_raw_fd();
         let index = self.core.open(socket);
         if index >= self.interest.len() {
             self.interest.resize(index + 1, 0);
         }
-        if self.epoll.add(fd, READABLE, index as u64).is_err() {
+        let socket = self.core.socket(index);
+        let added = socket.map(|socket| self.epoll.add(socket, READABLE, index as u64));
+        if !matches!(added, Some(Ok(()))) {
             self.core.release(index);
             return;
         }
@@ -199,7 +195,7 @@ impl<S: Service> Worker<S> {
             if unsent.is_empty() {
                 break read;
             }
-            match sys::send(socket.as_raw_fd(), unsent) {
+            match sys::send(socket, unsent) {
                 // All sent: requests held back while the output was full can be answered
                 // now, and a finished connection can close.
                 Ok(n) if self.core.sent(index, n) => {}
@@ -220,11 +216,7 @@ impl<S: Service> Worker<S> {
         }
         if interest != self.interest[index] {
             self.interest[index] = interest;
-            if self
-                .epoll
-                .modify(socket.as_raw_fd(), interest, index as u64)
-                .is_err()
-            {
+            if self.epoll.modify(socket, interest, index as u64).is_err() {
                 self.close(index);
             }
         }
@@ -272,13 +264,13 @@ impl<S: Service> Worker<S> {
 
     /// Reads until the socket is empty, handing every answer to the core as it comes.
     fn read_link(&mut self, index: usize) {
-        let Some(fd) = self.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+        let Some(socket) = self.links[index].socket.as_ref() else {
             return;
         };
         loop {
             let room = self.core.link_read_buffer(index);
             let wanted = room.len();
-            match sys::receive(fd, room) {
+            match sys::receive(socket, room) {
                 Ok(n) => {
                     self.core.link_filled(index, n);
                     // EOF, or a short read emptied the socket: skip the read that would
@@ -296,14 +288,14 @@ impl<S: Service> Worker<S> {
 
     /// Sends what the link has queued, one `send` per call.
     fn send_link(&mut self, index: usize) {
-        let Some(fd) = self.links[index].socket.as_ref().map(AsRawFd::as_raw_fd) else {
+        let Some(socket) = self.links[index].socket.as_ref() else {
             return;
         };
         let unsent = self.core.link_unsent(index);
         if unsent.is_empty() {
             return;
         }
-        match sys::send(fd, unsent) {
+        match sys::send(socket, unsent) {
             Ok(n) => self.core.link_sent(index, n),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             Err(err) => self.core.link_failed(index, err),
@@ -350,12 +342,11 @@ impl<S: Service> Worker<S> {
                 false if self.core.link_unsent(index).is_empty() => READABLE,
                 false => READABLE | WRITABLE,
             };
-            let fd = socket.as_raw_fd();
             let token = DATABASE + index as u64;
             match link.interest {
                 current if current == interest => {}
-                0 => self.epoll.add(fd, interest, token)?,
-                _ => self.epoll.modify(fd, interest, token)?,
+                0 => self.epoll.add(socket, interest, token)?,
+                _ => self.epoll.modify(socket, interest, token)?,
             }
             link.interest = interest;
         }

@@ -5,6 +5,7 @@ use super::*;
 use crate::pg::protocol::script::{self, frontend};
 use crate::pg::target::{Config, Host};
 use proptest::prelude::*;
+use std::io;
 
 static STATEMENTS: &[Statement] = &[
     Statement {
@@ -18,8 +19,8 @@ static STATEMENTS: &[Statement] = &[
         param_types: &[],
     },
 ];
-const PAIR: usize = 0;
-const TOUCH: usize = 1;
+static PAIR: &Statement = &STATEMENTS[0];
+static TOUCH: &Statement = &STATEMENTS[1];
 
 fn target(user: &str, password: &str) -> Arc<Target> {
     Target::new(Config {
@@ -91,9 +92,13 @@ impl Script {
             .transport_failed(error, self.now, &mut record(&mut self.events));
     }
 
-    fn query(&mut self, statement: usize, value: i32, token: u64) {
+    fn query(&mut self, statement: &Statement, value: i32, token: u64) {
         let params = [Param::Int4(value)];
-        let params = if statement == PAIR { &params[..] } else { &[] };
+        let params = if std::ptr::eq(statement, PAIR) {
+            &params[..]
+        } else {
+            &[]
+        };
         self.conn.query(statement, params, token, self.now).unwrap();
     }
 
@@ -219,6 +224,23 @@ fn cleartext_password() {
     s.finish_startup();
 }
 
+/// A NUL in the password cannot be sent: the connection fails with an error retrying will
+/// not fix, and writes no PasswordMessage.
+#[test]
+fn a_password_with_a_nul_fails_the_connection_unsent() {
+    let mut s = Script::new("open\0sesame");
+    s.connect();
+    s.receive(&script::auth_cleartext());
+    assert_eq!(s.output(), b"");
+    assert_eq!(s.conn.step(), Step::Idle);
+    let error = s.conn.last_error().unwrap();
+    assert!(matches!(
+        error,
+        DbError::Encode(EncodeError::Nul("password"))
+    ));
+    assert!(error.is_permanent());
+}
+
 #[test]
 fn md5_password() {
     let mut s = Script::new("secret");
@@ -327,6 +349,26 @@ fn scram_iterations_over_the_cap_are_refused_without_deriving_anything() {
         "{text}"
     );
     assert!(matches!(error, DbError::Auth(_)) && error.is_permanent());
+}
+
+/// A statement is known by reference: one of another list, even with the same name and
+/// text, is refused with nothing written, and the connection carries on.
+#[test]
+fn a_statement_the_connection_did_not_prepare_is_refused() {
+    static OTHER: Statement = Statement {
+        name: "pair",
+        sql: "SELECT $1::int4, 2",
+        param_types: &[INT4_OID],
+    };
+    let mut s = Script::new("");
+    s.start();
+    assert_eq!(
+        s.conn.query(&OTHER, &[Param::Int4(1)], 7, s.now),
+        Err(QueryError::NotPrepared("pair"))
+    );
+    assert_eq!(s.output(), b"");
+    assert_eq!(s.conn.queued(), 0);
+    s.prove();
 }
 
 #[test]

@@ -43,7 +43,7 @@ impl Service for TestService {
         let queued = cx
             .db
             .pick(cx.now)
-            .is_some_and(|pg| pg.query(0, &[], token, cx.now).is_ok());
+            .is_some_and(|pg| pg.query(&STATEMENTS[0], &[], token, cx.now).is_ok());
         match queued {
             true => {
                 self.waiting.push((ticket, 0));

@@ -1,0 +1,118 @@
+//! Why a query or a connection failed: the one error type of the PostgreSQL client.
+
+use std::fmt;
+use std::io;
+
+use super::protocol::{EncodeError, ErrorFields};
+
+#[derive(Debug)]
+pub enum DbError {
+    /// An ErrorResponse from the server.
+    Server {
+        severity: String,
+        code: String,
+        message: String,
+    },
+    /// The connection went away while the query was queued or in flight.
+    ConnectionLost,
+    /// The server sent something this client cannot make sense of.
+    Protocol(String),
+    Io(io::Error),
+    /// Authentication this client cannot do or that failed on the client side.
+    Auth(String),
+    Timeout,
+    /// A column read as the wrong type, a NULL, or a column past the end.
+    Column(String),
+    /// A message this client cannot write: a NUL in the user name, password or a
+    /// statement, or a length past the protocol's fields.
+    Encode(EncodeError),
+    /// A query named a statement (this one) that its connection does not prepare.
+    NotPrepared(&'static str),
+}
+
+impl From<EncodeError> for DbError {
+    fn from(error: EncodeError) -> DbError {
+        DbError::Encode(error)
+    }
+}
+
+/// By hand because `io::Error` is not `Clone`: kind and text are kept.
+impl Clone for DbError {
+    fn clone(&self) -> DbError {
+        match self {
+            DbError::Server {
+                severity,
+                code,
+                message,
+            } => DbError::Server {
+                severity: severity.clone(),
+                code: code.clone(),
+                message: message.clone(),
+            },
+            DbError::ConnectionLost => DbError::ConnectionLost,
+            DbError::Protocol(what) => DbError::Protocol(what.clone()),
+            DbError::Io(e) => DbError::Io(io::Error::new(e.kind(), e.to_string())),
+            DbError::Auth(what) => DbError::Auth(what.clone()),
+            DbError::Timeout => DbError::Timeout,
+            DbError::Column(what) => DbError::Column(what.clone()),
+            DbError::Encode(error) => DbError::Encode(*error),
+            DbError::NotPrepared(name) => DbError::NotPrepared(name),
+        }
+    }
+}
+
+impl DbError {
+    pub(super) fn server(fields: ErrorFields<'_>) -> DbError {
+        let field = |kind| fields.field(kind).unwrap_or("").to_string();
+        DbError::Server {
+            // 'V' is the untranslated severity; older servers send only the localized 'S'.
+            severity: fields
+                .field(b'V')
+                .or(fields.field(b'S'))
+                .unwrap_or("")
+                .to_string(),
+            code: field(b'C'),
+            message: field(b'M'),
+        }
+    }
+
+    /// The server closed the connection (end of stream), for drivers to report.
+    pub fn closed() -> DbError {
+        DbError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "server closed the connection",
+        ))
+    }
+
+    /// Errors that retrying the same start-up will not fix (bad password, no such role or
+    /// database, a method this client lacks).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            DbError::Server { code, .. } => code.starts_with("28") || code.starts_with("3D"),
+            DbError::Auth(_) | DbError::Encode(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbError::Server {
+                severity,
+                code,
+                message,
+            } => write!(f, "{severity} {code}: {message}"),
+            DbError::ConnectionLost => f.write_str("connection to the database lost"),
+            DbError::Protocol(what) => write!(f, "protocol error: {what}"),
+            DbError::Io(e) => write!(f, "{e}"),
+            DbError::Auth(what) => f.write_str(what),
+            DbError::Timeout => f.write_str("timed out"),
+            DbError::Column(what) => f.write_str(what),
+            DbError::Encode(error) => write!(f, "cannot encode a message: {error}"),
+            DbError::NotPrepared(name) => write!(f, "statement {name} is not prepared"),
+        }
+    }
+}
+
+impl std::error::Error for DbError {}
