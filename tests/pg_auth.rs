@@ -165,6 +165,7 @@ fn offered(request: &'static [u8]) -> DbError {
         user: "benchmarkdbuser".into(),
         password: "benchmarkdbpass".into(),
         database: "hello_world".into(),
+        allow_cleartext: false,
     };
     let error = match BlockingClient::connect(config, WHO, Duration::from_secs(5)) {
         Ok(_) => panic!("connected to a server asking for an unsupported method"),
