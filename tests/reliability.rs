@@ -1316,8 +1316,41 @@ fn control_characters_from_the_server_are_escaped_in_the_log(binary: &str) {
     );
 }
 
+/// `--pg-max-rows 1`: the fake's two fortunes are one too many, a world row is not;
+/// `--pg-max-message 20`: the start-up's ParameterStatus messages are longer, so no
+/// connection comes up.
+fn the_limits_on_the_command_line_apply(binary: &str) {
+    use common::fake_pg::{Behaviour, FakePg};
+    let fake = FakePg::start(Behaviour::Normal);
+    let server = Server::start_with_env(
+        binary,
+        &["--threads", "1", "--pg-max-rows", "1"],
+        &fake.env(),
+    );
+    wait_for_database(server.port, 3, Duration::from_secs(20));
+    let (response, _) = fetch(server.port, "/fortunes", Duration::from_secs(10)).unwrap();
+    assert_error_response(&response, 500, "/fortunes with --pg-max-rows 1");
+    drop(server);
+
+    let server = Server::start_with_env(
+        binary,
+        &["--threads", "1", "--pg-max-message", "20"],
+        &fake.env(),
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || server
+            .log()
+            .contains("message longer than the limit")),
+        "{}",
+        server.log()
+    );
+    let (response, _) = fetch(server.port, "/db", Duration::from_secs(10)).unwrap();
+    assert_error_response(&response, 503, "/db with --pg-max-message 20");
+}
+
 test_both_binaries! {
     gnosis_hostile_database, gnosis_uring_hostile_database;
+    the_limits_on_the_command_line_apply,
     a_cleartext_request_over_tcp_gets_no_password,
     cleartext_over_tcp_with_the_opt_in_connects_and_says_so_once,
     a_downgrade_from_scram_gets_no_password,
