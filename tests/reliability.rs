@@ -1271,31 +1271,38 @@ fn fortunes_from_a_hostile_server(
     (statuses, server, grown)
 }
 
-fn a_huge_message_fails_its_connection_with_bounded_memory(binary: &str) {
-    let (statuses, server, grown_kib) =
-        fortunes_from_a_hostile_server(binary, common::fake_pg::Behaviour::HugeMessage);
-    assert!(statuses.iter().all(|&s| s == 503), "{statuses:?}");
-    // A 60 MiB message taken in would show as 60,000 KiB or more.
+/// `/fortunes` from a server that behaves so answers `status` every time, the server grows by
+/// less than 16 MiB (a 60 MiB message or a million fortunes taken in would be far more), and
+/// the log says `logged`.
+fn fortunes_fail_with_bounded_memory(
+    binary: &str,
+    behaviour: common::fake_pg::Behaviour,
+    status: u16,
+    logged: &str,
+) {
+    let (statuses, server, grown_kib) = fortunes_from_a_hostile_server(binary, behaviour);
+    assert!(statuses.iter().all(|&s| s == status), "{statuses:?}");
     assert!(grown_kib < 16_384, "the server grew by {grown_kib} KiB");
-    assert!(
-        server.log().contains("message longer than the limit"),
-        "{}",
-        server.log()
+    assert!(server.log().contains(logged), "{}", server.log());
+}
+
+fn a_huge_message_fails_its_connection_with_bounded_memory(binary: &str) {
+    use common::fake_pg::Behaviour;
+    fortunes_fail_with_bounded_memory(
+        binary,
+        Behaviour::HugeMessage,
+        503,
+        "message longer than the limit",
     );
 }
 
 fn a_flood_of_rows_fails_its_request_and_the_server_stays_up(binary: &str) {
-    let (statuses, server, grown_kib) =
-        fortunes_from_a_hostile_server(binary, common::fake_pg::Behaviour::RowFlood);
-    assert!(statuses.iter().all(|&s| s == 500), "{statuses:?}");
-    // A million fortunes rendered would be tens of MB.
-    assert!(grown_kib < 16_384, "the server grew by {grown_kib} KiB");
-    assert!(
-        server
-            .log()
-            .contains("a query answered more than 16384 rows"),
-        "{}",
-        server.log()
+    use common::fake_pg::Behaviour;
+    fortunes_fail_with_bounded_memory(
+        binary,
+        Behaviour::RowFlood,
+        500,
+        "a query answered more than 16384 rows",
     );
 }
 
