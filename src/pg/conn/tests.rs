@@ -260,17 +260,24 @@ fn cleartext_over_tcp_only_with_the_opt_in() {
 }
 
 /// A server (or a machine in the middle) that begins SCRAM, then asks for the password in
-/// clear or as MD5, gets nothing.
+/// clear or as MD5, or starts SASL again, gets nothing.
 #[test]
 fn no_cleartext_or_md5_once_sasl_has_begun() {
-    for downgrade in [script::auth_cleartext(), script::auth_md5([1, 2, 3, 4])] {
+    for (downgrade, said) in [
+        (script::auth_cleartext(), "after SCRAM-SHA-256 had begun"),
+        (
+            script::auth_md5([1, 2, 3, 4]),
+            "after SCRAM-SHA-256 had begun",
+        ),
+        (script::auth_sasl(&["SCRAM-SHA-256"]), "began SASL twice"),
+    ] {
         let mut s = Script::new("pencil");
         scram_until_server_first(&mut s, b"downgrade", 4096);
         s.receive(&downgrade);
         assert_eq!(s.output(), b"");
         assert_eq!(s.conn.step(), Step::Idle);
         let error = s.conn.last_error().unwrap().to_string();
-        assert!(error.contains("after SCRAM-SHA-256 had begun"), "{error}");
+        assert!(error.contains(said), "{error}");
     }
 }
 
