@@ -50,6 +50,10 @@ const MAX_REASONS_LOGGED: usize = 8;
 /// The default for [`Options::max_rows`]: the largest result any route reads is the cache
 /// loader's whole world table, TFB's 10,000 rows; the fortunes table has 12.
 pub const MAX_ROWS: usize = 16_384;
+/// The default for [`Options::max_result_bytes`]: the cache loader's 10,000 rows are about
+/// 220 KB, the fortunes under 3 KB. With it, what one query can make a worker hold is a few
+/// MB, not `max_rows` times `max_message_len` (1 GiB).
+pub const MAX_RESULT_BYTES: usize = 4 << 20;
 const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
@@ -253,6 +257,9 @@ pub struct Options {
     /// protocol error and the connection is replaced, its other queries failing with
     /// `ConnectionLost`.
     pub max_rows: usize,
+    /// Bytes of rows one query may answer (default [`MAX_RESULT_BYTES`], 4 MiB); past it, as
+    /// past `max_rows`.
+    pub max_result_bytes: usize,
 }
 
 impl Default for Options {
@@ -263,6 +270,7 @@ impl Default for Options {
             max_queued: MAX_QUEUED,
             max_message_len: protocol::MAX_MESSAGE_LEN,
             max_rows: MAX_ROWS,
+            max_result_bytes: MAX_RESULT_BYTES,
         }
     }
 }
@@ -342,8 +350,9 @@ pub struct PgConn {
     pending: VecDeque<Pending>,
     /// The ErrorResponse of the front query, delivered at its ReadyForQuery.
     front_error: Option<DbError>,
-    /// Rows the front query has answered so far.
+    /// Rows the front query has answered so far, and their bytes.
     front_rows: usize,
+    front_bytes: usize,
     /// Bytes for the driver to send.
     output: Vec<u8>,
     /// Received bytes; `read_start..read_end` is the start of a message not complete yet.
@@ -385,6 +394,7 @@ impl PgConn {
             pending: VecDeque::with_capacity(1024),
             front_error: None,
             front_rows: 0,
+            front_bytes: 0,
             output: Vec::with_capacity(64 * 1024),
             read_buf: vec![0; READ_BUF_INITIAL],
             read_start: 0,
@@ -788,13 +798,18 @@ impl PgConn {
                     return Err(DbError::Protocol("a row with no query in flight".into()));
                 };
                 self.front_rows += 1;
-                if self.front_rows > self.options.max_rows {
+                self.front_bytes += data.size();
+                let too_much = if self.front_rows > self.options.max_rows {
+                    Some(format!("{} rows", self.options.max_rows))
+                } else if self.front_bytes > self.options.max_result_bytes {
+                    Some(format!("{} bytes of rows", self.options.max_result_bytes))
+                } else {
+                    None
+                };
+                if let Some(limit) = too_much {
                     // A broken or hostile server: the query fails, and the connection is
                     // replaced rather than drained, which could take unbounded time.
-                    let error = DbError::Protocol(format!(
-                        "a query answered more than {} rows",
-                        self.options.max_rows
-                    ));
+                    let error = DbError::Protocol(format!("a query answered more than {limit}"));
                     sink(front.token, Event::Failed(&error));
                     self.pending.pop_front();
                     return Err(error);
@@ -820,6 +835,7 @@ impl PgConn {
                     ));
                 };
                 self.front_rows = 0;
+                self.front_bytes = 0;
                 match self.front_error.take() {
                     None => sink(front.token, Event::Done),
                     Some(error) => sink(front.token, Event::Failed(&error)),
@@ -1014,6 +1030,7 @@ impl PgConn {
         self.scram_poll = None;
         self.front_error = None;
         self.front_rows = 0;
+        self.front_bytes = 0;
         self.output.clear();
         self.read_start = 0;
         self.read_end = 0;

@@ -439,6 +439,11 @@ impl<'a> DataRow<'a> {
         self.count == 0
     }
 
+    /// The row's size on the wire, without the message's tag and length.
+    pub fn size(&self) -> usize {
+        2 + self.columns.len()
+    }
+
     /// Column `index`: `None` past the end, `Some(None)` for NULL.
     pub fn get(&self, index: usize) -> Option<Option<&'a [u8]>> {
         if index >= self.len() {

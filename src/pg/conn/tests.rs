@@ -784,6 +784,31 @@ fn a_query_answering_more_rows_than_the_cap_fails_and_the_connection_is_replaced
 }
 
 #[test]
+fn a_query_answering_more_bytes_than_the_cap_fails_too() {
+    // Each two-int4 row is 2 + 2 x (4 + 4) = 18 bytes: two fit in 40, three do not.
+    let options = Options {
+        max_result_bytes: 40,
+        ..Options::default()
+    };
+    let mut s = Script::with_options("", options);
+    s.start();
+    s.query(PAIR, 1, 1);
+    s.query(PAIR, 2, 2);
+    s.receive(&answer(&[&[1, 1], &[2, 2]]));
+    assert_eq!(s.take_events().len(), 3, "two rows and done: under the cap");
+    s.receive(&answer(&[&[1, 1][..]; 3]));
+    let events = s.take_events();
+    assert_eq!(
+        events.last().unwrap(),
+        &(
+            2,
+            "failed protocol error: a query answered more than 40 bytes of rows".to_string()
+        )
+    );
+    assert_eq!(s.conn.step(), Step::Idle);
+}
+
+#[test]
 fn bytes_after_the_connection_is_dropped_are_ignored() {
     let mut s = Script::new("");
     s.start();
