@@ -754,33 +754,36 @@ fn a_message_over_the_limit_is_refused_before_the_buffer_grows_for_it() {
     assert!(error.contains("longer than the limit"), "{error}");
 }
 
+/// With `options`, a query answering `fits` rows is answered, and the next one, answering
+/// one row more, fails with `failure` and the connection is replaced.
+fn one_row_past_the_cap(options: Options, fits: usize, failure: &str) {
+    let mut s = Script::with_options("", options);
+    s.start();
+    s.query(PAIR, 1, 1);
+    s.query(PAIR, 2, 2);
+    s.receive(&answer(&vec![&[1, 1][..]; fits]));
+    assert_eq!(
+        s.take_events().len(),
+        fits + 1,
+        "the rows and done: at the cap"
+    );
+    s.receive(&answer(&vec![&[1, 1][..]; fits + 1]));
+    let events = s.take_events();
+    assert_eq!(events.len(), fits + 1, "{events:?}");
+    assert_eq!(
+        events[fits],
+        (2, format!("failed protocol error: {failure}"))
+    );
+    assert_eq!(s.conn.step(), Step::Idle);
+}
+
 #[test]
 fn a_query_answering_more_rows_than_the_cap_fails_and_the_connection_is_replaced() {
     let options = Options {
         max_rows: 3,
         ..Options::default()
     };
-    let mut s = Script::with_options("", options);
-    s.start();
-    s.query(PAIR, 1, 1);
-    s.query(PAIR, 2, 2);
-    s.receive(&answer(&[&[1, 1], &[2, 2], &[3, 3]]));
-    assert_eq!(
-        s.take_events().len(),
-        4,
-        "three rows and done: at the cap is fine"
-    );
-    s.receive(&answer(&[&[1, 1][..]; 5]));
-    let events = s.take_events();
-    assert_eq!(events.len(), 4, "{events:?}");
-    assert_eq!(
-        events[3],
-        (
-            2,
-            "failed protocol error: a query answered more than 3 rows".to_string()
-        )
-    );
-    assert_eq!(s.conn.step(), Step::Idle);
+    one_row_past_the_cap(options, 3, "a query answered more than 3 rows");
 }
 
 #[test]
@@ -790,22 +793,7 @@ fn a_query_answering_more_bytes_than_the_cap_fails_too() {
         max_result_bytes: 40,
         ..Options::default()
     };
-    let mut s = Script::with_options("", options);
-    s.start();
-    s.query(PAIR, 1, 1);
-    s.query(PAIR, 2, 2);
-    s.receive(&answer(&[&[1, 1], &[2, 2]]));
-    assert_eq!(s.take_events().len(), 3, "two rows and done: under the cap");
-    s.receive(&answer(&[&[1, 1][..]; 3]));
-    let events = s.take_events();
-    assert_eq!(
-        events.last().unwrap(),
-        &(
-            2,
-            "failed protocol error: a query answered more than 40 bytes of rows".to_string()
-        )
-    );
-    assert_eq!(s.conn.step(), Step::Idle);
+    one_row_past_the_cap(options, 2, "a query answered more than 40 bytes of rows");
 }
 
 #[test]
