@@ -123,10 +123,18 @@ class BenchError(Exception):
 
 # ---------------------------------------------------------------- anchors
 
-# TFB's top Rust entries, prebuilt (see /work/shared/anchors/README.md). Each listens on
-# 0.0.0.0:8080 only, takes no arguments and, if it has database tests, connects at start-up to
+# TFB's top Rust entries, prebuilt, beside the checkout in ../shared/anchors (see its
+# README.md), or where GNOSIS_ANCHORS_DIR or --anchors-dir says. Each listens on 0.0.0.0:8080
+# only, takes no arguments and, if it has database tests, connects at start-up to
 # tfb-database:5432 as TFB's containers do.
-DEFAULT_ANCHORS_DIR = Path("/work/shared/anchors/bin")
+ANCHORS_DIR_VARIABLE = "GNOSIS_ANCHORS_DIR"
+
+
+def default_anchors_dir(environ=os.environ):
+    return Path(environ.get(ANCHORS_DIR_VARIABLE) or REPO.parent / "shared" / "anchors" / "bin")
+
+
+DEFAULT_ANCHORS_DIR = default_anchors_dir()
 ANCHOR_PREFIX = "anchor:"
 ANCHOR_PORT = 8080
 DB_TESTS = ("db", "queries", "updates", "fortunes")
@@ -227,7 +235,8 @@ def parse_args(argv):
     p.add_argument(
         "--anchors-dir",
         default=str(DEFAULT_ANCHORS_DIR),
-        help="where the anchors' binaries are (default: %(default)s)",
+        help=f"where the anchors' binaries are (default: ${ANCHORS_DIR_VARIABLE}, else "
+        "../shared/anchors/bin beside the checkout: %(default)s)",
     )
     p.add_argument(
         "--port",

@@ -35,18 +35,9 @@ cargo test --locked 2>&1 | tee -a "$log"
 step "TFB: scripts/verify.py against both binaries"
 cargo build --release --locked --bins
 eval "$(bash scripts/pg.sh env)"
-verify_binary() { # binary, then verify.py's arguments
-    local binary=$1 pid status=0
-    shift
-    "target/release/$binary" --port 8080 &
-    pid=$!
-    python3 scripts/verify.py --wait 30 "$@" || status=$?
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-    return "$status"
-}
-verify_binary gnosis
-verify_binary gnosis-uring --entry uring
+# Each on a free port, checked to be the process verified (not whatever serves 8080).
+bash scripts/verify-server.sh target/release/gnosis
+bash scripts/verify-server.sh target/release/gnosis-uring --entry uring
 
 step "the verifier's and the benchmark's own tests"
 python3 -m unittest discover -s scripts/verify 2>&1 | tee -a "$log"

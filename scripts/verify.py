@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Check a running gnosis server against the TFB rules (docs/TFB.md, shared tfb-spec.md).
 
-    scripts/verify.py [--url http://127.0.0.1:8080] [--entry default|uring]
-                      [--tests json,plaintext,...] [--config benchmark_config.json] [--strict]
+    scripts/verify.py [--url http://127.0.0.1:8080 | --port N] [--server-pid PID]
+                      [--entry default|uring] [--tests json,plaintext,...]
+                      [--config benchmark_config.json] [--strict]
 
 The URLs and the list of tests come from benchmark_config.json (the entry named by --entry);
 --tests narrows the list. Checks what TFB's verifier checks (headers, Date refresh, bodies, the
 N cases, the fortune page, that updates change rows, the statement counts in
 pg_stat_statements under 512 concurrent requests) and a few things the spec adds (pipelining,
 404, Connection: close, HTTP/1.0, the rows answered being the rows in the database).
+--server-pid makes sure the server checked is that process (Linux): every socket listening on
+the port must be one of its own, else nothing is checked (exit 2).
 
 The database is read with psql using the PG* environment (TFB's defaults where unset: host
 tfb-database, port 5432, benchmarkdbuser, hello_world). Prints PASS / WARN / FAIL per check,
@@ -1080,6 +1083,50 @@ def parse_tests(text, available):
     return chosen
 
 
+def listening_socket_inodes(port):
+    """The inodes of the TCP sockets (IPv4 and IPv6) listening on port, from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    local, state, inode = fields[1], fields[3], fields[9]
+                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                        inodes.add(inode)
+        except FileNotFoundError:
+            pass
+    return inodes
+
+
+def socket_inodes_of(pid):
+    """The inodes of the sockets process pid holds open."""
+    inodes = set()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    except OSError:
+        pass
+    return inodes
+
+
+def check_server_pid(server, pid):
+    """Dies unless process pid, and it alone, listens on the server's port: the checks must
+    not be run against another server that happens to hold it."""
+    listening = listening_socket_inodes(server.port)
+    ours = socket_inodes_of(pid)
+    if not listening or not listening <= ours:
+        die("verify: port %d is not served by process %d alone (%d listening socket(s), %d "
+            "of them its own): not checking another server" % (
+                server.port, pid, len(listening), len(listening & ours)))
+
+
 def wait_for_server(server, seconds):
     deadline = time.monotonic() + seconds
     while True:
@@ -1096,6 +1143,10 @@ def wait_for_server(server, seconds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:8080")
+    parser.add_argument("--port", type=int,
+                        help="the server's port on 127.0.0.1 (instead of --url)")
+    parser.add_argument("--server-pid", type=int,
+                        help="the server's process: it must be the one listening on the port")
     parser.add_argument("--config", default=os.path.join(ROOT, "benchmark_config.json"))
     parser.add_argument("--entry", default="default",
                         help="the benchmark_config.json test whose URLs and tests to check")
@@ -1108,9 +1159,12 @@ def main():
     urls = load_entry(args.config, args.entry)
     tests = parse_tests(args.tests, urls) if args.tests else list(urls)
     urls = {test: urls[test] for test in TEST_URL_KEYS if test in tests}
-    server = Server(args.url)
+    url = "http://127.0.0.1:%d" % args.port if args.port else args.url
+    server = Server(url)
     wait_for_server(server, args.wait)
-    print("verify: %s, entry %r, tests %s" % (args.url, args.entry, ", ".join(urls)))
+    if args.server_pid:
+        check_server_pid(server, args.server_pid)
+    print("verify: %s, entry %r, tests %s" % (url, args.entry, ", ".join(urls)))
 
     database = None
     report = Report()

@@ -15,6 +15,11 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// HTTP requests waiting on the database per thread; beyond it, 503 at once.
     pub max_db_requests: usize,
+    /// The longest PostgreSQL message taken; a longer one replaces its connection.
+    pub pg_max_message: usize,
+    /// Rows one query may answer; a query answering more fails its request (500) and its
+    /// connection is replaced.
+    pub pg_max_rows: usize,
 }
 
 /// Why the command line did not produce a [`Config`]: print the text and exit.
@@ -29,7 +34,8 @@ pub enum CliExit {
 fn usage(program: &str) -> String {
     format!(
         "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
-         [--connect-timeout MS] [--max-db-requests N]\n\n  \
+         [--connect-timeout MS] [--max-db-requests N] [--pg-max-message BYTES]\n       \
+         [--pg-max-rows N]\n\n  \
          --port N              TCP port to listen on, on all addresses (default 8080)\n  \
          --threads N           worker threads, one event loop each (default: one per core)\n  \
          --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
@@ -39,9 +45,16 @@ fn usage(program: &str) -> String {
          this (default 5000)\n  \
          --max-db-requests N   requests waiting on the database per thread; beyond it, 503\n                        \
          at once (default 4096)\n  \
+         --pg-max-message BYTES\n                        \
+         the longest PostgreSQL message taken; a longer one replaces\n                        \
+         its connection (default 65536)\n  \
+         --pg-max-rows N       rows a query may answer; past it the request fails with 500\n                        \
+         and the connection is replaced (default 16384)\n  \
          --help                print this help\n\n\
          PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
-         without PGHOST, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n"
+         without PGHOST, a local socket in /var/run/postgresql or /tmp (if it and its directory\n\
+         belong to root, postgres or this user), else tfb-database. The password is not sent\n\
+         in clear text over TCP unless GNOSIS_ALLOW_CLEARTEXT=1.\n"
     )
 }
 
@@ -74,6 +87,8 @@ impl Config {
             query_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
             max_db_requests: 4096,
+            pg_max_message: crate::pg::protocol::MAX_MESSAGE_LEN,
+            pg_max_rows: crate::pg::conn::MAX_ROWS,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -99,6 +114,10 @@ impl Config {
                 "--max-db-requests" => {
                     config.max_db_requests = parse_number(&value()?, &flag, &usage)?
                 }
+                "--pg-max-message" => {
+                    config.pg_max_message = parse_number(&value()?, &flag, &usage)?
+                }
+                "--pg-max-rows" => config.pg_max_rows = parse_number(&value()?, &flag, &usage)?,
                 other => {
                     return Err(CliExit::Invalid(format!(
                         "unknown argument '{other}'\n\n{}",
@@ -158,7 +177,10 @@ mod tests {
                 "--connect-timeout",
                 "1000",
                 "--max-db-requests",
-                "8"
+                "8",
+                "--pg-max-message=1000",
+                "--pg-max-rows",
+                "12"
             ])
             .unwrap(),
             Config {
@@ -168,6 +190,8 @@ mod tests {
                 query_timeout: Duration::from_millis(250),
                 connect_timeout: Duration::from_secs(1),
                 max_db_requests: 8,
+                pg_max_message: 1000,
+                pg_max_rows: 12,
             }
         );
     }
@@ -181,6 +205,7 @@ mod tests {
             &["--threads", "0"],
             &["--query-timeout", "0"],
             &["--max-db-requests", "x"],
+            &["--pg-max-rows", "0"],
             &["--bogus"],
         ] {
             assert!(matches!(parse(args), Err(CliExit::Invalid(_))), "{args:?}");

@@ -1,5 +1,6 @@
 //! Start-up against the private cluster (`scripts/pg.sh start`): every authentication method
-//! it is set up with, both transports, socket auto-detection, and a wrong password.
+//! it is set up with, both transports, socket auto-detection (and a planted socket it
+//! skips), and a wrong password.
 
 #[path = "common/pg.rs"]
 mod common;
@@ -56,13 +57,21 @@ fn md5_over_tcp() {
 }
 
 #[test]
-fn cleartext_over_tcp() {
-    let config = common::config(&[
+fn cleartext_over_tcp_only_with_the_opt_in() {
+    let mut vars = vec![
         ("PGHOST", "127.0.0.1"),
         ("PGUSER", "gnosis_clear"),
         ("PGPASSWORD", "gnosis_clear_pass"),
-    ]);
-    assert_eq!(who(config).unwrap(), ("gnosis_clear".to_string(), false));
+    ];
+    match who(common::config(&vars)) {
+        Err(DbError::Auth(why)) => assert!(why.contains("GNOSIS_ALLOW_CLEARTEXT"), "{why}"),
+        other => panic!("the password went in clear over TCP: {other:?}"),
+    }
+    vars.push(("GNOSIS_ALLOW_CLEARTEXT", "1"));
+    assert_eq!(
+        who(common::config(&vars)).unwrap(),
+        ("gnosis_clear".to_string(), false)
+    );
 }
 
 #[test]
@@ -82,6 +91,42 @@ fn socket_found_by_auto_detection() {
     let config = common::config(&[]);
     assert_eq!(config.config().host, Host::Unix("/tmp".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), true));
+}
+
+/// A socket any local user could have made: bound in a temporary directory (standing for
+/// /tmp) and given to `nobody`, it is not used; the same socket owned by root is. A socket of
+/// root in a directory of `nobody` is not used either. Needs root, to give files away.
+#[test]
+fn a_planted_socket_of_another_user_is_not_auto_detected() {
+    use gnosis::pg::target::{socket_path, trusted_socket_dir};
+    use std::os::unix::fs::chown;
+    const NOBODY: u32 = 65_534;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test needs root, to give a socket to another user");
+    }
+    let dir = std::env::temp_dir().join(format!("gnosis-planted-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let port = 5432;
+    let socket = socket_path(&dir, port);
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let dirs = [dir.as_path()];
+
+    chown(&socket, Some(NOBODY), Some(NOBODY)).unwrap();
+    assert_eq!(trusted_socket_dir(&dirs, port), None);
+    let config = Config::from_vars(|_| None, |port| trusted_socket_dir(&dirs, port));
+    assert_eq!(config.host, Host::Tcp("tfb-database".into()));
+
+    chown(&socket, Some(0), Some(0)).unwrap();
+    assert_eq!(trusted_socket_dir(&dirs, port), Some(dir.clone()));
+
+    chown(&dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    assert_eq!(trusted_socket_dir(&dirs, port), None);
+    // Nothing ever connected to the planted socket.
+    assert!(listener.accept().is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -165,6 +210,7 @@ fn offered(request: &'static [u8]) -> DbError {
         user: "benchmarkdbuser".into(),
         password: "benchmarkdbpass".into(),
         database: "hello_world".into(),
+        allow_cleartext: false,
     };
     let error = match BlockingClient::connect(config, WHO, Duration::from_secs(5)) {
         Ok(_) => panic!("connected to a server asking for an unsupported method"),

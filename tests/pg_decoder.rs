@@ -198,6 +198,7 @@ fn a_server_speaking_garbage_is_a_protocol_error_then_a_retry() {
         user: "u".into(),
         password: "p".into(),
         database: "d".into(),
+        allow_cleartext: false,
     });
     let conn = PgConn::new(target, &[], Options::default(), Instant::now());
     let mut pg = Driver::new(conn);

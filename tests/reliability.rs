@@ -1155,6 +1155,217 @@ test_both_binaries! {
     database_routes_recover_at_once_when_the_database_accepts_again,
 }
 
+// ---------------------------------------------------------------------------------------
+// Issue #21: the password goes only where it may, and a hostile server costs bounded memory
+// and cannot write the log's lines.
+
+/// The frontend messages (tag, body) a connection sent after its StartupMessage.
+fn messages_after_startup(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let startup_len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+    let mut rest = &bytes[startup_len..];
+    let mut messages = Vec::new();
+    while rest.len() >= 5 {
+        let len = u32::from_be_bytes(rest[1..5].try_into().unwrap()) as usize;
+        let end = (1 + len).min(rest.len());
+        messages.push((rest[0], rest[5..end].to_vec()));
+        rest = &rest[end..];
+    }
+    messages
+}
+
+/// Waits for connections to `fake` to have ended, and for the log to say `refusal`; then
+/// checks that no connection sent anything but `allowed` after its StartupMessage.
+fn assert_no_password_left(
+    server: &Server,
+    fake: &common::fake_pg::FakePg,
+    refusal: &str,
+    allowed: impl Fn(&(u8, Vec<u8>)) -> bool,
+) {
+    assert!(
+        eventually(Duration::from_secs(15), || fake.startups().len() >= 2
+            && server.log().contains(refusal)),
+        "{} connection(s) ended; no log line says {refusal:?}:\n{}",
+        fake.startups().len(),
+        server.log()
+    );
+    for startup in fake.startups() {
+        let password = common::fake_pg::PASSWORD.as_bytes();
+        assert!(!startup.windows(password.len()).any(|w| w == password));
+        let sent = messages_after_startup(&startup);
+        assert!(sent.iter().all(&allowed), "sent after start-up: {sent:?}");
+    }
+    let (response, _) = fetch(server.port, "/db", Duration::from_secs(5)).unwrap();
+    assert_error_response(&response, 503, "/db without a database it may log in to");
+}
+
+fn a_cleartext_request_over_tcp_gets_no_password(binary: &str) {
+    use common::fake_pg::{Behaviour, FakePg};
+    let fake = FakePg::start(Behaviour::Cleartext);
+    let server = Server::start_with_env(binary, &[], &fake.env());
+    assert_no_password_left(&server, &fake, "in clear text over TCP; refused", |_| false);
+}
+
+fn cleartext_over_tcp_with_the_opt_in_connects_and_says_so_once(binary: &str) {
+    use common::fake_pg::{Behaviour, FakePg};
+    let fake = FakePg::start(Behaviour::Cleartext);
+    let mut env = fake.env();
+    env.push(("GNOSIS_ALLOW_CLEARTEXT", "1".to_string()));
+    // Two threads of two connections each, and the cache loader: five log-ins.
+    let server = Server::start_with_env(binary, &["--threads", "2"], &env);
+    wait_for_database(server.port, 10, Duration::from_secs(20));
+    let said: Vec<String> = log_lines(&server)
+        .into_iter()
+        .filter(|line| line.contains("PostgreSQL authentication:"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("cleartext password"), "{said:?}");
+}
+
+/// A machine in the middle answering SCRAM's first message with a request for the
+/// password in clear (allowed over TCP here) or as MD5 gets no password message at all.
+fn a_downgrade_from_scram_gets_no_password(binary: &str) {
+    use common::fake_pg::{Behaviour, FakePg};
+    for behaviour in [Behaviour::CleartextAfterSasl, Behaviour::Md5AfterSasl] {
+        let fake = FakePg::start(behaviour);
+        let mut env = fake.env();
+        env.push(("GNOSIS_ALLOW_CLEARTEXT", "1".to_string()));
+        let server = Server::start_with_env(binary, &[], &env);
+        assert_no_password_left(
+            &server,
+            &fake,
+            "after SCRAM-SHA-256 had begun (a downgrade); refused",
+            |(tag, body)| *tag == b'p' && body.starts_with(b"SCRAM-SHA-256\0"),
+        );
+    }
+}
+
+/// The fortunes route against a hostile fake, three times: its statuses, the server still
+/// serving /plaintext and the world queries, and the growth of its resident memory in KiB.
+fn fortunes_from_a_hostile_server(
+    binary: &str,
+    behaviour: common::fake_pg::Behaviour,
+) -> (Vec<u16>, Server, i64) {
+    let fake = common::fake_pg::FakePg::start(behaviour);
+    let server = Server::start_with_env(binary, &["--threads", "1"], &fake.env());
+    wait_for_database(server.port, 3, Duration::from_secs(20));
+    let before = common::rss_kib(server.pid()) as i64;
+    let statuses = (0..3)
+        .map(|_| {
+            // A connection is ready again (the last round replaced one).
+            wait_for_database(server.port, 2, Duration::from_secs(20));
+            fetch(server.port, "/fortunes", Duration::from_secs(10))
+        })
+        .map(|answer| match answer {
+            Ok((response, _)) => {
+                assert!(response.status >= 500, "/fortunes: {}", response.status);
+                assert_error_response(&response, response.status, "/fortunes");
+                response.status
+            }
+            Err(err) => panic!("/fortunes from a hostile server: {err}"),
+        })
+        .collect();
+    let (plaintext, _) = fetch(server.port, "/plaintext", Duration::from_secs(5)).unwrap();
+    assert_eq!(plaintext.status, 200);
+    wait_for_database(server.port, 3, Duration::from_secs(20));
+    let grown = common::rss_kib(server.pid()) as i64 - before;
+    (statuses, server, grown)
+}
+
+/// `/fortunes` from a server that behaves so answers `status` every time, the server grows by
+/// less than 16 MiB (a 60 MiB message or a million fortunes taken in would be far more), and
+/// the log says `logged`.
+fn fortunes_fail_with_bounded_memory(
+    binary: &str,
+    behaviour: common::fake_pg::Behaviour,
+    status: u16,
+    logged: &str,
+) {
+    let (statuses, server, grown_kib) = fortunes_from_a_hostile_server(binary, behaviour);
+    assert!(statuses.iter().all(|&s| s == status), "{statuses:?}");
+    assert!(grown_kib < 16_384, "the server grew by {grown_kib} KiB");
+    assert!(server.log().contains(logged), "{}", server.log());
+}
+
+fn a_huge_message_fails_its_connection_with_bounded_memory(binary: &str) {
+    use common::fake_pg::Behaviour;
+    fortunes_fail_with_bounded_memory(
+        binary,
+        Behaviour::HugeMessage,
+        503,
+        "message longer than the limit",
+    );
+}
+
+fn a_flood_of_rows_fails_its_request_and_the_server_stays_up(binary: &str) {
+    use common::fake_pg::Behaviour;
+    fortunes_fail_with_bounded_memory(
+        binary,
+        Behaviour::RowFlood,
+        500,
+        "a query answered more than 16384 rows",
+    );
+}
+
+fn control_characters_from_the_server_are_escaped_in_the_log(binary: &str) {
+    let (statuses, server, _) =
+        fortunes_from_a_hostile_server(binary, common::fake_pg::Behaviour::ControlCharsInError);
+    assert!(statuses.iter().all(|&s| s == 500), "{statuses:?}");
+    let log = server.log();
+    assert!(
+        log.contains(r"fortune broke\ngnosis: all is well\u{1b}[2J\u{1b}[31m"),
+        "{log}"
+    );
+    assert!(!log.contains('\x1b'), "{log:?}");
+    assert!(
+        !log.lines()
+            .any(|line| line.starts_with("gnosis: all is well")),
+        "{log}"
+    );
+}
+
+/// `--pg-max-rows 1`: the fake's two fortunes are one too many, a world row is not;
+/// `--pg-max-message 20`: the start-up's ParameterStatus messages are longer, so no
+/// connection comes up.
+fn the_limits_on_the_command_line_apply(binary: &str) {
+    use common::fake_pg::{Behaviour, FakePg};
+    let fake = FakePg::start(Behaviour::Normal);
+    let server = Server::start_with_env(
+        binary,
+        &["--threads", "1", "--pg-max-rows", "1"],
+        &fake.env(),
+    );
+    wait_for_database(server.port, 3, Duration::from_secs(20));
+    let (response, _) = fetch(server.port, "/fortunes", Duration::from_secs(10)).unwrap();
+    assert_error_response(&response, 500, "/fortunes with --pg-max-rows 1");
+    drop(server);
+
+    let server = Server::start_with_env(
+        binary,
+        &["--threads", "1", "--pg-max-message", "20"],
+        &fake.env(),
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || server
+            .log()
+            .contains("message longer than the limit")),
+        "{}",
+        server.log()
+    );
+    let (response, _) = fetch(server.port, "/db", Duration::from_secs(10)).unwrap();
+    assert_error_response(&response, 503, "/db with --pg-max-message 20");
+}
+
+test_both_binaries! {
+    gnosis_hostile_database, gnosis_uring_hostile_database;
+    the_limits_on_the_command_line_apply,
+    a_cleartext_request_over_tcp_gets_no_password,
+    cleartext_over_tcp_with_the_opt_in_connects_and_says_so_once,
+    a_downgrade_from_scram_gets_no_password,
+    a_huge_message_fails_its_connection_with_bounded_memory,
+    a_flood_of_rows_fails_its_request_and_the_server_stays_up,
+    control_characters_from_the_server_are_escaped_in_the_log,
+}
+
 /// The proxy itself: forwards, holds everything while paused, resets on command.
 #[test]
 fn the_proxy_forwards_holds_and_resets() {

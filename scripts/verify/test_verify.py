@@ -23,6 +23,8 @@ from email.utils import formatdate
 
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VERIFY = os.path.join(SCRIPTS, "verify.py")
+VERIFY_SERVER = os.path.join(SCRIPTS, "verify-server.sh")
+ROOT = os.path.dirname(SCRIPTS)
 SPEC = importlib.util.spec_from_file_location("verify", VERIFY)
 verify = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(verify)
@@ -125,6 +127,72 @@ class HttpChecks(unittest.TestCase):
             with self.subTest(faults=faults, extra=extra):
                 self.assertIn(line, output)
                 self.assertEqual(returncode, code, output)
+
+
+class TheServerChecked(unittest.TestCase):
+    """verify.py --server-pid, and scripts/test.sh's verify step (scripts/verify-server.sh),
+    which must check the server it started, not whatever holds port 8080."""
+
+    def test_a_port_served_by_another_process_is_not_checked(self):
+        server = FaultyServer()
+        other = subprocess.Popen(["sleep", "60"])
+        try:
+            def verify_as(pid):
+                return subprocess.run(
+                    [sys.executable, VERIFY, "--port", str(server.port), "--server-pid",
+                     str(pid), "--tests", "json"],
+                    capture_output=True, text=True, timeout=120)
+            refused = verify_as(other.pid)
+            self.assertEqual(refused.returncode, 2, refused.stdout + refused.stderr)
+            self.assertIn("is not served by process %d alone" % other.pid, refused.stderr)
+            self.assertNotIn("PASS", refused.stdout)
+            # This process holds the fake's listener: checked, and it passes.
+            checked = verify_as(os.getpid())
+            self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+            self.assertIn("verify: http://127.0.0.1:%d" % server.port, checked.stdout)
+        finally:
+            other.kill()
+            other.wait()
+            server.close()
+
+    def test_the_verify_step_checks_its_own_server_while_8080_is_taken(self):
+        binary = os.environ.get("GNOSIS_BINARY") or next(
+            (path for path in (os.path.join(ROOT, "target", build, "gnosis")
+                               for build in ("release", "debug")) if os.path.exists(path)),
+            None)
+        if binary is None:
+            self.skipTest("no gnosis binary built (cargo build), and GNOSIS_BINARY unset")
+        # What a new user has: something else on 8080 (scripts/run.sh), answering wrongly.
+        try:
+            holder = socket.create_server(("0.0.0.0", 8080))
+        except OSError:
+            holder = None  # 8080 is taken already, which is the case under test too
+        accepted = []
+
+        def hold():
+            while True:
+                try:
+                    connection, _ = holder.accept()
+                except OSError:
+                    return
+                accepted.append(connection)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nwrong")
+
+        if holder is not None:
+            threading.Thread(target=hold, daemon=True).start()
+        try:
+            completed = subprocess.run(
+                ["bash", VERIFY_SERVER, binary, "--tests", "json,plaintext"],
+                capture_output=True, text=True, timeout=180)
+        finally:
+            if holder is not None:
+                holder.close()
+        output = completed.stdout + completed.stderr
+        self.assertEqual(completed.returncode, 0, output)
+        self.assertIn("verify: http://127.0.0.1:", completed.stdout)
+        self.assertNotIn("127.0.0.1:8080", completed.stdout)
+        self.assertNotIn("No such process", output)
+        self.assertEqual(accepted, [], "the verify step connected to port 8080")
 
 
 class ExpectedValues(unittest.TestCase):

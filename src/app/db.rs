@@ -310,8 +310,12 @@ impl Job {
             }),
             DbRoute::Updates(_) => {
                 // The selects run in the order of the sorted ids; the row carries the
-                // number the UPDATE gives it.
+                // number the UPDATE gives it. TFB requires the row's randomNumber to be read
+                // from the result too: it is, and a row without one as an int4 fails the
+                // request. (The new number cannot depend on it: the UPDATE goes out in the
+                // same round trip as the SELECTs.)
                 let id = row.int4(0)?;
+                row.int4(1)?;
                 let at = self.worlds.len();
                 if self.ids.get(at) != Some(&id) {
                     return Err(AppError::WorldNotAsked(id));

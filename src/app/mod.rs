@@ -109,6 +109,8 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
     let options = pg::Options {
         connect_timeout: config.connect_timeout,
         query_timeout: config.query_timeout,
+        max_message_len: config.pg_max_message,
+        max_rows: config.pg_max_rows,
         ..pg::Options::default()
     };
     let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);

@@ -8,7 +8,11 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
+
+use super::protocol::printable;
+use super::target::Target;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -40,20 +44,81 @@ fn hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// How the server had this client authenticate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// No password asked for.
+    Trust,
+    Cleartext,
+    Md5,
+    ScramSha256,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Trust => "none (trust or peer)",
+            Method::Cleartext => "cleartext password",
+            Method::Md5 => "MD5",
+            Method::ScramSha256 => SCRAM_SHA_256,
+        }
+    }
+}
+
+/// The environment variable that lets the password go in clear text over TCP.
+pub const ALLOW_CLEARTEXT_VAR: &str = "GNOSIS_ALLOW_CLEARTEXT";
+
+/// Whether the password may answer a request of `method` (cleartext or MD5): never once
+/// SASL has begun on the connection (a machine in the middle downgrading SCRAM to learn the
+/// password), and in clear text over TCP only if the user allowed it; over a Unix socket the
+/// peer is the local server the operator pointed at, and nothing crosses a network.
+pub fn password_policy(
+    method: Method,
+    sasl_begun: bool,
+    over_tcp: bool,
+    cleartext_allowed: bool,
+) -> Result<(), String> {
+    if sasl_begun {
+        return Err(format!(
+            "the server asked for a {} after SCRAM-SHA-256 had begun (a downgrade); refused",
+            method.name()
+        ));
+    }
+    if method == Method::Cleartext && over_tcp && !cleartext_allowed {
+        return Err(format!(
+            "the server asks for the password in clear text over TCP; refused \
+             ({ALLOW_CLEARTEXT_VAR}=1 allows it)"
+        ));
+    }
+    Ok(())
+}
+
+/// The method last logged by this process, plus one (0: none yet).
+static METHOD_LOGGED: AtomicU8 = AtomicU8::new(0);
+
+/// Logs how the process authenticates to `target`: once, and again only if the method
+/// changes (the server's configuration did), however many connections authenticate.
+pub fn log_method_once(method: Method, target: &Target) {
+    let code = method as u8 + 1;
+    if METHOD_LOGGED.swap(code, Ordering::Relaxed) != code {
+        crate::log!("PostgreSQL authentication: {} ({target})", method.name());
+    }
+}
+
 /// Picks SCRAM-SHA-256 from the server's NUL-separated mechanism list, or names what was
 /// offered instead (e.g. only SCRAM-SHA-256-PLUS, which needs TLS channel binding).
 pub fn choose_sasl_mechanism(list: &[u8]) -> Result<&'static str, String> {
-    let offered: Vec<&str> = list
-        .split(|&b| b == 0)
-        .filter(|m| !m.is_empty())
-        .map(|m| std::str::from_utf8(m).unwrap_or("?"))
-        .collect();
-    if offered.contains(&SCRAM_SHA_256) {
+    let offered: Vec<&[u8]> = list.split(|&b| b == 0).filter(|m| !m.is_empty()).collect();
+    if offered.contains(&SCRAM_SHA_256.as_bytes()) {
         Ok(SCRAM_SHA_256)
     } else {
+        let names: Vec<String> = offered
+            .iter()
+            .map(|m| printable(&String::from_utf8_lossy(m)))
+            .collect();
         Err(format!(
             "unsupported SASL mechanism(s) offered by the server: {}",
-            offered.join(", ")
+            names.join(", ")
         ))
     }
 }
@@ -224,7 +289,7 @@ impl Scram {
         let text = std::str::from_utf8(server_final)
             .map_err(|_| "SCRAM server-final message is not UTF-8".to_string())?;
         if let Some(error) = text.strip_prefix("e=") {
-            return Err(format!("SCRAM authentication failed: {error}"));
+            return Err(format!("SCRAM authentication failed: {}", printable(error)));
         }
         let signature = text
             .split(',')
@@ -467,5 +532,44 @@ mod tests {
         );
         let err = choose_sasl_mechanism(b"SCRAM-SHA-256-PLUS\0\0").unwrap_err();
         assert!(err.contains("SCRAM-SHA-256-PLUS"), "{err}");
+        let err = choose_sasl_mechanism(b"X\nfake log line\x1b[31m\0\0").unwrap_err();
+        assert!(err.ends_with("X\\nfake log line\\u{1b}[31m"), "{err}");
+    }
+
+    #[test]
+    fn passwords_go_out_only_where_the_policy_allows() {
+        use Method::*;
+        // (method, SASL begun, over TCP, cleartext allowed) -> allowed
+        for (case, allowed) in [
+            ((Md5, false, true, false), true),
+            ((Md5, true, false, true), false),
+            ((Cleartext, false, false, false), true),
+            ((Cleartext, false, true, false), false),
+            ((Cleartext, false, true, true), true),
+            ((Cleartext, true, false, true), false),
+            ((Cleartext, true, true, true), false),
+        ] {
+            let (method, sasl, tcp, opt_in) = case;
+            let result = password_policy(method, sasl, tcp, opt_in);
+            assert_eq!(result.is_ok(), allowed, "{case:?}: {result:?}");
+        }
+        let refusal = password_policy(Cleartext, false, true, false).unwrap_err();
+        assert!(refusal.contains(ALLOW_CLEARTEXT_VAR), "{refusal}");
+    }
+
+    #[test]
+    fn the_servers_scram_error_is_escaped() {
+        let mut scram = Scram::new("", "pencil", "abc".to_string());
+        scram
+            .receive_server_first(b"r=abcdef,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+            .unwrap();
+        scram.expected_server_signature = Some([0; 32]);
+        let error = scram
+            .verify_server_final(b"e=invalid-proof\n[fake] all good\x07")
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "SCRAM authentication failed: invalid-proof\\n[fake] all good\\u{7}"
+        );
     }
 }

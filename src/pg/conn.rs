@@ -22,7 +22,7 @@ use super::protocol::{
     self, Auth, DataRow, EncodeError, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
     VARCHAR_OID,
 };
-use super::target::Target;
+use super::target::{Host, Target};
 
 pub use super::error::DbError;
 pub use super::protocol::Param;
@@ -50,6 +50,13 @@ const SCRAM_POLL: Duration = Duration::from_millis(2);
 const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
 /// Distinct reasons of failure logged in one outage; more are only counted.
 const MAX_REASONS_LOGGED: usize = 8;
+/// The default for [`Options::max_rows`]: the largest result any route reads is the cache
+/// loader's whole world table, TFB's 10,000 rows; the fortunes table has 12.
+pub const MAX_ROWS: usize = 16_384;
+/// The default for [`Options::max_result_bytes`]: the cache loader's 10,000 rows are about
+/// 220 KB, the fortunes under 3 KB. With it, what one query can make a worker hold is a few
+/// MB, not `max_rows` times `max_message_len` (1 GiB).
+pub const MAX_RESULT_BYTES: usize = 4 << 20;
 const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
@@ -158,6 +165,17 @@ pub struct Options {
     pub query_timeout: Duration,
     /// Queries held (written or not) before `query` answers `QueueFull` (default 16,384).
     pub max_queued: usize,
+    /// The longest backend message taken (default `protocol::MAX_MESSAGE_LEN`, 64 KiB): a
+    /// longer one is refused from its header and the connection replaced, so that the read
+    /// buffer never grows past about twice this.
+    pub max_message_len: usize,
+    /// Rows one query may answer (default [`MAX_ROWS`]): past it the query fails with a
+    /// protocol error and the connection is replaced, its other queries failing with
+    /// `ConnectionLost`.
+    pub max_rows: usize,
+    /// Bytes of rows one query may answer (default [`MAX_RESULT_BYTES`], 4 MiB); past it, as
+    /// past `max_rows`.
+    pub max_result_bytes: usize,
 }
 
 impl Default for Options {
@@ -166,6 +184,9 @@ impl Default for Options {
             connect_timeout: DEFAULT_TIMEOUT,
             query_timeout: DEFAULT_TIMEOUT,
             max_queued: MAX_QUEUED,
+            max_message_len: protocol::MAX_MESSAGE_LEN,
+            max_rows: MAX_ROWS,
+            max_result_bytes: MAX_RESULT_BYTES,
         }
     }
 }
@@ -233,6 +254,11 @@ pub struct PgConn {
     /// A query has been answered on this connection: it has proven itself.
     proven: bool,
     scram: Option<Scram>,
+    /// SASL has begun on this socket: a password asked for in clear or as MD5 from now on
+    /// is a downgrade, refused.
+    sasl_begun: bool,
+    /// The method the server asked for last, logged once authentication succeeds.
+    auth_method: auth::Method,
     /// While the SCRAM key is derived on a helper thread: when to look for it again.
     scram_poll: Option<Instant>,
     /// Result column types of each statement, from Describe at start-up.
@@ -241,6 +267,9 @@ pub struct PgConn {
     pending: VecDeque<Pending>,
     /// The ErrorResponse of the front query, delivered at its ReadyForQuery.
     front_error: Option<DbError>,
+    /// Rows the front query has answered so far, and their bytes.
+    front_rows: usize,
+    front_bytes: usize,
     /// Bytes for the driver to send.
     output: Vec<u8>,
     /// Received bytes; `read_start..read_end` is the start of a message not complete yet.
@@ -275,10 +304,14 @@ impl PgConn {
             backoff: Backoff::new(),
             proven: false,
             scram: None,
+            sasl_begun: false,
+            auth_method: auth::Method::Trust,
             scram_poll: None,
             column_types: Vec::with_capacity(statements.len()),
             pending: VecDeque::with_capacity(1024),
             front_error: None,
+            front_rows: 0,
+            front_bytes: 0,
             output: Vec::with_capacity(64 * 1024),
             read_buf: vec![0; READ_BUF_INITIAL],
             read_start: 0,
@@ -434,13 +467,13 @@ impl PgConn {
                 self.read_start = 0;
             }
             // What is left is the start of one message: room for all of it, at least. The
-            // decoder has refused lengths over protocol::MAX_MESSAGE_LEN, so this is bounded.
+            // decoder has refused lengths over `max_message_len`, so this is bounded.
             let head = &self.read_buf[..self.read_end];
             let message_len = match head.get(1..5) {
                 Some(len) => 1 + u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize,
                 None => 0,
             }
-            .min(1 + protocol::MAX_MESSAGE_LEN);
+            .min(1 + self.options.max_message_len);
             let wanted = (self.read_end + MIN_READ_ROOM).max(message_len);
             if wanted > self.read_buf.len() {
                 let len = wanted.max(self.read_buf.len() * 2);
@@ -596,7 +629,7 @@ impl PgConn {
         let mut at = self.read_start;
         let mut result = Ok(());
         while at < self.read_end {
-            match protocol::decode(&buf[at..self.read_end]) {
+            match protocol::decode_within(&buf[at..self.read_end], self.options.max_message_len) {
                 Ok(Some((message, used))) => {
                     at += used;
                     result = self.handle(message, now, sink);
@@ -690,6 +723,23 @@ impl PgConn {
                 let Some(front) = self.pending.front() else {
                     return Err(DbError::Protocol("a row with no query in flight".into()));
                 };
+                self.front_rows += 1;
+                self.front_bytes += data.size();
+                let too_much = if self.front_rows > self.options.max_rows {
+                    Some(format!("{} rows", self.options.max_rows))
+                } else if self.front_bytes > self.options.max_result_bytes {
+                    Some(format!("{} bytes of rows", self.options.max_result_bytes))
+                } else {
+                    None
+                };
+                if let Some(limit) = too_much {
+                    // A broken or hostile server: the query fails, and the connection is
+                    // replaced rather than drained, which could take unbounded time.
+                    let error = DbError::Protocol(format!("a query answered more than {limit}"));
+                    sink(front.token, Event::Failed(&error));
+                    self.pending.pop_front();
+                    return Err(error);
+                }
                 if self.front_error.is_none() {
                     let types = &self.column_types[front.statement];
                     sink(front.token, Event::Row(Row { data, types }));
@@ -710,6 +760,8 @@ impl PgConn {
                         "ReadyForQuery with no query in flight".into(),
                     ));
                 };
+                self.front_rows = 0;
+                self.front_bytes = 0;
                 match self.front_error.take() {
                     None => sink(front.token, Event::Done),
                     Some(error) => sink(front.token, Event::Failed(&error)),
@@ -743,7 +795,8 @@ impl PgConn {
     }
 
     fn authenticate(&mut self, request: Auth<'_>, now: Instant) -> Result<(), DbError> {
-        let config = self.target.config();
+        let target = self.target.clone();
+        let config = target.config();
         match request {
             Auth::Ok => {
                 if self.scram.is_some() {
@@ -751,13 +804,27 @@ impl PgConn {
                         "server ended SCRAM without proving its signature".into(),
                     ));
                 }
+                if self.logging {
+                    auth::log_method_once(self.auth_method, &self.target);
+                }
             }
-            Auth::Cleartext => protocol::password(&mut self.output, &config.password)?,
-            Auth::Md5 { salt } => protocol::password(
-                &mut self.output,
-                &auth::md5_password(&config.user, &config.password, salt),
-            )?,
+            Auth::Cleartext => {
+                self.password_wanted(auth::Method::Cleartext)?;
+                protocol::password(&mut self.output, &config.password)?;
+            }
+            Auth::Md5 { salt } => {
+                self.password_wanted(auth::Method::Md5)?;
+                protocol::password(
+                    &mut self.output,
+                    &auth::md5_password(&config.user, &config.password, salt),
+                )?;
+            }
             Auth::Sasl(mechanisms) => {
+                if self.sasl_begun {
+                    return Err(DbError::Auth("the server began SASL twice".into()));
+                }
+                self.sasl_begun = true;
+                self.auth_method = auth::Method::ScramSha256;
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
                 protocol::sasl_initial_response(
@@ -793,6 +860,20 @@ impl PgConn {
             }
             Auth::Unsupported(code) => return Err(DbError::Auth(auth::unsupported_method(code))),
         }
+        Ok(())
+    }
+
+    /// Whether the password may go out for `method` (see `auth::password_policy`).
+    fn password_wanted(&mut self, method: auth::Method) -> Result<(), DbError> {
+        let config = self.target.config();
+        auth::password_policy(
+            method,
+            self.sasl_begun,
+            matches!(config.host, Host::Tcp(_)),
+            config.allow_cleartext,
+        )
+        .map_err(DbError::Auth)?;
+        self.auth_method = method;
         Ok(())
     }
 
@@ -871,8 +952,12 @@ impl PgConn {
         self.startup_deadline = None;
         self.proven = false;
         self.scram = None;
+        self.sasl_begun = false;
+        self.auth_method = auth::Method::Trust;
         self.scram_poll = None;
         self.front_error = None;
+        self.front_rows = 0;
+        self.front_bytes = 0;
         self.output.clear();
         self.read_start = 0;
         self.read_end = 0;

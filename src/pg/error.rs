@@ -62,17 +62,17 @@ impl Clone for DbError {
 }
 
 impl DbError {
+    /// The server's texts escaped (`protocol::printable`): they end up in log lines.
     pub(super) fn server(fields: ErrorFields<'_>) -> DbError {
-        let field = |kind| fields.field(kind).unwrap_or("").to_string();
+        // 'V' is the untranslated severity; older servers send only the localized 'S'.
+        let severity = match fields.text(b'V') {
+            untranslated if untranslated.is_empty() => fields.text(b'S'),
+            untranslated => untranslated,
+        };
         DbError::Server {
-            // 'V' is the untranslated severity; older servers send only the localized 'S'.
-            severity: fields
-                .field(b'V')
-                .or(fields.field(b'S'))
-                .unwrap_or("")
-                .to_string(),
-            code: field(b'C'),
-            message: field(b'M'),
+            severity,
+            code: fields.text(b'C'),
+            message: fields.text(b'M'),
         }
     }
 

@@ -12,9 +12,12 @@ pub const VARCHAR_OID: u32 = 1043;
 pub const BPCHAR_OID: u32 = 1042;
 pub const NAME_OID: u32 = 19;
 
-/// A backend message longer than this is treated as garbage (the 10,000-row world table is
-/// ~100 KiB in total; no single row this client reads comes near).
-pub const MAX_MESSAGE_LEN: usize = 64 << 20;
+/// The default bound on a backend message's length; a longer one is refused as garbage from
+/// its header, before the read buffer grows for it. What gnosis reads is far smaller: a world
+/// row is 22 bytes, a fortune row under 200, an ErrorResponse a few hundred; 64 KiB leaves
+/// room for any ErrorResponse PostgreSQL sends (it never includes the query's text) and is
+/// the connection's initial read buffer, which therefore never grows far.
+pub const MAX_MESSAGE_LEN: usize = 64 << 10;
 
 const PROTOCOL_VERSION_3: i32 = 196_608;
 
@@ -285,8 +288,18 @@ impl std::fmt::Display for ProtocolError {
 }
 
 /// Takes one backend message off the front of `buf`: `Ok(Some((message, bytes used)))`,
-/// `Ok(None)` if the message is not complete yet, or an error for bytes that cannot be one.
+/// `Ok(None)` if the message is not complete yet, or an error for bytes that cannot be one
+/// (among them a length over [`MAX_MESSAGE_LEN`]).
 pub fn decode(buf: &[u8]) -> Result<Option<(Message<'_>, usize)>, ProtocolError> {
+    decode_within(buf, MAX_MESSAGE_LEN)
+}
+
+/// `decode` with a message length limit of `max_len` bytes (tag excluded), checked as soon as
+/// the header is there.
+pub fn decode_within(
+    buf: &[u8],
+    max_len: usize,
+) -> Result<Option<(Message<'_>, usize)>, ProtocolError> {
     if buf.len() < 5 {
         return Ok(None);
     }
@@ -298,8 +311,8 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message<'_>, usize)>, ProtocolError>
     if len < 4 {
         return Err(ProtocolError("message length below 4"));
     }
-    if len > MAX_MESSAGE_LEN {
-        return Err(ProtocolError("message length too large"));
+    if len > max_len {
+        return Err(ProtocolError("message longer than the limit"));
     }
     if buf.len() < len + 1 {
         return Ok(None);
@@ -482,6 +495,11 @@ impl<'a> DataRow<'a> {
         self.count == 0
     }
 
+    /// The row's size on the wire, without the message's tag and length.
+    pub fn size(&self) -> usize {
+        2 + self.columns.len()
+    }
+
     /// Column `index`: `None` past the end, `Some(None)` for NULL.
     pub fn get(&self, index: usize) -> Option<Option<&'a [u8]>> {
         if index >= self.len() {
@@ -557,8 +575,21 @@ impl<'a> ErrorFields<'a> {
         Ok(ErrorFields(body))
     }
 
-    /// The field of the given type (`b'C'` code, `b'M'` message, `b'V'` severity, ...).
+    /// The field of the given type, escaped for a log line ([`printable`], invalid UTF-8
+    /// replaced); "" if absent.
+    pub fn text(&self, wanted: u8) -> String {
+        self.raw(wanted)
+            .map(|value| printable(&String::from_utf8_lossy(value)))
+            .unwrap_or_default()
+    }
+
+    /// The field of the given type (`b'C'` code, `b'M'` message, `b'V'` severity, ...), if
+    /// it is UTF-8.
     pub fn field(&self, wanted: u8) -> Option<&'a str> {
+        std::str::from_utf8(self.raw(wanted)?).ok()
+    }
+
+    fn raw(&self, wanted: u8) -> Option<&'a [u8]> {
         let mut r = Reader(self.0);
         loop {
             let kind = r.take(1).ok()?[0];
@@ -567,10 +598,26 @@ impl<'a> ErrorFields<'a> {
             }
             let value = r.cstr().ok()?;
             if kind == wanted {
-                return std::str::from_utf8(value).ok();
+                return Some(value);
             }
         }
     }
+}
+
+/// Text the server sent, made safe for one log line: control characters (newlines, escape
+/// sequences that would drive a terminal) and backslashes are escaped as Rust writes them
+/// (`\n`, `\u{1b}`, `\\`), so that nothing the server says can forge or hide log lines.
+/// Every log line carrying server text goes through this.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || c == '\\' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A scripted server for unit tests: encoders of backend messages, and a splitter of what a
@@ -858,5 +905,32 @@ mod tests {
         assert_eq!(fields.field(b'C'), Some("22012"));
         assert_eq!(fields.field(b'M'), Some("division by zero"));
         assert_eq!(fields.field(b'D'), None);
+        assert_eq!(fields.text(b'D'), "");
+    }
+
+    #[test]
+    fn server_text_is_escaped_for_the_log() {
+        let bytes = message(
+            b'E',
+            b"SERROR\0C22012\0Mline\n2024 FATAL forged\x1b[2J\\\0\0",
+        );
+        let (Message::ErrorResponse(fields), _) = decode(&bytes).unwrap().unwrap() else {
+            panic!("not an ErrorResponse")
+        };
+        assert_eq!(fields.text(b'M'), "line\\n2024 FATAL forged\\u{1b}[2J\\\\");
+        assert_eq!(printable("caf\u{e9} \t\r\u{7f}"), "caf\u{e9} \\t\\r\\u{7f}");
+    }
+
+    #[test]
+    fn a_message_over_the_limit_is_refused_from_its_header() {
+        let header = [b'D', 0, 0, 0x10, 1];
+        assert_eq!(
+            decode_within(&header, 4096),
+            Err(ProtocolError("message longer than the limit"))
+        );
+        assert_eq!(decode_within(&header, 4100), Ok(None));
+        let row = message(b'D', &[0, 0]);
+        assert!(decode_within(&row, 6).unwrap().is_some());
+        assert!(decode_within(&row, 5).is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Where to connect: libpq's environment variables, then a local Unix socket if one exists,
+//! Where to connect: libpq's environment variables, then a local Unix socket if a trusted one
+//! exists (owned, with its directory, by root, by PostgreSQL's user or by this process's),
 //! then TFB's defaults (TCP to `tfb-database`). `Target` holds the chosen `Config` and its
 //! resolved address, shared by every thread; names are resolved on a helper thread, never on
 //! a thread that serves requests.
@@ -6,10 +7,12 @@
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::auth::ALLOW_CLEARTEXT_VAR;
 use super::error::DbError;
 pub use crate::sys::Address;
 
@@ -21,6 +24,8 @@ pub const DEFAULT_DATABASE: &str = "hello_world";
 
 /// Directories searched for `.s.PGSQL.<port>` when PGHOST is unset (Debian's, then libpq's).
 pub const SOCKET_DIRS: &[&str] = &["/var/run/postgresql", "/tmp"];
+/// The account PostgreSQL's server runs as on the usual installations.
+const SERVER_ACCOUNT: &str = "postgres";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Host {
@@ -37,21 +42,28 @@ pub struct Config {
     pub user: String,
     pub password: String,
     pub database: String,
+    /// The password may be sent in clear text over TCP if the server asks for it
+    /// (`GNOSIS_ALLOW_CLEARTEXT=1`; see `auth::password_policy`).
+    pub allow_cleartext: bool,
 }
 
 impl Config {
-    /// Reads PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE, falling back to TFB's
-    /// settings, and logs the chosen transport once to stderr.
+    /// Reads PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE and GNOSIS_ALLOW_CLEARTEXT,
+    /// falling back to TFB's settings, and logs the chosen transport once to stderr.
     pub fn from_env() -> Config {
-        let config = Config::from_vars(|name| std::env::var(name).ok(), |path| path.exists());
+        let config = Config::from_vars(
+            |name| std::env::var(name).ok(),
+            |port| trusted_socket_dir(SOCKET_DIRS, port),
+        );
         crate::log!("PostgreSQL target {config}");
         config
     }
 
-    /// `from_env` with the environment and the file system passed in (for tests).
+    /// `from_env` with the environment and the socket search passed in (for tests):
+    /// `socket_dir(port)` is the directory of the socket to use when PGHOST is unset.
     pub fn from_vars(
         var: impl Fn(&str) -> Option<String>,
-        socket_exists: impl Fn(&Path) -> bool,
+        socket_dir: impl Fn(u16) -> Option<PathBuf>,
     ) -> Config {
         let var = |name: &str| var(name).filter(|v| !v.is_empty());
         let port = var("PGPORT")
@@ -60,10 +72,7 @@ impl Config {
         let host = match var("PGHOST") {
             Some(h) if h.starts_with('/') => Host::Unix(PathBuf::from(h)),
             Some(h) => Host::Tcp(h),
-            None => SOCKET_DIRS
-                .iter()
-                .map(PathBuf::from)
-                .find(|dir| socket_exists(&socket_path(dir, port)))
+            None => socket_dir(port)
                 .map(Host::Unix)
                 .unwrap_or_else(|| Host::Tcp(DEFAULT_HOST.to_string())),
         };
@@ -73,8 +82,61 @@ impl Config {
             user: var("PGUSER").unwrap_or_else(|| DEFAULT_USER.to_string()),
             password: var("PGPASSWORD").unwrap_or_else(|| DEFAULT_PASSWORD.to_string()),
             database: var("PGDATABASE").unwrap_or_else(|| DEFAULT_DATABASE.to_string()),
+            allow_cleartext: var(ALLOW_CLEARTEXT_VAR).is_some_and(|v| v == "1"),
         }
     }
+}
+
+/// The first of `dirs` holding a socket for `port` that the PostgreSQL server's account put
+/// there: the directory and the socket must each belong to root, to the `postgres` account or
+/// to this process's user. Any local user can create `/tmp/.s.PGSQL.5432`, and would then
+/// receive the password; such a socket is skipped, and said so.
+pub fn trusted_socket_dir(dirs: &[impl AsRef<Path>], port: u16) -> Option<PathBuf> {
+    let trusted = trusted_owners();
+    dirs.iter().map(AsRef::as_ref).find_map(|dir| {
+        let socket = socket_path(dir, port);
+        // Not following a symbolic link: the socket itself must be the server's.
+        let socket_meta = std::fs::symlink_metadata(&socket).ok()?;
+        let dir_meta = std::fs::metadata(dir).ok()?;
+        let untrusted = if !socket_meta.file_type().is_socket() {
+            Some(format!("{} is not a socket", socket.display()))
+        } else if !trusted.contains(&dir_meta.uid()) {
+            Some(format!(
+                "{} belongs to uid {}",
+                dir.display(),
+                dir_meta.uid()
+            ))
+        } else if !trusted.contains(&socket_meta.uid()) {
+            Some(format!("it belongs to uid {}", socket_meta.uid()))
+        } else {
+            None
+        };
+        match untrusted {
+            None => Some(dir.to_path_buf()),
+            Some(why) => {
+                crate::log!(
+                    "ignoring the PostgreSQL socket {}: {why}, not root, {SERVER_ACCOUNT} or \
+                     this process's user",
+                    socket.display()
+                );
+                None
+            }
+        }
+    })
+}
+
+/// Root, the `postgres` account if /etc/passwd has one, and this process's effective user.
+fn trusted_owners() -> Vec<u32> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let mut owners = vec![0, unsafe { libc::geteuid() }];
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    owners.extend(passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        (fields.next() == Some(SERVER_ACCOUNT))
+            .then(|| fields.nth(1)?.parse::<u32>().ok())
+            .flatten()
+    }));
+    owners
 }
 
 /// The socket file PostgreSQL creates in a socket directory.
@@ -285,6 +347,7 @@ impl From<Config> for Arc<Target> {
 mod tests {
     use super::*;
 
+    /// The sockets given are found (and trusted) in the usual directories.
     fn config(vars: &[(&str, &str)], sockets: &[&str]) -> Config {
         Config::from_vars(
             |name| {
@@ -292,7 +355,13 @@ mod tests {
                     .find(|(k, _)| *k == name)
                     .map(|(_, v)| v.to_string())
             },
-            |path| sockets.iter().any(|s| Path::new(s) == path),
+            |port| {
+                SOCKET_DIRS.iter().map(PathBuf::from).find(|dir| {
+                    sockets
+                        .iter()
+                        .any(|s| Path::new(s) == socket_path(dir, port))
+                })
+            },
         )
     }
 
@@ -333,6 +402,13 @@ mod tests {
             &["/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"],
         );
         assert_eq!(c.host, Host::Unix("/var/run/postgresql".into()));
+    }
+
+    #[test]
+    fn cleartext_over_tcp_only_when_allowed() {
+        assert!(!config(&[], &[]).allow_cleartext);
+        assert!(!config(&[("GNOSIS_ALLOW_CLEARTEXT", "yes")], &[]).allow_cleartext);
+        assert!(config(&[("GNOSIS_ALLOW_CLEARTEXT", "1")], &[]).allow_cleartext);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! RowDescription of (int4, int4) for the world selects, (int4, text) for fortunes or NoData
 //! for the update; Bind/Execute/Sync answered with BindComplete, DataRows (binary), and
 //! CommandComplete and ReadyForQuery. A `Behaviour` makes every connection misbehave in one
-//! way. Each connection is a thread with blocking sockets that looks at the stop flag every
+//! way (the hostile ones misbehave on the fortunes query only, which the cache loader never
+//! sends). Each connection is a thread with blocking sockets that looks at the stop flag every
 //! 20 ms, so dropping the fake stops it within a bounded time.
 
 use std::collections::HashMap;
@@ -48,7 +49,25 @@ pub enum Behaviour {
     /// A good start-up; the first query gets its BindComplete, then a DataRow's tag and
     /// length and never its body; the connection is held open.
     DataRowHeaderOnly,
+    /// Asks for the password in clear text (and checks it), then correct answers.
+    Cleartext,
+    /// Begins SASL SCRAM-SHA-256, then, once the client's first message is in, asks for the
+    /// password in clear text: a downgrade by a machine in the middle.
+    CleartextAfterSasl,
+    /// The same downgrade to MD5.
+    Md5AfterSasl,
+    /// Fortunes are answered with a DataRow claiming 60 MiB, then zeros for as long as the
+    /// client reads them.
+    HugeMessage,
+    /// Fortunes are answered with a million rows, for as long as the client reads them.
+    RowFlood,
+    /// Fortunes are answered with an ErrorResponse whose message holds a newline, a forged
+    /// log line and a terminal escape sequence.
+    ControlCharsInError,
 }
+
+/// The text of `Behaviour::ControlCharsInError`'s error message.
+pub const FORGED_ERROR: &str = "fortune broke\ngnosis: all is well\x1b[2J\x1b[31m";
 
 pub struct FakePg {
     port: u16,
@@ -65,6 +84,9 @@ struct Shared {
     /// Per statement name: how many connections sent a Parse for it.
     prepared: Mutex<HashMap<String, usize>>,
     sessions: Mutex<Vec<JoinHandle<()>>>,
+    /// Per connection that has ended: every byte it sent during start-up (authentication
+    /// included).
+    startups: Mutex<Vec<Vec<u8>>>,
 }
 
 impl FakePg {
@@ -79,6 +101,7 @@ impl FakePg {
             queries: AtomicUsize::new(0),
             prepared: Mutex::new(HashMap::new()),
             sessions: Mutex::new(Vec::new()),
+            startups: Mutex::new(Vec::new()),
         });
         let acceptor = {
             let shared = shared.clone();
@@ -121,6 +144,11 @@ impl FakePg {
         prepared.get(statement).copied().unwrap_or(0)
     }
 
+    /// Per connection that has ended: what the client sent before its start-up ended.
+    pub fn startups(&self) -> Vec<Vec<u8>> {
+        self.shared.startups.lock().unwrap().clone()
+    }
+
     /// Queries (Bind messages) received so far.
     pub fn queries(&self) -> usize {
         self.shared.queries.load(Ordering::SeqCst)
@@ -151,6 +179,8 @@ fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
                         let mut session = Session::new(stream, &shared_for_session);
                         // Any error ends the session: the socket closes when dropped.
                         let _ = session.run();
+                        let recorded = std::mem::take(&mut session.recorded);
+                        shared_for_session.startups.lock().unwrap().push(recorded);
                     })
                     .unwrap();
                 let mut sessions = shared.sessions.lock().unwrap();
@@ -189,6 +219,10 @@ struct Session<'a> {
     /// The statement and first int4 parameter of the unnamed portal.
     portal: Option<(Kind, Option<i32>, bool)>,
     rng: u64,
+    /// Start-up is over: bytes read are no longer recorded.
+    started: bool,
+    /// The bytes read until then.
+    recorded: Vec<u8>,
 }
 
 /// Why a session ended early: the peer left, or the fake is being dropped.
@@ -206,6 +240,8 @@ impl<'a> Session<'a> {
             out: Vec::new(),
             statements: HashMap::new(),
             portal: None,
+            started: false,
+            recorded: Vec::new(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ shared.accepted.load(Ordering::SeqCst) as u64,
         }
     }
@@ -219,7 +255,12 @@ impl<'a> Session<'a> {
             }
             match self.stream.read(&mut buf[filled..]) {
                 Ok(0) => return Err(ended()),
-                Ok(n) => filled += n,
+                Ok(n) => {
+                    if !self.started {
+                        self.recorded.extend_from_slice(&buf[filled..filled + n]);
+                    }
+                    filled += n
+                }
                 Err(err)
                     if matches!(
                         err.kind(),
@@ -247,6 +288,31 @@ impl<'a> Session<'a> {
     fn flush(&mut self) -> io::Result<()> {
         let out = std::mem::take(&mut self.out);
         self.stream.write_all(&out)
+    }
+
+    /// Writes `out` then `more()` until `more` has nothing left, the peer stops reading for
+    /// good (an error) or the fake stops; never blocks for longer than a tick at a time.
+    fn flood(&mut self, mut more: impl FnMut(&mut Vec<u8>) -> bool) -> io::Result<()> {
+        self.stream.set_write_timeout(Some(TICK))?;
+        let mut out = std::mem::take(&mut self.out);
+        let mut at = 0;
+        loop {
+            if at == out.len() {
+                out.clear();
+                at = 0;
+                if !more(&mut out) {
+                    return Ok(());
+                }
+            }
+            if self.shared.stop.load(Ordering::SeqCst) {
+                return Err(ended());
+            }
+            match self.stream.write(&out[at..]) {
+                Ok(n) => at += n,
+                Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(err) => return Err(err),
+            }
+        }
     }
 
     /// Reads and drops everything until the peer leaves or the fake stops: a hung server.
@@ -371,6 +437,39 @@ impl<'a> Session<'a> {
                         .portal
                         .take()
                         .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "no portal"))?;
+                    if kind == Kind::Fortunes {
+                        match self.shared.behaviour {
+                            Behaviour::HugeMessage => {
+                                let claimed = 60usize << 20;
+                                self.out.push(b'D');
+                                self.out.extend_from_slice(&(claimed as u32).to_be_bytes());
+                                let mut left = claimed - 4;
+                                self.flood(|out| {
+                                    let n = left.min(64 << 10);
+                                    out.resize(n, 0);
+                                    left -= n;
+                                    n > 0
+                                })?;
+                                return self.stall();
+                            }
+                            Behaviour::RowFlood => {
+                                let mut batches = 1_000;
+                                self.flood(|out| {
+                                    for id in 1..=1_000i32 {
+                                        data_row(out, &[&id.to_be_bytes(), b"flood"]);
+                                    }
+                                    batches -= 1;
+                                    batches > 0
+                                })?;
+                                return self.stall();
+                            }
+                            Behaviour::ControlCharsInError => {
+                                error_response(&mut self.out, "ERROR", "XX000", FORGED_ERROR);
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
                     let rows = match kind {
                         Kind::World if has_params => {
                             let number = self.random_number();
@@ -465,11 +564,33 @@ impl<'a> Session<'a> {
                 _ => return Err(io::Error::new(ErrorKind::InvalidData, "unknown protocol")),
             }
         }
-        if let Behaviour::ScramIterations(iterations) = self.shared.behaviour {
-            if !self.scram(iterations)? {
-                return Err(ended());
+        match self.shared.behaviour {
+            Behaviour::ScramIterations(iterations) => {
+                let proven = self.scram(iterations)?;
+                if !proven {
+                    return Err(ended());
+                }
             }
+            Behaviour::Cleartext => self.cleartext()?,
+            Behaviour::CleartextAfterSasl | Behaviour::Md5AfterSasl => {
+                let mut body = 10u32.to_be_bytes().to_vec();
+                body.extend_from_slice(b"SCRAM-SHA-256\0\0");
+                put(&mut self.out, b'R', &body);
+                self.flush()?;
+                self.message()?;
+                if self.shared.behaviour == Behaviour::Md5AfterSasl {
+                    let mut body = 5u32.to_be_bytes().to_vec();
+                    body.extend_from_slice(&[1, 2, 3, 4]);
+                    put(&mut self.out, b'R', &body);
+                    self.flush()?;
+                    self.message()?;
+                    return Err(ended());
+                }
+                self.cleartext()?
+            }
+            _ => {}
         }
+        self.started = true;
         put(&mut self.out, b'R', &0u32.to_be_bytes());
         for (name, value) in [
             ("server_version", "15.0 (gnosis fake)"),
@@ -491,6 +612,24 @@ impl<'a> Session<'a> {
         put(&mut self.out, b'K', &key);
         put(&mut self.out, b'Z', b"I");
         self.flush()
+    }
+
+    /// AuthenticationCleartextPassword, and the password checked.
+    fn cleartext(&mut self) -> io::Result<()> {
+        put(&mut self.out, b'R', &3u32.to_be_bytes());
+        self.flush()?;
+        let (tag, body) = self.message()?;
+        if tag != b'p' || body != format!("{PASSWORD}\0").as_bytes() {
+            error_response(
+                &mut self.out,
+                "FATAL",
+                "28P01",
+                "password authentication failed",
+            );
+            self.flush()?;
+            return Err(ended());
+        }
+        Ok(())
     }
 
     /// SCRAM-SHA-256 (RFC 5802/7677) as PostgreSQL does it; returns false once it has

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gnosis::pg::target::{trusted_socket_dir, SOCKET_DIRS};
 use gnosis::pg::{Config, Driver, Event, Options, PgConn, Statement, Target};
 
 pub fn port() -> String {
@@ -19,7 +20,7 @@ pub fn socket_dir() -> PathBuf {
 }
 
 /// A target read like the app reads it, from PG* variables given here (not the process
-/// environment, which parallel tests would share) and the real file system.
+/// environment, which parallel tests would share) and the real socket search.
 pub fn config(vars: &[(&str, &str)]) -> Arc<Target> {
     let port = port();
     Target::new(Config::from_vars(
@@ -31,7 +32,7 @@ pub fn config(vars: &[(&str, &str)]) -> Arc<Target> {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
         },
-        |path| path.exists(),
+        |port| trusted_socket_dir(SOCKET_DIRS, port),
     ))
 }
 

@@ -295,6 +295,21 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         self.assertIs(args.specs[2].anchor, bench.ANCHORS["faf"])
         self.assertEqual(args.rounds, 4)
 
+    def test_the_anchors_are_found_beside_the_checkout_or_where_told(self):
+        beside = bench.REPO.parent / "shared" / "anchors" / "bin"
+        self.assertEqual(bench.default_anchors_dir({}), beside)
+        self.assertEqual(bench.default_anchors_dir({"GNOSIS_ANCHORS_DIR": ""}), beside)
+        elsewhere = Path(tempfile.gettempdir()) / "anchors"
+        told = {"GNOSIS_ANCHORS_DIR": str(elsewhere)}
+        self.assertEqual(bench.default_anchors_dir(told), elsewhere)
+        # A fresh bench.py takes the variable too.
+        shown = subprocess.run(
+            [sys.executable, str(BENCH_PY), "--help"], capture_output=True, text=True,
+            env=dict(os.environ, **told), timeout=60)
+        self.assertIn(str(elsewhere), " ".join(shown.stdout.split()))
+        args = bench_args("--anchors", "faf", "--anchors-dir", str(elsewhere))
+        self.assertEqual(args.specs[1].command, str(elsewhere / "faf"))
+
     def test_anchor_as_main_server_and_baseline(self):
         args = bench_args("--server", "anchor:xitca-web", "--baseline", "anchor:vortex", "--anchors-dir", "/x")
         self.assertEqual([(s.name, s.command, s.port) for s in args.specs],

@@ -20,6 +20,7 @@ fn target() -> Arc<Target> {
         user: "u".into(),
         password: String::new(),
         database: "d".into(),
+        allow_cleartext: false,
     })
 }
 

@@ -23,13 +23,18 @@ static PAIR: &Statement = &STATEMENTS[0];
 static TOUCH: &Statement = &STATEMENTS[1];
 
 fn target(user: &str, password: &str) -> Arc<Target> {
+    target_on(Host::Unix("/nonexistent".into()), user, password, false)
+}
+
+/// A Unix socket or a TCP address: nothing to resolve, no helper thread.
+fn target_on(host: Host, user: &str, password: &str, allow_cleartext: bool) -> Arc<Target> {
     Target::new(Config {
-        // A Unix socket: nothing to resolve, no helper thread.
-        host: Host::Unix("/nonexistent".into()),
+        host,
         port: 5432,
         user: user.into(),
         password: password.into(),
         database: "hello_world".into(),
+        allow_cleartext,
     })
 }
 
@@ -239,6 +244,63 @@ fn a_password_with_a_nul_fails_the_connection_unsent() {
         DbError::Encode(EncodeError::Nul("password"))
     ));
     assert!(error.is_permanent());
+}
+
+/// What a connection over TCP sends when asked for the password in clear, with the opt-in
+/// or without it.
+fn cleartext_over_tcp(allow_cleartext: bool) -> (Vec<(u8, Vec<u8>)>, Script) {
+    let tcp = Host::Tcp("127.0.0.1".into());
+    let mut s = Script::new("");
+    s.conn = PgConn::new(
+        target_on(tcp, "tester", "open sesame", allow_cleartext),
+        STATEMENTS,
+        Options::default(),
+        s.now,
+    );
+    s.connect();
+    s.receive(&script::auth_cleartext());
+    (frontend(&s.output(), false), s)
+}
+
+#[test]
+fn cleartext_over_tcp_only_with_the_opt_in() {
+    let (sent, s) = cleartext_over_tcp(false);
+    assert_eq!(sent, []);
+    assert_eq!(s.conn.step(), Step::Idle);
+    let error = s.conn.last_error().unwrap();
+    assert!(
+        matches!(error, DbError::Auth(_)) && error.is_permanent(),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("GNOSIS_ALLOW_CLEARTEXT"),
+        "{error}"
+    );
+
+    let (sent, _) = cleartext_over_tcp(true);
+    assert_eq!(sent, [(b'p', b"open sesame\0".to_vec())]);
+}
+
+/// A server (or a machine in the middle) that begins SCRAM, then asks for the password in
+/// clear or as MD5, or starts SASL again, gets nothing.
+#[test]
+fn no_cleartext_or_md5_once_sasl_has_begun() {
+    for (downgrade, said) in [
+        (script::auth_cleartext(), "after SCRAM-SHA-256 had begun"),
+        (
+            script::auth_md5([1, 2, 3, 4]),
+            "after SCRAM-SHA-256 had begun",
+        ),
+        (script::auth_sasl(&["SCRAM-SHA-256"]), "began SASL twice"),
+    ] {
+        let mut s = Script::new("pencil");
+        scram_until_server_first(&mut s, b"downgrade", 4096);
+        s.receive(&downgrade);
+        assert_eq!(s.output(), b"");
+        assert_eq!(s.conn.step(), Step::Idle);
+        let error = s.conn.last_error().unwrap().to_string();
+        assert!(error.contains(said), "{error}");
+    }
 }
 
 #[test]
@@ -680,7 +742,11 @@ fn take_output_swaps_into_an_empty_buffer_and_appends_to_a_full_one() {
 
 #[test]
 fn a_message_larger_than_the_read_buffer_is_received_whole() {
-    let mut s = Script::new("");
+    let options = Options {
+        max_message_len: 1 << 20,
+        ..Options::default()
+    };
+    let mut s = Script::with_options("", options);
     s.start();
     s.query(PAIR, 1, 3);
     let values: Vec<i32> = (0..40_000).collect();
@@ -705,6 +771,71 @@ fn a_message_larger_than_the_read_buffer_is_received_whole() {
     assert!(events[0].1.starts_with("row 0,1,?,"));
     assert_eq!(events[0].1.matches(',').count(), values.len() - 1);
     assert_eq!(events[1].1, "done");
+}
+
+#[test]
+fn a_message_over_the_limit_is_refused_before_the_buffer_grows_for_it() {
+    let mut s = Script::new("");
+    s.start();
+    s.query(PAIR, 1, 3);
+    let mut header = script::bind_complete();
+    header.push(b'D');
+    header.extend_from_slice(&(64u32 << 20).to_be_bytes());
+    s.receive(&header);
+    assert_eq!(
+        s.take_events(),
+        [(3, "failed connection to the database lost".to_string())]
+    );
+    assert_eq!(s.conn.step(), Step::Idle);
+    assert!(
+        s.conn.read_buf.len() <= READ_BUF_INITIAL,
+        "{}",
+        s.conn.read_buf.len()
+    );
+    let error = s.conn.last_error().unwrap().to_string();
+    assert!(error.contains("longer than the limit"), "{error}");
+}
+
+/// With `options`, a query answering `fits` rows is answered, and the next one, answering
+/// one row more, fails with `failure` and the connection is replaced.
+fn one_row_past_the_cap(options: Options, fits: usize, failure: &str) {
+    let mut s = Script::with_options("", options);
+    s.start();
+    s.query(PAIR, 1, 1);
+    s.query(PAIR, 2, 2);
+    s.receive(&answer(&vec![&[1, 1][..]; fits]));
+    assert_eq!(
+        s.take_events().len(),
+        fits + 1,
+        "the rows and done: at the cap"
+    );
+    s.receive(&answer(&vec![&[1, 1][..]; fits + 1]));
+    let events = s.take_events();
+    assert_eq!(events.len(), fits + 1, "{events:?}");
+    assert_eq!(
+        events[fits],
+        (2, format!("failed protocol error: {failure}"))
+    );
+    assert_eq!(s.conn.step(), Step::Idle);
+}
+
+#[test]
+fn a_query_answering_more_rows_than_the_cap_fails_and_the_connection_is_replaced() {
+    let options = Options {
+        max_rows: 3,
+        ..Options::default()
+    };
+    one_row_past_the_cap(options, 3, "a query answered more than 3 rows");
+}
+
+#[test]
+fn a_query_answering_more_bytes_than_the_cap_fails_too() {
+    // Each two-int4 row is 2 + 2 x (4 + 4) = 18 bytes: two fit in 40, three do not.
+    let options = Options {
+        max_result_bytes: 40,
+        ..Options::default()
+    };
+    one_row_past_the_cap(options, 2, "a query answered more than 40 bytes of rows");
 }
 
 #[test]

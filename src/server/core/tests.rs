@@ -83,6 +83,7 @@ fn core(connect_timeout: Duration) -> Core<TestService, u32> {
         user: "u".into(),
         password: String::new(),
         database: "d".into(),
+        allow_cleartext: false,
     });
     let options = Options {
         connect_timeout,

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/test.sh's verify step: starts BINARY on a free port, checks it with scripts/verify.py
+# (further arguments go to verify.py) and stops it.
+#
+#   scripts/verify-server.sh target/release/gnosis-uring --entry uring
+#
+# verify.py is given the server's pid and checks that this process alone listens on the port,
+# so a server already running elsewhere (scripts/run.sh on 8080, say) is never the one checked.
+# Exits with verify.py's status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ $# -lt 1 ]; then
+    echo "usage: scripts/verify-server.sh BINARY [verify.py arguments]" >&2
+    exit 2
+fi
+binary=$1
+shift
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$binary" --port "$port" &
+pid=$!
+status=0
+python3 scripts/verify.py --wait 30 --port "$port" --server-pid "$pid" "$@" || status=$?
+# The server may have exited already (it could not start): nothing to stop then.
+kill "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+exit "$status"
