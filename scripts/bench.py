@@ -1663,7 +1663,8 @@ def load_description(test):
                      "connection is the peak RSS less the RSS at start, over the connections")  # fmt: skip
     if test.one_worker:
         notes.append("every server runs one worker (gnosis --threads 1, nginx worker_processes 1)")
-    return "; ".join(notes)
+    text = "; ".join(notes)
+    return text[:1].upper() + text[1:]
 
 
 def rule_breakers(record, meta):
@@ -1951,8 +1952,8 @@ def main(argv):
             f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
             f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
-    # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy.
-    command_env = dict(client_env or {}, DATASET_PATH=str(DATASET))
+    # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
+    command_env = dict(client_env or {}, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
     nginx_dir = tempfile.mkdtemp(prefix="bench-nginx-") if args.nginx else None
     servers = []
     for i, spec in enumerate(args.specs):
