@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
-use gnosis::http::{parse, BufferPool, Connection, HttpDate, Parsed};
+use gnosis::http::{parse, BufferPool, Connection, HttpDate, Parsed, MAX_BODY};
 use gnosis::pg::Pool;
+use gnosis::server::Timers;
 use gnosis::service::{Context, Serving};
 use proptest::prelude::*;
 
@@ -18,6 +19,7 @@ use proptest::prelude::*;
 fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
     let mut app = App::new(Arc::new(WorldSnapshot::default()), 16);
     let mut db = Pool::empty();
+    let mut timers = Timers::default();
     let mut conn = Connection::new(0, Instant::now());
     let mut buffers = BufferPool::default();
     let mut written = Vec::new();
@@ -30,6 +32,7 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
                 date,
                 now,
                 db: &mut db,
+                timers: &mut timers,
             },
         };
         conn.process(&mut handler, date, now, &mut buffers);
@@ -108,7 +111,7 @@ proptest! {
 
     #[test]
     fn the_parser_never_panics_and_never_overreads(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
-        if let Parsed::Complete { len, .. } = parse(&bytes) {
+        if let Parsed::Complete { len, .. } = parse(&bytes, MAX_BODY, &mut Vec::new()) {
             prop_assert!(len > 0 && len <= bytes.len());
         }
     }

@@ -26,6 +26,10 @@ pub trait Handler {
         ticket: Ticket,
         out: &mut Vec<u8>,
     ) -> Reply;
+
+    /// The largest request body taken; a larger one is answered 413 and the connection
+    /// closes.
+    fn max_body(&self) -> usize;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +77,8 @@ pub struct Connection {
     closing: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
     peer_eof: bool,
+    /// `100 Continue` went out for the request at the front of the input.
+    continued: bool,
     /// Since when the client owes the rest of a request it has begun; `None` while there is
     /// no partial request, or while the server itself holds the input back.
     waiting_since: Option<Instant>,
@@ -92,6 +98,7 @@ impl Connection {
             sent: 0,
             closing: false,
             peer_eof: false,
+            continued: false,
             waiting_since: None,
             last_active: now,
         }
@@ -113,6 +120,7 @@ impl Connection {
         self.generation = self.generation.wrapping_add(1);
         self.closing = false;
         self.peer_eof = false;
+        self.continued = false;
         self.waiting_since = None;
         self.last_active = now;
     }
@@ -136,7 +144,9 @@ impl Connection {
 
     /// Answers every complete request in the input, in order, as long as the client keeps
     /// reading its responses. A malformed request is answered with its error status and
-    /// ends the connection.
+    /// ends the connection. A request whose client waits for `100 Continue` before sending
+    /// the body gets it, once, when no earlier response is still waiting in line (the
+    /// client sends the body anyway after a pause).
     pub fn process(
         &mut self,
         handler: &mut impl Handler,
@@ -146,10 +156,14 @@ impl Connection {
     ) {
         let mut consumed = 0;
         let mut partial = false;
+        // Chunked bodies are decoded here; a buffer is allocated only for them.
+        let mut decoded = Vec::new();
+        let max_body = handler.max_body();
         while !self.closing && self.has_room() {
-            match parse(&self.input[consumed..]) {
+            match parse(&self.input[consumed..], max_body, &mut decoded) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
+                    self.continued = false;
                     let response = Response::to(&request);
                     let ticket = Ticket {
                         slot: self.slot,
@@ -181,6 +195,15 @@ impl Connection {
                 }
                 Parsed::Partial => {
                     partial = consumed < self.input.len();
+                    break;
+                }
+                Parsed::ExpectsContinue => {
+                    if !self.continued && self.queue.is_empty() {
+                        lent(&mut self.output, buffers)
+                            .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        self.continued = true;
+                    }
+                    partial = true;
                     break;
                 }
                 Parsed::Invalid(status) => {
@@ -383,6 +406,10 @@ mod tests {
             }
             out.extend_from_slice(b"now");
             Reply::Now
+        }
+
+        fn max_body(&self) -> usize {
+            super::super::MAX_BODY
         }
     }
 
