@@ -840,7 +840,7 @@ class HttpArenaRuns(unittest.TestCase):
         levels = [(name, connections, mix) for name, url, connections, mix in calls if connections >= 4096]
         self.assertIn(("sark", 4096, (bench.JSON_MIX, 25)), levels)
         self.assertIn(("gnosis", 4096, (bench.BASELINE_MIX, 10)), levels)
-        self.assertIn(("gnosis", 25000, None), levels)
+        self.assertIn(("gnosis", 14000, None), levels)
         self.assertIn(("gnosis", "http://127.0.0.1:8083/delay/10", 10000, None), calls)
 
     def test_async_table_has_the_ceiling_and_memory_per_connection(self):
@@ -852,6 +852,17 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertAlmostEqual(row["rss_per_connection_bytes"], 40_000 * 1024 / 10_000)
         table = bench.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
         self.assertIn("| 4.0% of 1,000,000 | 4.00 KiB |", table)
+
+    def test_a_run_without_an_answer_is_a_failure(self):
+        """wrk still connecting 14,000 connections when its time is up answers nothing, and says no error."""
+        empty = dict(fake_run(0), connections=14_000, phase="level", level=14_000, round=1)
+        full = dict(fake_run(900), connections=14_000, phase="level", level=14_000, round=1)
+        record = {"test": "async", "level_name": "connections", "levels": [14_000], "skipped": {},
+                  "servers": {"gnosis": {"runs": [full], "probe": None}, "old": {"runs": [empty], "probe": None}}}  # fmt: skip
+        self.assertEqual(bench.collect_failures([record]),
+                         ["async / old: 0 socket errors, 0 non-2xx/3xx responses, 1 runs without an answer"])  # fmt: skip
+        self.assertEqual(bench.ratios(record, "gnosis", "old", bench.rate), {})
+        self.assertTrue(bench.run_has_errors(empty))
 
     def test_a_server_that_ignores_connection_close_is_no_bar(self):
         def run(name, opened):
@@ -873,7 +884,7 @@ class HttpArenaRuns(unittest.TestCase):
         args = argparse.Namespace(tests=["async", "queries"], levels={"async": [512, 25_000], "queries": [20]},
                                   max_concurrency=512)  # fmt: skip
         self.assertEqual(bench.most_connections(args), 25_000)
-        with self.assertRaisesRegex(bench.BenchError, r"async at 25000 connections: this machine allows 1024, set by the open-files limit"):
+        with self.assertRaisesRegex(bench.BenchError, r"async at 25000 connections: this machine allows 1792, set by the open-files limit"):
             bench.check_capacity(args, 2048)
         bench.check_capacity(argparse.Namespace(tests=["async"], levels={"async": [512]}, max_concurrency=512), 2048)
 
