@@ -190,7 +190,6 @@ class BenchError(Exception):
 # ---------------------------------------------------------------- anchors
 
 
-
 def shared_path(*parts):
     """A path in the project's shared directory: $GNOSIS_SHARED_DIR, else `shared` beside the
     checkout (../shared), where the competitors' binaries are."""
@@ -1221,7 +1220,8 @@ def nginx_config(port, workers, directory):
     """The bar of issue 19: `return 200` of /plaintext's body, `workers` worker processes,
     sendfile, tcp_nodelay, no access log, keep-alive without a request limit (nginx closes a
     connection after 1,000 requests by default: gnosis does not)."""
-    temp = "\n".join(f"    {kind}_temp_path {directory}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    temp = "\n".join(f"    {kind}_temp_path {directory}/{kind};" for kind in kinds)
     return f"""# Written by scripts/bench.py for one run.
 daemon off;
 master_process on;
@@ -1658,9 +1658,7 @@ def load_description(test):
     """What a HttpArena or nginx test sends, in words (TFB's tests say it in the header)."""
     notes = []
     if test.requests:
-        shown = ", ".join(f"`{r.split(chr(13))[0]}`" + (" (chunked)" if "chunked" in r else " + body" if "Length" in r else "")
-                          for r in test.requests)  # fmt: skip
-        notes.append(f"Requests in turn, one in flight per connection: {shown}")
+        notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
     if test.close_every:
         notes.append(f"every {test.close_every}th request of a wrk thread says `Connection: close`: a new connection "
                      f"per {test.close_every} requests on average")  # fmt: skip
@@ -1671,6 +1669,13 @@ def load_description(test):
         notes.append("every server runs one worker (gnosis --threads 1, nginx worker_processes 1)")
     text = "; ".join(notes)
     return text[:1].upper() + text[1:]
+
+
+def request_label(raw):
+    """`POST /path HTTP/1.1` + body: a raw request in a few words."""
+    body = " (chunked)" if "Transfer-Encoding: chunked" in raw else " + body" if "Content-Length" in raw else ""
+    line = raw.split("\r\n", 1)[0]
+    return f"`{line}`{body}"
 
 
 def rule_breakers(record, meta):

@@ -879,6 +879,9 @@ class HttpArenaRuns(unittest.TestCase):
         table = bench.render_markdown(meta_for(["gnosis", "rust-epoll"]), [record], ["gnosis", "rust-epoll"])
         self.assertIn("| limited-conn* | c=512 |", table)
         self.assertIn("| 6.6 |", table)  # gnosis: 10,000 requests over 1,512 connections
+        self.assertIn("Requests in turn, one in flight per connection: `GET /baseline11?a=13&b=42 HTTP/1.1`, "
+                      "`POST /baseline11?a=13&b=42 HTTP/1.1` + body, `POST /baseline11?a=13&b=42 HTTP/1.1` (chunked); "
+                      "every 10th request", table)  # fmt: skip
 
     def test_a_level_beyond_the_machine_stops_the_run(self):
         args = argparse.Namespace(tests=["async", "queries"], levels={"async": [512, 25_000], "queries": [20]},
