@@ -779,7 +779,8 @@ class HttpArenaMixes(unittest.TestCase):
         self.assertEqual({body for _, _, _, body in seen if body}, {b"20"})
         closing = [i for i, r in enumerate(seen, start=2) if r[2].get("connection") == "close"]
         self.assertEqual(closing, list(range(10, len(seen) + 2, 10)))
-        self.assertEqual(summary["closes"], len(closing))
+        # wrk counted every close it sent; the server may not have read the last request yet.
+        self.assertIn(summary["closes"] - len(closing), (0, 1))
         # Each close made wrk connect again (other processes' connections may add a few).
         self.assertGreaterEqual(run["connections_opened"], len(closing))
 
