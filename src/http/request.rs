@@ -347,6 +347,17 @@ mod tests {
         assert_eq!(parse(&buf[..head.len() + 29]), Parsed::Partial);
     }
 
+    fn assert_all_bad_requests(cases: &[&[u8]]) {
+        for case in cases {
+            assert_eq!(
+                parse(case),
+                Parsed::Invalid(Status::BadRequest),
+                "{}",
+                String::from_utf8_lossy(case)
+            );
+        }
+    }
+
     #[test]
     fn malformed_requests_are_400() {
         let cases: &[&[u8]] = &[
@@ -361,14 +372,7 @@ mod tests {
             b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n",
             b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
         ];
-        for case in cases {
-            assert_eq!(
-                parse(case),
-                Parsed::Invalid(Status::BadRequest),
-                "{}",
-                String::from_utf8_lossy(case)
-            );
-        }
+        assert_all_bad_requests(cases);
     }
 
     const CHUNKED_HEAD: &[u8] =
@@ -455,14 +459,7 @@ mod tests {
             b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n",
         ];
-        for case in cases {
-            assert_eq!(
-                parse(case),
-                Parsed::Invalid(Status::BadRequest),
-                "{}",
-                String::from_utf8_lossy(case)
-            );
-        }
+        assert_all_bad_requests(cases);
     }
 
     #[test]
