@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{parse, BufferPool, ContentType, HttpDate, Parsed, Request, Response, Status};
+use super::{parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, Status};
 
 /// Answers requests. Each worker thread owns one.
 pub trait Handler {
@@ -79,6 +79,9 @@ pub struct Connection {
     peer_eof: bool,
     /// `100 Continue` went out for the request at the front of the input.
     continued: bool,
+    /// The chunked body of the request at the front of the input, decoded so far, while it
+    /// has not all arrived; boxed, so that connections without one pay a pointer.
+    chunked: Option<Box<Chunked>>,
     /// Since when the client owes the rest of a request it has begun; `None` while there is
     /// no partial request, or while the server itself holds the input back.
     waiting_since: Option<Instant>,
@@ -99,6 +102,7 @@ impl Connection {
             closing: false,
             peer_eof: false,
             continued: false,
+            chunked: None,
             waiting_since: None,
             last_active: now,
         }
@@ -112,6 +116,7 @@ impl Connection {
         for queued in self.queue.drain(..) {
             buffers.give_back(queued.bytes);
         }
+        self.chunked = None;
         self.sent = 0;
     }
 
@@ -156,11 +161,14 @@ impl Connection {
     ) {
         let mut consumed = 0;
         let mut partial = false;
-        // Chunked bodies are decoded here; a buffer is allocated only for them.
-        let mut decoded = Vec::new();
+        // Chunked bodies are decoded here; memory is allocated only for them.
+        let mut chunked = self
+            .chunked
+            .take()
+            .map_or_else(Chunked::default, |boxed| *boxed);
         let max_body = handler.max_body();
         while !self.closing && self.has_room() {
-            match parse(&self.input[consumed..], max_body, &mut decoded) {
+            match parse(&self.input[consumed..], max_body, &mut chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
                     self.continued = false;
@@ -192,6 +200,7 @@ impl Connection {
                         });
                     }
                     self.closing = !response.keep_alive();
+                    chunked.clear();
                 }
                 Parsed::Partial => {
                     partial = consumed < self.input.len();
@@ -211,6 +220,9 @@ impl Connection {
                     consumed = self.input.len();
                 }
             }
+        }
+        if chunked.in_progress() && !self.closing {
+            self.chunked = Some(Box::new(chunked));
         }
         self.input.drain(..consumed);
         if consumed > 0 {
