@@ -8,8 +8,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::http::Ticket;
-use crate::http::{BufferPool, Connection, HttpDate, TIMEOUTS};
+use crate::http::{BufferPool, Connection, HttpDate, Ticket, TIMEOUTS};
 use crate::pg::{DbError, Event, Pool, Step};
 use crate::service::{Context, Finished, Service, Serving};
 use crate::sys;
