@@ -182,17 +182,21 @@ impl Connection {
                         let output = lent(&mut self.output, buffers);
                         let reply = handler.handle(&request, response, ticket, output);
                         if reply == Reply::Later {
-                            let bytes = buffers.take();
+                            // No buffer until the response comes: a request held for
+                            // seconds (a timer, a slow query) costs its entry alone.
                             self.queue.push_back(Queued {
                                 response,
                                 done: false,
-                                bytes,
+                                bytes: Vec::new(),
                             });
                         }
                     } else {
                         let mut bytes = buffers.take();
                         let reply = handler.handle(&request, response, ticket, &mut bytes);
                         let done = reply == Reply::Now;
+                        if !done {
+                            buffers.give_back(std::mem::take(&mut bytes));
+                        }
                         self.queue.push_back(Queued {
                             response,
                             done,
@@ -261,9 +265,11 @@ impl Connection {
         self.closing = true;
     }
 
-    /// Writes the response for `ticket` into its place in line; [`Connection::collect`]
-    /// moves it to the output once every response before it is there too. A ticket of an
-    /// earlier peer of this slot, or one already answered, is ignored.
+    /// Writes the response for `ticket` into its place in line, in a buffer lent from
+    /// `buffers`; [`Connection::collect`] moves it to the output once every response before
+    /// it is there too. A ticket of an earlier peer of this slot, or one already answered,
+    /// is ignored.
+    #[allow(clippy::too_many_arguments)] // what a response is, where it goes, and when
     pub fn complete(
         &mut self,
         ticket: Ticket,
@@ -272,6 +278,7 @@ impl Connection {
         content_type: ContentType,
         body: &[u8],
         now: Instant,
+        buffers: &mut BufferPool,
     ) {
         if ticket.slot != self.slot || ticket.generation != self.generation {
             return;
@@ -280,9 +287,10 @@ impl Connection {
         let Some(queued) = self.queue.get_mut(index).filter(|queued| !queued.done) else {
             return;
         };
+        let bytes = lent(&mut queued.bytes, buffers);
         queued
             .response
-            .write(&mut queued.bytes, date, status, content_type, body);
+            .write(bytes, date, status, content_type, body);
         queued.done = true;
         self.last_active = now;
     }
@@ -464,17 +472,19 @@ mod tests {
             .extend_from_slice(b"Host: a\r\n\r\n");
         conn.process(&mut handler, &date, now, &mut buffers);
         conn.give_back_idle(&mut buffers);
-        // Only the response in the works holds a buffer.
-        assert_eq!((conn.input.capacity(), conn.output.capacity()), (0, 0));
-        assert!(holds_buffers(&conn));
+        // A response in the works holds no buffer until it comes.
+        assert!(!holds_buffers(&conn));
+        assert_eq!(conn.queue.len(), 1);
 
         let ticket = handler.0.pop().unwrap();
-        conn.complete(ticket, &date, Status::Ok, ContentType::Plain, b"later", now);
+        let (status, plain) = (Status::Ok, ContentType::Plain);
+        conn.complete(ticket, &date, status, plain, b"later", now, &mut buffers);
         conn.collect(&mut buffers);
         assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
         assert!(!holds_buffers(&conn));
-        // Every buffer lent came back: the input's, the output's and the waiting response's.
-        assert_eq!(buffers.spare(), 3);
+        // Every buffer lent came back: the input's and the output's, the second of which
+        // the waiting response borrowed when it came.
+        assert_eq!(buffers.spare(), 2);
     }
 
     /// Feeds `chunks` one after another, processing after each and completing every ticket
@@ -500,6 +510,7 @@ mod tests {
                 ContentType::Plain,
                 body.as_bytes(),
                 now,
+                &mut buffers,
             );
         }
         conn.collect(&mut buffers);
