@@ -8,8 +8,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::http::Ticket;
-use crate::http::{BufferPool, Connection, HttpDate, TIMEOUTS};
+use crate::http::{BufferPool, Connection, HttpDate, Ticket, TIMEOUTS};
 use crate::pg::{DbError, Event, Pool, Step};
 use crate::service::{Context, Finished, Service, Serving};
 use crate::sys;
@@ -379,6 +378,7 @@ impl<S: Service, K> Core<S, K> {
             service: &mut self.service,
             slots: &mut self.slots,
             completed: &mut self.completed,
+            buffers: &mut self.buffers,
             date: &self.date,
             now: self.now,
         };
@@ -403,6 +403,7 @@ struct Deliverer<'a, S, K> {
     service: &'a mut S,
     slots: &'a mut [Slot<K>],
     completed: &'a mut Vec<usize>,
+    buffers: &'a mut BufferPool,
     date: &'a HttpDate,
     now: Instant,
 }
@@ -410,7 +411,14 @@ struct Deliverer<'a, S, K> {
 impl<S: Service, K> Deliverer<'_, S, K> {
     fn event(&mut self, token: u64, event: Event<'_>) {
         let finished = self.service.on_database_event(token, event);
-        deliver(self.slots, self.completed, self.date, self.now, finished);
+        deliver(
+            self.slots,
+            self.completed,
+            self.buffers,
+            self.date,
+            self.now,
+            finished,
+        );
     }
 
     fn timer(&mut self, ticket: Ticket, token: u64) {
@@ -418,7 +426,14 @@ impl<S: Service, K> Deliverer<'_, S, K> {
             return;
         }
         let finished = self.service.on_timer(ticket, token);
-        deliver(self.slots, self.completed, self.date, self.now, finished);
+        deliver(
+            self.slots,
+            self.completed,
+            self.buffers,
+            self.date,
+            self.now,
+            finished,
+        );
     }
 }
 
@@ -434,6 +449,7 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
 fn deliver<K>(
     slots: &mut [Slot<K>],
     completed: &mut Vec<usize>,
+    buffers: &mut BufferPool,
     date: &HttpDate,
     now: Instant,
     finished: Option<Finished<'_>>,
@@ -455,6 +471,7 @@ fn deliver<K>(
         finished.content_type,
         finished.body,
         now,
+        buffers,
     );
     completed.push(index);
 }
