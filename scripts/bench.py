@@ -300,6 +300,7 @@ HOSTS_FILE = "/etc/hosts"
 
 
 def parse_args(argv):
+    groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
     p = argparse.ArgumentParser(
         prog="scripts/bench.py",
         description="Run TFB's wrk load against a server (and optionally a baseline, alternately). "
@@ -350,8 +351,7 @@ def parse_args(argv):
     p.add_argument(
         "--tests",
         default="tfb",
-        help=f"comma-separated tests or groups ({', '.join(f'{g}: {chr(44).join(t)}' for g, t in TEST_GROUPS.items())}) "
-        "(default: %(default)s)",
+        help=f"comma-separated tests or groups ({groups}) (default: %(default)s)",
     )
     p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="(default: %(default)s)")
     p.add_argument("--duration", type=int, help="seconds per level (profile default)")
