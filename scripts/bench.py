@@ -11,6 +11,7 @@ Python 3 standard library only, so that it runs on a fresh Debian machine.
 """
 
 import argparse
+import dataclasses
 import http.client
 import json
 import os
@@ -23,6 +24,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 LUA_DIR = Path(__file__).resolve().parent / "bench"
 REPORT_LUA = LUA_DIR / "report.lua"
 PIPELINE_LUA = LUA_DIR / "pipeline.lua"
+MIX_LUA = LUA_DIR / "mix.lua"
 JSON_MARKER = "BENCH_JSON "
 
 # The Accept headers TFB's load generator sends, per response type.
@@ -50,12 +53,18 @@ QUERY_WARMUP_N = 2
 
 @dataclass(frozen=True)
 class Test:
-    """One TFB test type. `kind` says what a level is: connections, or N at fixed connections."""
+    """One test type (TFB's, or one of HttpArena's profiles). `kind` says what a level is:
+    connections, or N at fixed connections."""
 
     name: str
-    path: str  # for query tests, the URL up to the N
+    path: str  # for query tests, the URL up to the N; for a mix, the path its probe asks for
     kind: str  # "connections", "pipelined" (connections, 16 requests per write) or "queries"
     accept: str
+    # HttpArena's mixes: raw requests sent in turn, and every Nth request closes its connection.
+    requests: tuple = ()
+    close_every: int = 0
+    delay_ms: int = 0  # each request waits this long: the level's ceiling is connections / delay
+    one_worker: bool = False  # every server runs one worker thread or process
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -64,6 +73,35 @@ class Test:
     def level_name(self):
         return "N" if self.kind == "queries" else "connections"
 
+    def ceiling_rps(self, connections):
+        """What `connections` held requests of `delay_ms` each allow at most, per second."""
+        return connections * 1000 / self.delay_ms if self.delay_ms else None
+
+
+def raw_request(method, path, body=None, chunked=False):
+    """An HTTP/1.1 request as HttpArena's load generator sends it (its requests/*.raw)."""
+    head = [f"{method} {path} HTTP/1.1", "Host: localhost"]
+    if body is None:
+        return "\r\n".join(head) + "\r\n\r\n"
+    head.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}")
+    payload = f"{len(body):x}\r\n{body}\r\n0\r\n\r\n" if chunked else body
+    return "\r\n".join(head) + "\r\n\r\n" + payload
+
+
+# HttpArena's baseline and limited-conn mix (requests/get.raw, post_cl.raw, post_chunked.raw): 55, 75, 75.
+BASELINE_PATH = "/baseline11?a=13&b=42"
+BASELINE_MIX = (
+    raw_request("GET", BASELINE_PATH),
+    raw_request("POST", BASELINE_PATH, "20"),
+    raw_request("POST", BASELINE_PATH, "20", chunked=True),
+)
+# HttpArena's json profile: these (count, m) pairs in turn (requests/json-{count}.raw).
+JSON_PAIRS = ((1, 3), (5, 7), (10, 2), (15, 5), (25, 4), (40, 8), (50, 6))
+JSON_MIX = tuple(raw_request("GET", f"/json/{count}?m={m}") for count, m in JSON_PAIRS)
+# gcannon's -r of each profile (HttpArena's scripts/lib/tools/gcannon.sh): limited-conn 10, json 25.
+LIMITED_CONN_REQUESTS = 10
+JSON_REQUESTS_PER_CONNECTION = 25
+ASYNC_DELAY_MS = 10  # their scored async profile: GET /delay/10 (requests/async-delay.raw)
 
 TESTS = {
     t.name: t
@@ -75,10 +113,36 @@ TESTS = {
         Test("updates", "/updates?queries=", "queries", ACCEPT_JSON),
         Test("fortunes", "/fortunes", "connections", ACCEPT_HTML),
         Test("cached", "/cached-queries?count=", "queries", ACCEPT_JSON),
+        # HttpArena's HTTP/1.1 profiles (/work/shared/httparena-spec.md).
+        Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
+        Test("pipelined", "/pipeline", "pipelined", ACCEPT_PLAIN),
+        Test("limited-conn", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX, LIMITED_CONN_REQUESTS),
+        Test("arena-json", "/json/1?m=3", "connections", ACCEPT_JSON, JSON_MIX, JSON_REQUESTS_PER_CONNECTION),
+        Test("async", f"/delay/{ASYNC_DELAY_MS}", "connections", ACCEPT_PLAIN, delay_ms=ASYNC_DELAY_MS),
+        # The HTTP core against nginx: TFB's plaintext, one request in flight per connection.
+        Test("plaintext-single", "/plaintext", "connections", ACCEPT_PLAIN),
+        Test("plaintext-single-1worker", "/plaintext", "connections", ACCEPT_PLAIN, one_worker=True),
     ]
+}
+TEST_GROUPS = {
+    "tfb": ["json", "plaintext", "db", "queries", "updates", "fortunes", "cached"],
+    "httparena": ["baseline", "pipelined", "limited-conn", "arena-json", "async"],
+    "nginx": ["plaintext-single", "plaintext-single-1worker"],
 }
 
 TFB_CONNECTION_LEVELS = [16, 32, 64, 128, 256, 512]
+# HttpArena's connection counts (scripts/lib/profiles.sh), and the nginx bar's (issue 19). async:
+# HttpArena holds 32,000; here one level the CPU can answer in time (512 / 10 ms = 51,200/s) and
+# two far beyond it, the second near what Linux's default ephemeral ports allow (connection_capacity).
+HTTPARENA_LEVELS = {
+    "baseline": [512, 4096],
+    "pipelined": [512, 4096],
+    "limited-conn": [512, 4096],
+    "arena-json": [4096],
+    "async": [512, 10000, 14000],
+    "plaintext-single": [100, 500],
+    "plaintext-single-1worker": [50],
+}
 PROFILES = {
     # TFB's run-tests.py defaults and the sleeps of its concurrency/pipeline/query scripts.
     "tfb": {
@@ -95,6 +159,7 @@ PROFILES = {
             "queries": [1, 5, 10, 15, 20],
             "updates": [1, 5, 10, 15, 20],
             "cached": [1, 10, 20, 50, 100],
+            **HTTPARENA_LEVELS,
         },
     },
     # A couple of minutes for all seven tests: a low and the top level of each.
@@ -112,6 +177,7 @@ PROFILES = {
             "queries": [1, 20],
             "updates": [1, 20],
             "cached": [1, 100],
+            **HTTPARENA_LEVELS,
         },
     },
 }
@@ -123,18 +189,19 @@ class BenchError(Exception):
 
 # ---------------------------------------------------------------- anchors
 
-# TFB's top Rust entries, prebuilt, beside the checkout in ../shared/anchors (see its
-# README.md), or where GNOSIS_ANCHORS_DIR or --anchors-dir says. Each listens on 0.0.0.0:8080
-# only, takes no arguments and, if it has database tests, connects at start-up to
+
+def shared_path(*parts, environ=os.environ):
+    """A path in the project's shared directory: $GNOSIS_SHARED_DIR, else `shared` beside the
+    checkout (../shared), where the competitors' binaries are."""
+    return Path(environ.get("GNOSIS_SHARED_DIR") or REPO.parent / "shared").joinpath(*parts)
+
+
+# TFB's top Rust entries, prebuilt (see ../shared/anchors/README.md). Each listens on
+# 0.0.0.0:8080 only, takes no arguments and, if it has database tests, connects at start-up to
 # tfb-database:5432 as TFB's containers do.
-ANCHORS_DIR_VARIABLE = "GNOSIS_ANCHORS_DIR"
-
-
-def default_anchors_dir(environ=os.environ):
-    return Path(environ.get(ANCHORS_DIR_VARIABLE) or REPO.parent / "shared" / "anchors" / "bin")
-
-
-DEFAULT_ANCHORS_DIR = default_anchors_dir()
+DEFAULT_ANCHORS_DIR = shared_path("anchors", "bin")
+# HttpArena's Rust engines, prebuilt (../shared/anchors/httparena/README.md): bin/NAME, 8080.
+DEFAULT_HTTPARENA_DIR = shared_path("anchors", "httparena")
 ANCHOR_PREFIX = "anchor:"
 ANCHOR_PORT = 8080
 DB_TESTS = ("db", "queries", "updates", "fortunes")
@@ -143,6 +210,11 @@ ANCHOR_PATHS = {"queries": "/queries?q=", "updates": "/updates?q="}
 RULE_7_NOTE = (
     "puts all of a request's queries under one Sync, which TFB's rule 7 forbids: its numbers "
     "here are not a legal bar (/work/shared/anchors.md)"
+)
+KEPT_OPEN_NOTE = (
+    "kept its connections open after `Connection: close` (wrk reconnected after {closed:.0%} of them; "
+    "{per_connection:,.1f} requests per connection, not {close_every}): it skipped the reconnections "
+    "this test measures, so its number here is no bar"
 )
 FIRST_REQUEST_NOTE = (
     "answers every request of a pipelined read with the response to the first one (a "
@@ -157,6 +229,14 @@ class Anchor:
     tests: tuple  # the tests it serves; cached queries: none of them
     # The tests it serves against TFB's rules, each with why: its numbers there are no bar.
     not_a_legal_bar: dict = field(default_factory=dict)
+    venue: str = "tfb"  # whose entry: "tfb" (--anchors-dir) or "httparena" (--httparena-dir)
+    binary: str = None  # its file name, if not its name
+    ports: tuple = (ANCHOR_PORT,)  # every port it binds (the first serves the tests)
+
+    def path(self, anchors_dir, httparena_dir):
+        if self.venue == "httparena":
+            return Path(httparena_dir) / "bin" / (self.binary or self.name)
+        return Path(anchors_dir) / (self.binary or self.name)
 
     @property
     def needs_database(self):
@@ -168,6 +248,7 @@ class Anchor:
         return test.url_path(level)
 
 
+HTTPARENA_H1 = ("baseline", "pipelined", "limited-conn")
 ANCHORS = {
     a.name: a
     for a in [
@@ -179,8 +260,16 @@ ANCHORS = {
             not_a_legal_bar={"queries": RULE_7_NOTE, "updates": RULE_7_NOTE, "plaintext": FIRST_REQUEST_NOTE},
         ),
         Anchor("faf", ("plaintext",)),
+        # HttpArena's engines: the profiles of their meta.json `tests` that bench.py runs.
+        Anchor("rust-epoll", HTTPARENA_H1, venue="httparena"),
+        Anchor("tokio", HTTPARENA_H1, venue="httparena"),
+        Anchor("hyper", HTTPARENA_H1, venue="httparena"),
+        Anchor("may-minihttp-arena", HTTPARENA_H1, venue="httparena", binary="may-minihttp"),
+        # sark (a wrapper script) also binds 8081 (json-tls), 8082 (h2c) and 8443 (h2).
+        Anchor("sark", HTTPARENA_H1 + ("arena-json",), venue="httparena", ports=(ANCHOR_PORT, 8081, 8082, 8443)),
     ]
 }
+ANCHOR_GROUPS = {venue: [a for a in ANCHORS.values() if a.venue == venue] for venue in ("tfb", "httparena")}
 
 # The database the anchors expect, made with scripts/pg.sh: TFB's set-up on TCP port 5432. Its
 # Unix socket lives in its own directory only: a /tmp/.s.PGSQL.5432 would be found by the
@@ -203,6 +292,7 @@ ANCHOR_DB_CLIENT_ENV = {
     "PGDATABASE": "hello_world",
 }
 PG_SH = REPO / "scripts" / "pg.sh"
+DATASET = REPO / "data" / "dataset.json"
 HOSTS_FILE = "/etc/hosts"
 
 
@@ -210,6 +300,7 @@ HOSTS_FILE = "/etc/hosts"
 
 
 def parse_args(argv):
+    groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
     p = argparse.ArgumentParser(
         prog="scripts/bench.py",
         description="Run TFB's wrk load against a server (and optionally a baseline, alternately). "
@@ -228,27 +319,39 @@ def parse_args(argv):
     )
     p.add_argument(
         "--anchors",
-        metavar="NAME,NAME|all",
-        help=f"more servers: these anchors ({', '.join(ANCHORS)}), each run alternately with "
-        "--server (and --baseline); ratios are --server over each of them",
+        metavar="NAME,NAME|tfb|httparena|all",
+        help=f"more servers: these anchors ({', '.join(ANCHORS)}; tfb: TFB's, httparena: HttpArena's "
+        "engines), each run alternately with --server (and --baseline) on the tests it serves; "
+        "ratios are --server over each of them",
     )
     p.add_argument(
         "--anchors-dir",
         default=str(DEFAULT_ANCHORS_DIR),
-        help=f"where the anchors' binaries are (default: ${ANCHORS_DIR_VARIABLE}, else "
-        "../shared/anchors/bin beside the checkout: %(default)s)",
+        help="where TFB's anchors' binaries are ($GNOSIS_SHARED_DIR/anchors/bin, default: %(default)s)",
+    )
+    p.add_argument(
+        "--httparena-dir",
+        default=str(DEFAULT_HTTPARENA_DIR),
+        help="where HttpArena's engines are, in bin/ ($GNOSIS_SHARED_DIR/anchors/httparena, default: %(default)s)",
+    )
+    p.add_argument(
+        "--nginx",
+        action="store_true",
+        help="one more server: Debian's nginx (nginx-light), configured here, on the nginx tests "
+        f"({', '.join(TEST_GROUPS['nginx'])})",
     )
     p.add_argument(
         "--port",
         type=int,
-        help=f"port of --server (default: 8080, or {ANCHOR_PORT + 1} when an anchor, always on "
-        f"{ANCHOR_PORT}, is in the run)",
+        help=f"port of --server (default: 8080, or the first port above {ANCHOR_PORT} that no anchor "
+        f"binds when an anchor, always on {ANCHOR_PORT}, is in the run)",
     )
     p.add_argument("--baseline-port", type=int, help="port of --baseline (default: --port + 1)")
+    p.add_argument("--nginx-port", type=int, help="port of --nginx (default: the next one after --baseline-port)")
     p.add_argument(
         "--tests",
-        default=",".join(TESTS),
-        help="comma-separated tests (default: all of %(default)s)",
+        default="tfb",
+        help=f"comma-separated tests or groups ({groups}) (default: %(default)s)",
     )
     p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="(default: %(default)s)")
     p.add_argument("--duration", type=int, help="seconds per level (profile default)")
@@ -288,10 +391,10 @@ def parse_args(argv):
     )
     args = p.parse_args(argv)
 
-    args.tests = [t.strip() for t in args.tests.split(",") if t.strip()]
+    args.tests = expand_tests(args.tests)
     unknown = [t for t in args.tests if t not in TESTS]
     if unknown or not args.tests:
-        p.error(f"unknown test(s) {unknown}; choose from {','.join(TESTS)}")
+        p.error(f"unknown test(s) {unknown}; choose from {','.join(TESTS)} or the groups {','.join(TEST_GROUPS)}")
     profile = PROFILES[args.profile]
     for key in ("duration", "warmup", "primer"):
         if getattr(args, key) is None:
@@ -312,8 +415,18 @@ def parse_args(argv):
         p.error("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
     commands = [s for s in args.specs if s.anchor is None]
     if len({s.port for s in commands}) < len(commands):
-        p.error("--baseline-port must differ from --port")
+        p.error("--port, --baseline-port and --nginx-port must differ")
     return args
+
+
+def expand_tests(text):
+    """The tests of a --tests list, each group replaced by its tests, each test once, in order."""
+    tests = []
+    for word in (w.strip() for w in text.split(",")):
+        for test in TEST_GROUPS.get(word, [word] if word else []):
+            if test not in tests:
+                tests.append(test)
+    return tests
 
 
 @dataclass(frozen=True)
@@ -324,6 +437,8 @@ class ServerSpec:
     command: str  # the command line, or the anchor's binary
     port: int
     anchor: Anchor = None
+    tests: tuple = None  # the tests it serves, if not all (an anchor: its own)
+    one_worker_command: str = None  # the command line for the one-worker tests, if it has one
 
 
 def anchor_named(name):
@@ -334,11 +449,13 @@ def anchor_named(name):
 
 def parse_anchor_list(text):
     names = [n.strip() for n in text.split(",") if n.strip()]
-    if names == ["all"]:
-        return list(ANCHORS.values())
     if not names:
-        raise ValueError("--anchors: name at least one anchor, or all")
-    return [anchor_named(n) for n in names]
+        raise ValueError("--anchors: name at least one anchor, or tfb, httparena or all")
+    anchors = []
+    for name in names:
+        group = list(ANCHORS.values()) if name == "all" else ANCHOR_GROUPS.get(name) or [anchor_named(name)]
+        anchors += [a for a in group if a not in anchors]
+    return anchors
 
 
 def server_specs(args):
@@ -356,27 +473,34 @@ def server_specs(args):
     for anchor in parse_anchor_list(args.anchors) if args.anchors else []:
         chosen.append((None, None, anchor, "anchor"))
 
-    with_anchor = any(anchor for _, _, anchor, _ in chosen)
+    anchor_ports = {port for _, _, anchor, _ in chosen if anchor for port in anchor.ports}
     if args.port is None:
-        args.port = ANCHOR_PORT + 1 if with_anchor else 8080
+        args.port = next(p for p in range(ANCHOR_PORT + 1, 65536) if p not in anchor_ports) if anchor_ports else 8080
     if args.baseline_port is None:
         args.baseline_port = args.port + 1
+    if args.nginx_port is None:
+        args.nginx_port = next(p for p in range(args.baseline_port + 1, 65536) if p not in anchor_ports | {args.port})
     specs, taken = [], set()
     for name, command, anchor, role in chosen:
         if anchor:
             name = name or anchor.name
-            spec = ServerSpec(name, str(anchors_dir / anchor.name), ANCHOR_PORT, anchor)
+            spec = ServerSpec(name, str(anchor.path(anchors_dir, args.httparena_dir)), ANCHOR_PORT, anchor, anchor.tests)
         else:
             name = name or (program_name(command) if role == "server" else "baseline")
             port = args.port if role == "server" else args.baseline_port
-            spec = ServerSpec(name, command.replace("{port}", str(port)), port)
+            # The one-worker tests run it with --threads 1, as gnosis takes it.
+            spec = ServerSpec(name, command.replace("{port}", str(port)), port,
+                              one_worker_command=f"{command.replace('{port}', str(port))} --threads 1")  # fmt: skip
         if spec.name in taken:  # the same program twice: keep the labels apart
             number = 2
             while f"{spec.name} #{number}" in taken:
                 number += 1
-            spec = ServerSpec(f"{spec.name} #{number}", spec.command, spec.port, spec.anchor)
+            spec = dataclasses.replace(spec, name=f"{spec.name} #{number}")
         taken.add(spec.name)
         specs.append(spec)
+    if args.nginx:
+        specs.append(ServerSpec("nginx", nginx_command(NGINX_CONF), args.nginx_port, tests=tuple(TEST_GROUPS["nginx"]),
+                                one_worker_command=nginx_command(NGINX_ONE_WORKER_CONF)))  # fmt: skip
     return specs
 
 
@@ -411,25 +535,59 @@ def program_name(command):
 # ---------------------------------------------------------------- environment
 
 
-def ensure_wrk():
-    if shutil.which("wrk"):
+def ensure_installed(command, package):
+    """The command, installed from Debian's package if missing and this runs as root."""
+    if shutil.which(command):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise BenchError("wrk is missing: install it (Debian: apt-get install -y wrk)")
-    print("wrk is missing: installing it with apt-get", flush=True)
+        raise BenchError(f"{command} is missing: install it (Debian: apt-get install -y {package})")
+    print(f"{command} is missing: installing {package} with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "wrk"], check=True, env=env)
-    if not shutil.which("wrk"):
-        raise BenchError("apt-get install wrk did not provide a wrk command")
+    subprocess.run(["apt-get", "install", "-y", package], check=True, env=env)
+    if not shutil.which(command):
+        raise BenchError(f"apt-get install {package} did not provide a {command} command")
 
 
-def raise_open_files_limit():
-    """wrk and the servers inherit this: 16,384 connections need more than the usual 1,024."""
+# What wrk and a server need beyond their connections: listeners, logs, rings, epoll, pipes.
+SPARE_FILES = 256
+
+
+def raise_open_files_limit(connections=0):
+    """wrk and the servers inherit this: 16,384 connections need more than the usual 1,024.
+    Up to the hard limit, or, where allowed (root), beyond it to what `connections` need."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + SPARE_FILES
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            soft, hard = wanted, wanted
+        except (ValueError, OSError):
+            pass  # not allowed: the hard limit stays, and connection_capacity says so
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def ephemeral_ports():
+    """How many local ports connect() may pick from (net.ipv4.ip_local_port_range)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return None
+    return high - low + 1
+
+
+def connection_capacity(open_files):
+    """(the most connections wrk can hold open to one server here, and what sets it)."""
+    limits = [(open_files - SPARE_FILES, f"the open-files limit ({open_files}, less {SPARE_FILES} spare)")]
+    ports = ephemeral_ports()
+    if ports:
+        # connect() takes ports of one parity first (Linux >= 4.6): beyond that half, each
+        # connect scans the whole half first, and wrk needs tens of seconds to connect.
+        limits.append((ports // 2, f"half the ephemeral ports (net.ipv4.ip_local_port_range: {ports}), "
+                                   "those connect() picks first"))  # fmt: skip
+    return min(limits)
 
 
 def machine_info():
@@ -496,10 +654,11 @@ def ticks_since(before, after):
     return sum(max(0, ticks - before.get(pid, 0)) for pid, ticks in after.items())
 
 
-def read_peak_rss_kib(pid):
+def read_status_kib(pid, field):
+    """A size field of /proc/PID/status, e.g. VmHWM: (peak RSS) or VmRSS:, in KiB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     return 0
 
@@ -511,7 +670,7 @@ class Server:
     without arguments. It can be stopped and started again (anchors sharing port 8080 take turns).
     """
 
-    def __init__(self, name, command, host, port, log_path, anchor=None, env=None):
+    def __init__(self, name, command, host, port, log_path, anchor=None, env=None, tests=None, one_worker_command=None):
         self.name = name
         self.command = command.replace("{port}", str(port))
         self.host = host
@@ -519,13 +678,19 @@ class Server:
         self.log_path = log_path
         self.anchor = anchor
         self.env = env  # added to the inherited environment
+        self.tests = anchor.tests if anchor and tests is None else tests  # None: every test
+        self.one_worker_command = one_worker_command and one_worker_command.replace("{port}", str(port))
+        self.one_worker = False  # whether it runs (or last ran) its one-worker command
         self.process = None
         self.stopped = True  # not started yet, or stopped on purpose
         self.starts = 0
         self.peak_reset_works = True
+        self.rss_at_start_kib = None  # once it opened its port, before any load
 
     def serves(self, test):
-        return self.anchor is None or test.name in self.anchor.tests
+        if test.one_worker and not self.one_worker_command:
+            return False
+        return self.tests is None or test.name in self.tests
 
     def url_path(self, test, level):
         return self.anchor.url_path(test, level) if self.anchor else test.url_path(level)
@@ -534,7 +699,7 @@ class Server:
         """Started and not stopped on purpose (it may have died since: check_alive says so)."""
         return self.process is not None and not self.stopped
 
-    def start(self, timeout):
+    def start(self, timeout, one_worker=False):
         owner = port_in_use(self.port)
         # A server that just exited may hold its port a little longer: an io_uring server's
         # sockets live until the kernel has torn its rings down, after the process is gone.
@@ -548,18 +713,20 @@ class Server:
                 "or to benchmark whatever listens there"
             )
         self.starts += 1
+        self.one_worker = one_worker
+        command = self.one_worker_command if one_worker else self.command
         with open(self.log_path, "ab") as log:
-            log.write(f"--- bench.py: start {self.starts} of {self.name}: {self.command}\n".encode())
+            log.write(f"--- bench.py: start {self.starts} of {self.name}: {command}\n".encode())
             log.flush()
-            print(f"starting {self.name}: {self.command}", flush=True)
+            print(f"starting {self.name}: {command}", flush=True)
             env = dict(os.environ, **self.env) if self.env else None
-            argv, shell = (self.command, True) if self.anchor is None else ([self.command], False)
+            argv, shell = (command, True) if self.anchor is None else ([command], False)
             try:
                 self.process = subprocess.Popen(
                     argv, shell=shell, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )
             except OSError as e:
-                raise BenchError(f"cannot start {self.name} ({self.command}): {e}") from None
+                raise BenchError(f"cannot start {self.name} ({command}): {e}") from None
         self.stopped = False
         deadline = time.monotonic() + timeout
         while not port_open(self.host, self.port):
@@ -569,6 +736,7 @@ class Server:
             if time.monotonic() > deadline:
                 raise BenchError(f"{self.name} did not open port {self.port} within {timeout:.0f} s; see {self.log_path}")
             time.sleep(0.1)
+        self.rss_at_start_kib = self.rss_kib()
 
     def check_alive(self):
         if self.process is not None and not self.stopped and self.process.poll() is not None:
@@ -659,10 +827,17 @@ class Server:
 
     def peak_rss_kib(self):
         """Sum over the session's processes of their peak RSS (one process for gnosis)."""
+        return self.sum_status_field("VmHWM:")
+
+    def rss_kib(self):
+        """Sum over the session's processes of their RSS now."""
+        return self.sum_status_field("VmRSS:")
+
+    def sum_status_field(self, field):
         total = 0
         for pid in self.pids(measured_only=True):
             try:
-                total += read_peak_rss_kib(pid)
+                total += read_status_kib(pid, field)
             except (OSError, ValueError):
                 continue
         return total
@@ -771,8 +946,10 @@ def probe(host, port, path, accept):
 # ---------------------------------------------------------------- wrk
 
 
-def wrk_command(url, connections, threads, duration, accept, pipelined):
-    """The command line of TFB's concurrency/pipeline/query scripts, plus our reporting script."""
+def wrk_command(url, connections, threads, duration, accept, pipelined, mix=None):
+    """The command line of TFB's concurrency/pipeline/query scripts, plus our reporting script;
+    with a `mix` (raw requests, close every N), mix.lua sends those requests in turn instead."""
+    script = MIX_LUA if mix else PIPELINE_LUA if pipelined else REPORT_LUA
     command = [
         "wrk",
         "-H", "Host: localhost",
@@ -783,12 +960,21 @@ def wrk_command(url, connections, threads, duration, accept, pipelined):
         "-c", str(connections),
         "--timeout", str(WRK_TIMEOUT_S),
         "-t", str(threads),
-        "-s", str(PIPELINE_LUA if pipelined else REPORT_LUA),
+        "-s", str(script),
         url,
     ]  # fmt: skip
-    if pipelined:
+    if mix:
+        requests, close_every = mix
+        command += ["--", str(close_every)] + [r.replace("\r\n", "\\r\\n") for r in requests]
+    elif pipelined:
         command += ["--", str(PIPELINE_DEPTH)]
     return command
+
+
+def tcp_active_opens():
+    """The TCP connections opened so far by this network namespace (Tcp ActiveOpens)."""
+    lines = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines() if line.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("ActiveOpens")])
 
 
 def parse_wrk_output(stdout):
@@ -808,17 +994,22 @@ def parse_wrk_output(stdout):
     seconds = summary["duration_us"] / 1e6
     summary["requests_per_s"] = summary["requests"] / seconds if seconds > 0 else 0.0
     errors = summary["errors"]
-    summary["socket_errors"] = errors["connect"] + errors["read"] + errors["write"] + errors["timeout"]
+    # A server may close a connection after answering its `Connection: close` request without
+    # saying so in the answer (RFC 9112 allows it); wrk counts each such close as a read error.
+    summary["closes"] = summary.get("closes", 0)
+    read_errors = max(0, errors["read"] - summary["closes"])
+    summary["socket_errors"] = errors["connect"] + read_errors + errors["write"] + errors["timeout"]
     summary["non_2xx"] = errors["status"]
     return summary
 
 
-def run_wrk(server, url, connections, threads, duration, accept, pipelined):
+def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
     """One wrk run against `server`, with the server's CPU time, peak RSS, and the CPU time of
     PostgreSQL and of wrk itself: on one machine the three share the cores."""
-    command = wrk_command(url, connections, threads, duration, accept, pipelined)
+    command = wrk_command(url, connections, threads, duration, accept, pipelined, mix)
     server.check_alive()
     server.reset_peak_rss()
+    opened_before = tcp_active_opens()
     ticks_before = server.cpu_ticks()
     postgres_before = postgres_cpu_ticks()
     own_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -833,6 +1024,7 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined):
     postgres_cpu_s = ticks_since(postgres_before, postgres_cpu_ticks()) / os.sysconf("SC_CLK_TCK")
     wrk_cpu_s = (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime)
     peak_rss_kib = server.peak_rss_kib()
+    opened = tcp_active_opens() - opened_before
     server.check_alive()
     if done.returncode != 0:
         raise BenchError(f"wrk failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
@@ -847,6 +1039,9 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined):
         # Requests per second of server CPU: on a shared machine much steadier than requests/s.
         "requests_per_cpu_s": round(summary["requests"] / cpu_s) if cpu_s > 0 else None,
         "server_peak_rss_kib": peak_rss_kib,
+        "server_rss_at_start_kib": server.rss_at_start_kib,
+        # TCP connections this network namespace opened meanwhile: wrk's, and a few of others'.
+        "connections_opened": opened,
         "postgres_cpu_percent": round(100 * postgres_cpu_s / wall, 1),
         "wrk_cpu_s": round(wrk_cpu_s, 2),
         "wrk_cpu_percent": round(100 * wrk_cpu_s / wall, 1),
@@ -931,7 +1126,9 @@ def measure(test, server, record, args, log, phase, level, round_no):
         duration, pipelined = (args.primer if phase == "primer" else args.warmup), False
     threads = min(connections, args.threads)
     url = f"http://{server.host}:{server.port}{path}"
-    run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined)
+    # A mix primes and warms up with itself: its requests are the test.
+    mix = (test.requests, test.close_every) if test.requests else None
+    run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
     run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
     record["servers"][server.name]["runs"].append(run)
     s = run["summary"]
@@ -946,7 +1143,7 @@ def measure(test, server, record, args, log, phase, level, round_no):
 
 def run_side_by_side(test, servers, levels, record, args, log, lineup):
     if lineup:
-        lineup.bring_up(servers)
+        lineup.bring_up(servers, test.one_worker)
     for server in servers:
         if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
             return
@@ -964,7 +1161,7 @@ def run_side_by_side(test, servers, levels, record, args, log, lineup):
 def run_in_turns(test, servers, levels, record, args, log, lineup):
     for round_no in range(1, args.rounds + 1):
         for server in rotated(servers, round_no):
-            lineup.bring_up([server])
+            lineup.bring_up([server], test.one_worker)
             if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
                 return
             measure(test, server, record, args, log, "primer", None, round_no)
@@ -983,7 +1180,8 @@ class Lineup:
         self.timeout = timeout
         self.log = log
 
-    def bring_up(self, wanted):
+    def bring_up(self, wanted, one_worker=False):
+        """Each wanted server up, with one worker or its usual number (restarted to change)."""
         for server in wanted:
             for other in self.servers:
                 if other is not server and other.port == server.port and other.is_up():
@@ -992,13 +1190,82 @@ class Lineup:
                     other.stop()
             if server.is_up():
                 server.check_alive()
-                continue
-            server.start(self.timeout)
+                if server.one_worker == one_worker:
+                    continue
+                self.log(f"--- restarting {server.name} with {'one worker' if one_worker else 'its usual workers'}")
+                server.stop()
+            server.start(self.timeout, one_worker)
             self.log(f"--- {server.name} is up on port {server.port}: {', '.join(server.processes())}")
 
     def stop_all(self):
         for server in self.servers:
             server.stop()
+
+
+# ---------------------------------------------------------------- nginx
+
+# nginx's command lines before the run has a directory for it (then NGINX_DIR is replaced).
+NGINX_DIR = "{nginx_dir}"
+NGINX_CONF = "nginx.conf"
+NGINX_ONE_WORKER_CONF = "nginx-1worker.conf"
+PLAINTEXT_BODY = "Hello, World!"  # gnosis's /plaintext
+NGINX_WORKER_CONNECTIONS = 8192
+
+
+def nginx_command(conf):
+    return f"exec nginx -p {NGINX_DIR}/ -c {NGINX_DIR}/{conf}"
+
+
+def nginx_config(port, workers, directory):
+    """The bar of issue 19: `return 200` of /plaintext's body, `workers` worker processes,
+    sendfile, tcp_nodelay, no access log, keep-alive without a request limit (nginx closes a
+    connection after 1,000 requests by default: gnosis does not)."""
+    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    temp = "\n".join(f"    {kind}_temp_path {directory}/{kind};" for kind in kinds)
+    return f"""# Written by scripts/bench.py for one run.
+daemon off;
+master_process on;
+worker_processes {workers};
+worker_rlimit_nofile {2 * NGINX_WORKER_CONNECTIONS};
+pid {directory}/nginx.pid;
+error_log stderr warn;
+
+events {{
+    worker_connections {NGINX_WORKER_CONNECTIONS};
+}}
+
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_timeout 65s;
+    keepalive_requests {2**31 - 1};
+{temp}
+
+    server {{
+        listen {LOOPBACK}:{port} reuseport backlog=4096;
+        location = /plaintext {{
+            default_type text/plain;
+            return 200 "{PLAINTEXT_BODY}";
+        }}
+        location / {{
+            return 404;
+        }}
+    }}
+}}
+"""
+
+
+def write_nginx_configs(directory, port):
+    """Both configurations (a worker per core, and one worker) in `directory`, each checked by
+    `nginx -t`."""
+    cores = len(os.sched_getaffinity(0))
+    for name, workers in ((NGINX_CONF, cores), (NGINX_ONE_WORKER_CONF, 1)):
+        path = Path(directory) / name
+        path.write_text(nginx_config(port, workers, directory))
+        done = subprocess.run(["nginx", "-t", "-p", f"{directory}/", "-c", str(path)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BenchError(f"nginx -t rejects {path}:\n{done.stderr.strip()}")
 
 
 # ---------------------------------------------------------------- the anchors' database
@@ -1119,8 +1386,34 @@ def summarize(record):
                 "cpu_s_per_1k_requests": statistics.median(cpu_per_1k) if cpu_per_1k else None,
                 "peak_rss_kib": max(r["server_peak_rss_kib"] for r in runs),
                 "connections": runs[0]["connections"],
+                "rss_per_connection_bytes": median_known(map(rss_per_connection_bytes, runs)),
+                "requests_per_connection": median_known(map(requests_per_connection, runs)),
+                "closed_on_request": median_known(map(closed_on_request, runs)),
             }
     return rows
+
+
+def requests_per_connection(run):
+    opened = run.get("connections_opened")
+    return run["summary"]["requests"] / opened if opened else None
+
+
+def closed_on_request(run):
+    """The share of the run's `Connection: close` requests after which wrk had to connect again
+    (connections opened beyond the first ones): about 1 for a server that closes, 0 for one
+    that ignores them."""
+    closes, opened = run["summary"].get("closes"), run.get("connections_opened")
+    return max(0, opened - run["connections"]) / closes if closes and opened is not None else None
+
+
+def rss_per_connection_bytes(run):
+    """What the run's connections added to the server's memory, each: its peak RSS during the
+    run less its RSS once started, over the connections (an upper bound: what earlier load left
+    allocated counts too)."""
+    start = run.get("server_rss_at_start_kib")
+    if not start or not run["connections"]:
+        return None
+    return max(0, run["server_peak_rss_kib"] - start) * 1024 / run["connections"]
 
 
 def median_known(values):
@@ -1136,6 +1429,7 @@ def test_totals(data):
         "peak_rss_kib": max((r["server_peak_rss_kib"] for r in runs), default=0),
         "socket_errors": sum(r["summary"]["socket_errors"] for r in runs),
         "non_2xx": sum(r["summary"]["non_2xx"] for r in runs),
+        "unanswered_runs": sum(not r["summary"]["requests"] for r in runs),
     }
 
 
@@ -1167,7 +1461,9 @@ def level_runs(record, name, level):
 
 
 def run_has_errors(run):
-    return bool(run["summary"]["socket_errors"] or run["summary"]["non_2xx"])
+    """Errors, error statuses, or no answer at all (e.g. wrk still connecting when it stopped)."""
+    summary = run["summary"]
+    return bool(summary["socket_errors"] or summary["non_2xx"] or not summary["requests"])
 
 
 def rate(run):
@@ -1278,6 +1574,7 @@ def render_markdown(meta, records, names):
         test = TESTS[record["test"]]
         lines.append(f"## {test.name}: `{test.url_path('N') if test.kind == 'queries' else test.path}`")
         lines.append("")
+        lines += [f"{note}.", ""] if (note := load_description(test)) else []
         for reason in record.get("skipped", {}).values():
             lines += [f"Left out: {reason}.", ""]
         for name, reason in rule_breakers(record, meta):
@@ -1299,6 +1596,10 @@ def render_markdown(meta, records, names):
             header.append("runs (min–max)")
         header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "PostgreSQL CPU", "wrk CPU"]
         header += ["CPU-s per 1k req", "peak RSS"]
+        if test.delay_ms:
+            header += ["% of ceiling", "RSS per connection"]
+        if test.close_every:
+            header.append("requests per connection")
         lines += table_header(header)
         for level in record["levels"]:
             for name in taking_part:
@@ -1322,6 +1623,16 @@ def render_markdown(meta, records, names):
                     format_cpu_per_1k(row["cpu_s_per_1k_requests"]),
                     format_mib(row["peak_rss_kib"]),
                 ]
+                if test.delay_ms:
+                    ceiling = test.ceiling_rps(row["connections"])
+                    per_connection = row["rss_per_connection_bytes"]
+                    cells += [
+                        f"{100 * row['rps_median'] / ceiling:.1f}% of {format_rps(ceiling)}",
+                        "–" if per_connection is None else f"{per_connection / 1024:.2f} KiB",
+                    ]
+                if test.close_every:
+                    per_connection = row["requests_per_connection"]
+                    cells.append("–" if per_connection is None else f"{per_connection:.1f}")
                 lines.append("| " + " | ".join(cells) + " |")
         for other in names[1:]:
             lines.append("")
@@ -1343,6 +1654,30 @@ def render_markdown(meta, records, names):
     return "\n".join(lines)
 
 
+def load_description(test):
+    """What a HttpArena or nginx test sends, in words (TFB's tests say it in the header)."""
+    notes = []
+    if test.requests:
+        notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
+    if test.close_every:
+        notes.append(f"every {test.close_every}th request of a wrk thread says `Connection: close`: a new connection "
+                     f"per {test.close_every} requests on average")  # fmt: skip
+    if test.delay_ms:
+        notes.append(f"each request waits {test.delay_ms} ms: the ceiling is connections / {test.delay_ms} ms; RSS per "
+                     "connection is the peak RSS less the RSS at start, over the connections")  # fmt: skip
+    if test.one_worker:
+        notes.append("every server runs one worker (gnosis --threads 1, nginx worker_processes 1)")
+    text = "; ".join(notes)
+    return text[:1].upper() + text[1:]
+
+
+def request_label(raw):
+    """`POST /path HTTP/1.1` + body: a raw request in a few words."""
+    body = " (chunked)" if "Transfer-Encoding: chunked" in raw else " + body" if "Content-Length" in raw else ""
+    line = raw.split("\r\n", 1)[0]
+    return f"`{line}`{body}"
+
+
 def rule_breakers(record, meta):
     """The anchors of the run that serve this test against TFB's rules, each with why."""
     anchors = meta.get("anchors", {})
@@ -1351,6 +1686,13 @@ def rule_breakers(record, meta):
         reason = ANCHORS.get(anchors.get(name), Anchor("", ())).not_a_legal_bar.get(record["test"])
         if reason:
             breakers.append((name, reason))
+    close_every = TESTS[record["test"]].close_every
+    if close_every and "failed" not in record and not record.get("not_served"):
+        for (name, level), row in summarize(record).items():
+            closed = row["closed_on_request"]
+            if closed is not None and closed < 0.5 and name not in dict(breakers):
+                breakers.append((name, KEPT_OPEN_NOTE.format(closed=closed, per_connection=row["requests_per_connection"],
+                                                             close_every=close_every)))  # fmt: skip
     return breakers
 
 
@@ -1439,10 +1781,10 @@ def collect_failures(records):
             continue
         for name, data in record["servers"].items():
             t = test_totals(data)
-            if t["socket_errors"] or t["non_2xx"]:
+            if t["socket_errors"] or t["non_2xx"] or t["unanswered_runs"]:
                 failures.append(
                     f"{record['test']} / {name}: {t['socket_errors']} socket errors, "
-                    f"{t['non_2xx']} non-2xx/3xx responses"
+                    f"{t['non_2xx']} non-2xx/3xx responses, {t['unanswered_runs']} runs without an answer"
                 )
     return failures
 
@@ -1560,20 +1902,39 @@ def preflight(servers):
     for server in servers:
         if server.anchor and not os.access(server.command, os.X_OK):
             raise BenchError(
-                f"anchor {server.name}: no executable {server.command} (see /work/shared/anchors/README.md, "
-                "or --anchors-dir)"
+                f"anchor {server.name}: no executable {server.command} (see ../shared/anchors/README.md beside "
+                "the checkout, or --anchors-dir, --httparena-dir, GNOSIS_SHARED_DIR)"
             )
-    for port in sorted({s.port for s in servers}):
+    ports = {s: s.anchor.ports if s.anchor else (s.port,) for s in servers}
+    for port in sorted({p for used in ports.values() for p in used}):
         owner = port_in_use(port)
         if owner:
-            users = ", ".join(s.name for s in servers if s.port == port)
+            users = ", ".join(s.name for s in servers if port in ports[s])
             raise BenchError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
+
+
+def most_connections(args):
+    """The most connections one wrk run of this command opens."""
+    return max([args.max_concurrency] + [max(args.levels[t]) for t in args.tests if TESTS[t].kind != "queries"])
+
+
+def check_capacity(args, open_files):
+    """Every level fits in what this machine lets wrk hold open, or the run stops before it starts."""
+    capacity, limit = connection_capacity(open_files)
+    too_many = [f"{t} at {level}" for t in args.tests if TESTS[t].kind != "queries" for level in args.levels[t]
+                if level > capacity]  # fmt: skip
+    if too_many:
+        raise BenchError(f"{', '.join(too_many)} connections: this machine allows {capacity}, set by {limit}; "
+                         "choose lower --levels")  # fmt: skip
 
 
 def main(argv):
     args = parse_args(argv)
-    ensure_wrk()
-    open_files = raise_open_files_limit()
+    ensure_installed("wrk", "wrk")
+    if args.nginx:
+        ensure_installed("nginx", "nginx-light")
+    open_files = raise_open_files_limit(most_connections(args))
+    check_capacity(args, open_files)
     now = datetime.now(timezone.utc)
     out_dir = Path(args.out) / now.strftime("%Y%m%dT%H%M%SZ")
     out_dir.mkdir(parents=True, exist_ok=False)
@@ -1602,12 +1963,24 @@ def main(argv):
             f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
             f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
+    # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
+    command_env = dict(client_env or {}, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
+    nginx_dir = tempfile.mkdtemp(prefix="bench-nginx-") if args.nginx else None
     servers = []
     for i, spec in enumerate(args.specs):
-        log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"anchor-{spec.name}.log"
+        if spec.anchor:
+            log_name = f"anchor-{spec.name}.log"
+        else:
+            log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"{spec.name}.log"
+        command, one_worker_command = spec.command, spec.one_worker_command
+        if nginx_dir and NGINX_DIR in command:
+            write_nginx_configs(nginx_dir, spec.port)
+            command, one_worker_command = (c.replace(NGINX_DIR, nginx_dir) for c in (command, one_worker_command))
+            meta["nginx_config"] = (Path(nginx_dir) / NGINX_CONF).read_text()
         servers.append(
-            Server(spec.name, spec.command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
-                   anchor=spec.anchor, env=None if spec.anchor else client_env)
+            Server(spec.name, command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
+                   anchor=spec.anchor, env=None if spec.anchor else command_env, tests=spec.tests,
+                   one_worker_command=one_worker_command)
         )  # fmt: skip
     names = [s.name for s in servers]
     for s in servers:
@@ -1642,6 +2015,8 @@ def main(argv):
         meta["aborted"] = str(e)
     finally:
         lineup.stop_all()
+        if nginx_dir:
+            shutil.rmtree(nginx_dir, ignore_errors=True)
         if database:
             database.stop()
         if any(not s.peak_reset_works for s in servers):

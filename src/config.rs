@@ -1,7 +1,10 @@
 //! The command line shared by both binaries.
 
 use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::http::MAX_BODY;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -20,6 +23,10 @@ pub struct Config {
     /// Rows one query may answer; a query answering more fails its request (500) and its
     /// connection is replaced.
     pub pg_max_rows: usize,
+    /// The largest request body taken; larger gets 413 and the connection closes.
+    pub max_body: usize,
+    /// HttpArena's json dataset, when given on the command line.
+    pub dataset: Option<PathBuf>,
 }
 
 /// Why the command line did not produce a [`Config`]: print the text and exit.
@@ -35,7 +42,7 @@ fn usage(program: &str) -> String {
     format!(
         "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
          [--connect-timeout MS] [--max-db-requests N] [--pg-max-message BYTES]\n       \
-         [--pg-max-rows N]\n\n  \
+         [--pg-max-rows N] [--max-body BYTES] [--dataset FILE]\n\n  \
          --port N              TCP port to listen on, on all addresses (default 8080)\n  \
          --threads N           worker threads, one event loop each (default: one per core)\n  \
          --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
@@ -50,6 +57,10 @@ fn usage(program: &str) -> String {
          its connection (default 65536)\n  \
          --pg-max-rows N       rows a query may answer; past it the request fails with 500\n                        \
          and the connection is replaced (default 16384)\n  \
+         --max-body BYTES      the largest request body taken; larger gets 413 and the\n                        \
+         connection closes (default {MAX_BODY})\n  \
+         --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
+         /data/dataset.json); without it /json/{{count}} answers 503\n  \
          --help                print this help\n\n\
          PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
          without PGHOST, a local socket in /var/run/postgresql or /tmp (if it and its directory\n\
@@ -89,6 +100,8 @@ impl Config {
             max_db_requests: 4096,
             pg_max_message: crate::pg::protocol::MAX_MESSAGE_LEN,
             pg_max_rows: crate::pg::conn::MAX_ROWS,
+            max_body: MAX_BODY,
+            dataset: None,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -118,6 +131,8 @@ impl Config {
                     config.pg_max_message = parse_number(&value()?, &flag, &usage)?
                 }
                 "--pg-max-rows" => config.pg_max_rows = parse_number(&value()?, &flag, &usage)?,
+                "--max-body" => config.max_body = parse_number(&value()?, &flag, &usage)?,
+                "--dataset" => config.dataset = Some(PathBuf::from(value()?)),
                 other => {
                     return Err(CliExit::Invalid(format!(
                         "unknown argument '{other}'\n\n{}",
@@ -180,7 +195,10 @@ mod tests {
                 "8",
                 "--pg-max-message=1000",
                 "--pg-max-rows",
-                "12"
+                "12",
+                "--max-body=100",
+                "--dataset",
+                "/tmp/items.json",
             ])
             .unwrap(),
             Config {
@@ -192,6 +210,8 @@ mod tests {
                 max_db_requests: 8,
                 pg_max_message: 1000,
                 pg_max_rows: 12,
+                max_body: 100,
+                dataset: Some(PathBuf::from("/tmp/items.json")),
             }
         );
     }
@@ -206,6 +226,8 @@ mod tests {
             &["--query-timeout", "0"],
             &["--max-db-requests", "x"],
             &["--pg-max-rows", "0"],
+            &["--max-body", "0"],
+            &["--dataset"],
             &["--bogus"],
         ] {
             assert!(matches!(parse(args), Err(CliExit::Invalid(_))), "{args:?}");

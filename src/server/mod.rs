@@ -7,8 +7,10 @@
 mod core;
 mod epoll;
 mod supervisor;
+mod timers;
 mod uring;
 
+pub use timers::Timers;
 pub use uring::UringOptions;
 
 use self::core::Core;

@@ -4,6 +4,7 @@ Run: python3 -m unittest discover -s scripts/bench/tests -v   (takes about 10 s;
 """
 
 import argparse
+import http.client
 import importlib.util
 import io
 import json
@@ -11,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,7 @@ class FakeServer:
         self.name = name
         self.host = "127.0.0.1"
         self.port = port
+        self.rss_at_start_kib = None
 
     def serves(self, test):
         return True
@@ -297,11 +300,11 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
 
     def test_the_anchors_are_found_beside_the_checkout_or_where_told(self):
         beside = bench.REPO.parent / "shared" / "anchors" / "bin"
-        self.assertEqual(bench.default_anchors_dir({}), beside)
-        self.assertEqual(bench.default_anchors_dir({"GNOSIS_ANCHORS_DIR": ""}), beside)
-        elsewhere = Path(tempfile.gettempdir()) / "anchors"
-        told = {"GNOSIS_ANCHORS_DIR": str(elsewhere)}
-        self.assertEqual(bench.default_anchors_dir(told), elsewhere)
+        self.assertEqual(bench.shared_path("anchors", "bin", environ={}), beside)
+        self.assertEqual(bench.shared_path("anchors", "bin", environ={"GNOSIS_SHARED_DIR": ""}), beside)
+        elsewhere = Path(tempfile.gettempdir()) / "shared"
+        told = {"GNOSIS_SHARED_DIR": str(elsewhere)}
+        self.assertEqual(bench.shared_path("anchors", "bin", environ=told), elsewhere / "anchors" / "bin")
         # A fresh bench.py takes the variable too.
         shown = subprocess.run(
             [sys.executable, str(BENCH_PY), "--help"], capture_output=True, text=True,
@@ -362,9 +365,15 @@ class AnchorUrls(unittest.TestCase):
         served = {name: {t for t in bench.TESTS if self.server(a).serves(bench.TESTS[t])}
                   for name, a in bench.ANCHORS.items()}  # fmt: skip
         everything_but_cached = {"json", "plaintext", "db", "queries", "updates", "fortunes"}
+        h1 = {"baseline", "pipelined", "limited-conn"}
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
-                                  "vortex": everything_but_cached, "faf": {"plaintext"}})  # fmt: skip
-        self.assertTrue(all(self.server().serves(t) for t in bench.TESTS.values()))
+                                  "vortex": everything_but_cached, "faf": {"plaintext"},
+                                  "rust-epoll": h1, "tokio": h1, "hyper": h1, "may-minihttp-arena": h1,
+                                  "sark": h1 | {"arena-json"}})  # fmt: skip
+        # A command line serves everything but the one-worker tests, unless it can run with one.
+        self.assertEqual({t for t in bench.TESTS if not self.server().serves(bench.TESTS[t])}, {"plaintext-single-1worker"})
+        one_worker = bench.Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1")
+        self.assertTrue(all(one_worker.serves(t) for t in bench.TESTS.values()))
         self.assertFalse(bench.ANCHORS["faf"].needs_database)
         self.assertTrue(bench.ANCHORS["vortex"].needs_database)
 
@@ -385,8 +394,8 @@ class RecordingLineup:
     def __init__(self):
         self.calls = []
 
-    def bring_up(self, servers):
-        self.calls.append([s.name for s in servers])
+    def bring_up(self, servers, one_worker=False):
+        self.calls.append([s.name for s in servers] + (["(one worker)"] if one_worker else []))
 
 
 class Scheduling(unittest.TestCase):
@@ -397,7 +406,7 @@ class Scheduling(unittest.TestCase):
     def setUp(self):
         self.calls = []
 
-        def run_wrk(server, url, connections, threads, duration, accept, pipelined):
+        def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
             self.calls.append((server.name, url, connections, duration, pipelined))
             return fake_run(self.RATES[server.name], non_2xx=self.non_2xx.get(server.name, 0))
 
@@ -539,7 +548,7 @@ class ServerTrouble(unittest.TestCase):
             other = FakeServer("other", 1)
             done = []
 
-            def run_wrk(server, url, connections, threads, duration, accept, pipelined):
+            def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
                 server.check_alive()
                 done.append(server.name)
                 if len(done) == 5:  # primer and warm-up of both, then the first level run: the crash
@@ -673,6 +682,293 @@ class EndToEnd(unittest.TestCase):
             self.assertNotEqual(bench.read_proc_stat(pid)[0], "faf")
         except OSError:
             pass
+
+
+def read_request(stream):
+    """One HTTP/1.1 request from a binary stream: (method, path, headers, body), or None at EOF.
+    Bodies by Content-Length or chunked (chunk extensions and trailers as the grammar has them)."""
+    line = stream.readline()
+    if not line:
+        return None
+    method, path, _ = line.decode().split(" ", 2)
+    headers = {}
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, value = line.decode().split(":", 1)
+        headers[name.strip().lower()] = value.strip()
+    body = b""
+    if headers.get("transfer-encoding") == "chunked":
+        while (size := int(stream.readline().split(b";")[0], 16)) > 0:
+            body += stream.read(size)
+            stream.readline()
+        while stream.readline() not in (b"\r\n", b""):
+            pass
+    elif "content-length" in headers:
+        body = stream.read(int(headers["content-length"]))
+    return method, path, headers, body
+
+
+def parse_requests(raw):
+    """Every request of a byte string."""
+    stream, requests = io.BytesIO(raw), []
+    while (request := read_request(stream)) is not None:
+        requests.append(request)
+    return requests
+
+
+class RecordingHandler(socketserver.StreamRequestHandler):
+    """Answers `ok` to every request, records each, and closes when a request says `Connection: close`."""
+
+    seen = []
+    lock = threading.Lock()
+
+    def handle(self):
+        while (request := read_request(self.rfile)) is not None:
+            with RecordingHandler.lock:
+                RecordingHandler.seen.append(request)
+            close = request[2].get("connection") == "close"
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n" + (b"Connection: close\r\n" if close else b"") + b"\r\nok")
+            if close:
+                return
+
+
+class RecordingServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        pass  # wrk resets its connections when it stops
+
+
+KINDS = {"GET": "get", "POST": "post"}
+
+
+def kind(request):
+    method, _, headers, _ = request
+    return "chunked" if headers.get("transfer-encoding") == "chunked" else KINDS[method]
+
+
+class HttpArenaMixes(unittest.TestCase):
+    def test_the_requests_are_httparenas(self):
+        self.assertEqual(parse_requests("".join(bench.BASELINE_MIX).encode()), [
+            ("GET", "/baseline11?a=13&b=42", {"host": "localhost"}, b""),
+            ("POST", "/baseline11?a=13&b=42", {"host": "localhost", "content-length": "2"}, b"20"),
+            ("POST", "/baseline11?a=13&b=42", {"host": "localhost", "transfer-encoding": "chunked"}, b"20"),
+        ])  # fmt: skip
+        paths = [path for _, path, _, _ in parse_requests("".join(bench.JSON_MIX).encode())]
+        self.assertEqual(paths, ["/json/1?m=3", "/json/5?m=7", "/json/10?m=2", "/json/15?m=5", "/json/25?m=4",
+                                 "/json/40?m=8", "/json/50?m=6"])  # fmt: skip
+        t = bench.TESTS
+        self.assertEqual((t["baseline"].requests, t["baseline"].close_every), (bench.BASELINE_MIX, 0))
+        self.assertEqual((t["limited-conn"].requests, t["limited-conn"].close_every), (bench.BASELINE_MIX, 10))
+        self.assertEqual((t["arena-json"].requests, t["arena-json"].close_every), (bench.JSON_MIX, 25))
+        self.assertEqual((t["pipelined"].path, t["pipelined"].kind), ("/pipeline", "pipelined"))
+        self.assertEqual((t["async"].path, t["async"].ceiling_rps(10000)), ("/delay/10", 1_000_000))
+
+    def test_wrk_command_of_a_mix(self):
+        command = bench.wrk_command("http://127.0.0.1:1/", 512, 2, 5, bench.ACCEPT_PLAIN, False, (bench.BASELINE_MIX, 10))
+        self.assertEqual(command[command.index("-s") + 1], str(bench.MIX_LUA))
+        tail = command[command.index("--") + 1 :]
+        self.assertEqual(tail[0], "10")
+        # Line ends written out, so that the printed command can be pasted into a shell.
+        self.assertEqual([a.replace("\\r\\n", "\r\n") for a in tail[1:]], list(bench.BASELINE_MIX))
+        self.assertFalse(any("\r" in a for a in tail))
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
+    def test_mix_lua_sends_the_mix_and_closes_every_tenth(self):
+        """Real wrk with mix.lua against a server that records every request it parses."""
+        httpd = RecordingServer(("127.0.0.1", 0), RecordingHandler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.addCleanup(httpd.server_close)
+        self.addCleanup(httpd.shutdown)
+        RecordingHandler.seen = []
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/"
+        run = bench.run_wrk(FakeServer(), url, 1, 1, 2, bench.ACCEPT_PLAIN, False, mix=(bench.BASELINE_MIX, 10))
+        seen = list(RecordingHandler.seen)
+        summary = run["summary"]
+        self.assertGreater(len(seen), 30)
+        self.assertEqual(summary["socket_errors"], 0)
+        # One connection, one request in flight: the server saw what wrk sent, in order (wrk's check
+        # of the script took the first request: the turn starts at the second).
+        kinds = [kind(r) for r in seen]
+        self.assertEqual(kinds, (["post", "chunked", "get"] * len(seen))[: len(seen)])
+        self.assertEqual({body for _, _, _, body in seen if body}, {b"20"})
+        closing = [i for i, r in enumerate(seen, start=2) if r[2].get("connection") == "close"]
+        self.assertEqual(closing, list(range(10, len(seen) + 2, 10)))
+        # wrk counted every close it sent; the server may not have read the last request yet.
+        self.assertIn(summary["closes"] - len(closing), (0, 1))
+        # Each close made wrk connect again (other processes' connections may add a few).
+        self.assertGreaterEqual(run["connections_opened"], len(closing))
+
+
+class HttpArenaRuns(unittest.TestCase):
+    def test_anchors_and_ports_of_an_httparena_run(self):
+        args = bench_args("--tests", "httparena,nginx", "--anchors", "httparena", "--nginx", "--httparena-dir", "/h")
+        self.assertEqual(args.tests, bench.TEST_GROUPS["httparena"] + bench.TEST_GROUPS["nginx"])
+        names = [s.name for s in args.specs]
+        self.assertEqual(names, ["gnosis", "rust-epoll", "tokio", "hyper", "may-minihttp-arena", "sark", "nginx"])
+        by_name = {s.name: s for s in args.specs}
+        self.assertEqual(by_name["may-minihttp-arena"].command, "/h/bin/may-minihttp")
+        self.assertEqual(by_name["sark"].command, "/h/bin/sark")
+        # sark binds 8080 to 8082 and 8443: gnosis goes to the next port, nginx after --baseline-port.
+        self.assertEqual((by_name["gnosis"].port, by_name["nginx"].port), (8083, 8085))
+        self.assertTrue(by_name["gnosis"].one_worker_command.endswith("--port 8083 --threads 1"))
+        self.assertIn("nginx-1worker.conf", by_name["nginx"].one_worker_command)
+        self.assertEqual(bench.expand_tests("baseline,tfb,json"), ["baseline"] + bench.TEST_GROUPS["tfb"])
+        self.assertEqual([a.name for a in bench.parse_anchor_list("tfb,faf")], ["may-minihttp", "xitca-web", "vortex", "faf"])
+
+    def test_each_test_runs_only_against_the_servers_that_serve_it(self):
+        calls = []
+
+        def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
+            calls.append((server.name, url, connections, mix))
+            return dict(fake_run(1000), connections=connections)
+
+        anchors = bench.ANCHORS
+        servers = [
+            bench.Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), one_worker_command="g1"),
+            bench.Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), anchors["rust-epoll"]),
+            bench.Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), anchors["sark"]),
+            bench.Server("nginx", "nginx", "127.0.0.1", 8085, Path(os.devnull), tests=tuple(bench.TEST_GROUPS["nginx"]),
+                         one_worker_command="nginx 1"),
+        ]  # fmt: skip
+        args = argparse.Namespace(levels=dict(bench.HTTPARENA_LEVELS), threads=2, primer=1, warmup=1, duration=3,
+                                  max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
+        taking_part, lineups = {}, {}
+        with mock.patch.object(bench, "run_wrk", run_wrk), \
+                mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
+            for name in bench.TEST_GROUPS["httparena"] + bench.TEST_GROUPS["nginx"]:
+                lineup = RecordingLineup()
+                record = bench.run_test(bench.TESTS[name], servers, args, lambda m: None, lineup)
+                taking_part[name], lineups[name] = sorted(record["servers"]), lineup.calls
+        self.assertEqual(taking_part, {
+            "baseline": ["gnosis", "rust-epoll", "sark"], "pipelined": ["gnosis", "rust-epoll", "sark"],
+            "limited-conn": ["gnosis", "rust-epoll", "sark"], "arena-json": ["gnosis", "sark"], "async": ["gnosis"],
+            "plaintext-single": ["gnosis", "nginx"], "plaintext-single-1worker": ["gnosis", "nginx"],
+        })  # fmt: skip
+        self.assertEqual(lineups["plaintext-single-1worker"], [["gnosis", "nginx", "(one worker)"]])
+        self.assertEqual(lineups["plaintext-single"], [["gnosis", "nginx"]])
+        levels = [(name, connections, mix) for name, url, connections, mix in calls if connections >= 4096]
+        self.assertIn(("sark", 4096, (bench.JSON_MIX, 25)), levels)
+        self.assertIn(("gnosis", 4096, (bench.BASELINE_MIX, 10)), levels)
+        self.assertIn(("gnosis", 14000, None), levels)
+        self.assertIn(("gnosis", "http://127.0.0.1:8083/delay/10", 10000, None), calls)
+
+    def test_async_table_has_the_ceiling_and_memory_per_connection(self):
+        run = dict(fake_run(40_000), connections=10_000, phase="level", level=10_000, round=1)
+        run.update(server_peak_rss_kib=60_000, server_rss_at_start_kib=20_000)
+        record = {"test": "async", "level_name": "connections", "levels": [10_000], "skipped": {},
+                  "servers": {"gnosis": {"runs": [run], "probe": None}}}  # fmt: skip
+        row = bench.summarize(record)[("gnosis", 10_000)]
+        self.assertAlmostEqual(row["rss_per_connection_bytes"], 40_000 * 1024 / 10_000)
+        table = bench.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
+        self.assertIn("| 4.0% of 1,000,000 | 4.00 KiB |", table)
+
+    def test_a_run_without_an_answer_is_a_failure(self):
+        """wrk still connecting 14,000 connections when its time is up answers nothing, and says no error."""
+        empty = dict(fake_run(0), connections=14_000, phase="level", level=14_000, round=1)
+        full = dict(fake_run(900), connections=14_000, phase="level", level=14_000, round=1)
+        record = {"test": "async", "level_name": "connections", "levels": [14_000], "skipped": {},
+                  "servers": {"gnosis": {"runs": [full], "probe": None}, "old": {"runs": [empty], "probe": None}}}  # fmt: skip
+        self.assertEqual(bench.collect_failures([record]),
+                         ["async / old: 0 socket errors, 0 non-2xx/3xx responses, 1 runs without an answer"])  # fmt: skip
+        self.assertEqual(bench.ratios(record, "gnosis", "old", bench.rate), {})
+        self.assertTrue(bench.run_has_errors(empty))
+
+    def test_a_server_that_ignores_connection_close_is_no_bar(self):
+        def run(name, opened):
+            r = dict(fake_run(10_000), connections=512, phase="level", level=512, round=1, connections_opened=opened)
+            r["summary"] = dict(r["summary"], closes=1000)
+            return r
+
+        record = {"test": "limited-conn", "level_name": "connections", "levels": [512], "skipped": {},
+                  "servers": {"gnosis": {"runs": [run("gnosis", 1512)], "probe": None},
+                              "rust-epoll": {"runs": [run("rust-epoll", 512)], "probe": None}}}  # fmt: skip
+        breakers = bench.rule_breakers(record, {"anchors": {"rust-epoll": "rust-epoll"}})
+        self.assertEqual([name for name, _ in breakers], ["rust-epoll"])
+        self.assertIn("reconnected after 0% of them; 19.5 requests per connection, not 10", breakers[0][1])
+        table = bench.render_markdown(meta_for(["gnosis", "rust-epoll"]), [record], ["gnosis", "rust-epoll"])
+        self.assertIn("| limited-conn* | c=512 |", table)
+        self.assertIn("| 6.6 |", table)  # gnosis: 10,000 requests over 1,512 connections
+        self.assertIn("Requests in turn, one in flight per connection: `GET /baseline11?a=13&b=42 HTTP/1.1`, "
+                      "`POST /baseline11?a=13&b=42 HTTP/1.1` + body, `POST /baseline11?a=13&b=42 HTTP/1.1` (chunked); "
+                      "every 10th request", table)  # fmt: skip
+
+    def test_a_level_beyond_the_machine_stops_the_run(self):
+        args = argparse.Namespace(tests=["async", "queries"], levels={"async": [512, 25_000], "queries": [20]},
+                                  max_concurrency=512)  # fmt: skip
+        self.assertEqual(bench.most_connections(args), 25_000)
+        with self.assertRaisesRegex(bench.BenchError, r"async at 25000 connections: this machine allows 1792, set by the open-files limit"):
+            bench.check_capacity(args, 2048)
+        bench.check_capacity(argparse.Namespace(tests=["async"], levels={"async": [512]}, max_concurrency=512), 2048)
+
+
+class MemoryOfAServer(unittest.TestCase):
+    def test_peak_and_current_rss_of_a_stand_in_server(self):
+        """A stand-in that writes 64 MiB and frees it when a client connects: its peak stays, its RSS falls."""
+        stand_in = (
+            "import socket, sys\n"
+            "listener = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+            "while True:\n"
+            "    client, _ = listener.accept()\n"
+            "    if client.recv(1) == b'x':\n"
+            "        block = b'x' * (64 << 20); del block\n"
+            "        client.sendall(b'done')\n"
+            "    client.close()\n"
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            script = Path(tmp) / "stand_in.py"
+            script.write_text(stand_in)
+            port = free_port()
+            server = bench.Server("stand-in", f"{sys.executable} {script} {{port}}", "127.0.0.1", port, Path(tmp) / "log")
+            try:
+                server.start(timeout=20)
+                server.reset_peak_rss()
+                with socket.create_connection(("127.0.0.1", port)) as client:
+                    client.sendall(b"x")
+                    self.assertEqual(client.recv(4), b"done")
+                peak, now, start = server.peak_rss_kib(), server.rss_kib(), server.rss_at_start_kib
+            finally:
+                server.stop()
+        self.assertGreater(start, 1000)
+        self.assertGreaterEqual(peak, start + 60 * 1024)
+        self.assertLess(now, peak - 32 * 1024)
+        self.assertEqual(bench.rss_per_connection_bytes(
+            {"server_peak_rss_kib": peak, "server_rss_at_start_kib": start, "connections": 2}), (peak - start) * 512)  # fmt: skip
+
+
+@unittest.skipUnless(shutil.which("nginx"), "nginx is not installed (Debian: nginx-light)")
+class Nginx(unittest.TestCase):
+    def test_configs_pass_nginx_t_and_serve_plaintext(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            bench.write_nginx_configs(tmp, port)  # raises if nginx -t rejects one
+            conf = (Path(tmp) / bench.NGINX_CONF).read_text()
+            one = (Path(tmp) / bench.NGINX_ONE_WORKER_CONF).read_text()
+            self.assertIn(f"worker_processes {len(os.sched_getaffinity(0))};", conf)
+            self.assertIn("worker_processes 1;", one)
+            for directive in ("sendfile on;", "tcp_nodelay on;", "access_log off;", f"listen 127.0.0.1:{port} "):
+                self.assertIn(directive, conf)
+            command = bench.nginx_command(bench.NGINX_CONF).replace(bench.NGINX_DIR, tmp)
+            server = bench.Server("nginx", command, "127.0.0.1", port, Path(tmp) / "log", tests=("plaintext-single",))
+            try:
+                server.start(timeout=20)
+                answer = probe_body(port, "/plaintext")
+                processes = server.processes()
+            finally:
+                server.stop()
+        self.assertEqual(answer, (200, "text/plain", b"Hello, World!"))
+        self.assertEqual(len(processes), 1 + len(os.sched_getaffinity(0)))  # master and workers, no shell
+        self.assertFalse(server.serves(bench.TESTS["plaintext"]))
+
+
+def probe_body(port, path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.getheader("Content-Type"), response.read()
+    finally:
+        conn.close()
 
 
 class Chart(unittest.TestCase):

@@ -56,6 +56,11 @@ impl Service for TestService {
         }
     }
 
+    /// Sets no timers.
+    fn on_timer(&mut self, _ticket: Ticket, _token: u64) -> Option<Finished<'_>> {
+        None
+    }
+
     fn on_database_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>> {
         let (ticket, rows) = self.waiting.get_mut(token as usize)?;
         match event {
