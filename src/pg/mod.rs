@@ -1,10 +1,11 @@
 //! gnosis's own PostgreSQL v3 wire-protocol client.
 //!
 //! `protocol` encodes and decodes messages (no I/O), `auth` does MD5 and SCRAM-SHA-256,
-//! `target` finds the server (libpq environment, local socket, TFB defaults) and resolves its
-//! name off the serving threads, `conn` is the pipelined connection as a state machine without
-//! I/O that any event loop drives, `pool` holds a worker thread's connections, `blocking`
-//! drives one with plain system calls and poll(2) for start-up work and tests.
+//! `target` finds the server (`DATABASE_URL` read by `url`, libpq environment, local socket,
+//! TFB defaults) and resolves its name off the serving threads, `conn` is the pipelined
+//! connection as a state machine without I/O that any event loop drives, `pool` holds a
+//! worker thread's connections, `blocking` drives one with plain system calls and poll(2) for
+//! start-up work and tests.
 
 pub mod auth;
 pub mod blocking;
@@ -12,6 +13,7 @@ pub mod conn;
 pub mod pool;
 pub mod protocol;
 pub mod target;
+pub mod url;
 
 pub use blocking::{BlockingClient, Driver};
 pub use conn::{DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step};

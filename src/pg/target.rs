@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::conn::DbError;
+use super::url::{DatabaseUrl, UrlError};
 pub use crate::sys::Address;
 
 pub const DEFAULT_HOST: &str = "tfb-database";
@@ -40,12 +41,20 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE, falling back to TFB's
-    /// settings, and logs the chosen transport once to stderr.
-    pub fn from_env() -> Config {
-        let config = Config::from_vars(|name| std::env::var(name).ok(), |path| path.exists());
+    /// Reads DATABASE_URL, then PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE for what
+    /// it leaves out, falling back to TFB's settings, and logs the chosen transport once to
+    /// stderr (and the URL's parameters it ignores, by name). A URL that cannot be used (bad,
+    /// or asking for TLS) is an error.
+    pub fn from_env() -> Result<Config, UrlError> {
+        let url = DatabaseUrl::from_var(std::env::var("DATABASE_URL").ok())?;
+        if !url.ignored.is_empty() {
+            crate::log!("DATABASE_URL: ignoring {}", url.ignored.join(", "));
+        }
+        let config = Config::from_vars(url.over(|name| std::env::var(name).ok()), |path| {
+            path.exists()
+        });
         crate::log!("PostgreSQL target {config}");
-        config
+        Ok(config)
     }
 
     /// `from_env` with the environment and the file system passed in (for tests).
@@ -296,6 +305,58 @@ mod tests {
         )
     }
 
+    /// What `from_env` builds from DATABASE_URL over the PG* variables.
+    fn config_with_url(url: &str, vars: &[(&str, &str)], sockets: &[&str]) -> Config {
+        let url = DatabaseUrl::parse(url).unwrap();
+        Config::from_vars(
+            url.over(|name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }),
+            |path| sockets.iter().any(|s| Path::new(s) == path),
+        )
+    }
+
+    #[test]
+    fn database_url_wins_over_the_pg_variables() {
+        let pg = [
+            ("PGHOST", "/run/pg"),
+            ("PGPORT", "6000"),
+            ("PGUSER", "pguser"),
+            ("PGPASSWORD", "pgpass"),
+            ("PGDATABASE", "pgdb"),
+        ];
+        let c = config_with_url("postgres://bench:bench@localhost:5432/benchmark", &pg, &[]);
+        assert_eq!(c.host, Host::Tcp("localhost".into()));
+        assert_eq!(
+            (c.port, &*c.user, &*c.password, &*c.database),
+            (5432, "bench", "bench", "benchmark")
+        );
+        let c = config_with_url("postgresql://u@[::1]:7000/d", &pg, &[]);
+        assert_eq!((c.host, c.port), (Host::Tcp("::1".into()), 7000));
+        let c = config_with_url("postgres://u@%2Fvar%2Frun%2Fpostgresql/d", &[], &[]);
+        assert_eq!(c.host, Host::Unix("/var/run/postgresql".into()));
+    }
+
+    #[test]
+    fn parts_the_url_leaves_out_fall_back_like_libpq() {
+        // To the PG* variables first...
+        let pg = [
+            ("PGHOST", "pghost"),
+            ("PGPORT", "6000"),
+            ("PGPASSWORD", "pgpass"),
+        ];
+        let c = config_with_url("postgres://bench@/benchmark", &pg, &[]);
+        assert_eq!(c.host, Host::Tcp("pghost".into()));
+        assert_eq!((c.port, &*c.user, &*c.password), (6000, "bench", "pgpass"));
+        // ...then to the local socket for the URL's port, then TFB's settings.
+        let c = config_with_url("postgres://:55432", &[], &["/tmp/.s.PGSQL.55432"]);
+        assert_eq!((c.host, c.port), (Host::Unix("/tmp".into()), 55432));
+        let c = config_with_url("postgres://", &[], &[]);
+        assert_eq!(c, config(&[], &[]));
+    }
+
     #[test]
     fn tfb_defaults_without_env_or_socket() {
         let c = config(&[], &[]);
@@ -339,6 +400,9 @@ mod tests {
     fn password_never_shown() {
         let c = config(&[("PGPASSWORD", "s3cret")], &[]);
         assert!(!format!("{c} {c:?}").contains("s3cret"));
+        let c = config_with_url("postgres://bench:s3cret@db:5432/benchmark", &[], &[]);
+        assert_eq!(format!("{c}"), "tcp db:5432 user bench database benchmark");
+        assert!(!format!("{c:?}").contains("s3cret"));
         let target = Target::new(c);
         assert!(!format!("{target} {target:?}").contains("s3cret"));
     }
