@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# A private PostgreSQL cluster set up like TFB's database, for gnosis's tests and benchmarks.
+# A private PostgreSQL cluster set up like TFB's database and HttpArena's, for gnosis's tests
+# and benchmarks.
 #
-#   scripts/pg.sh start|stop|restart|status|env|psql [args]|reset-stats
+#   scripts/pg.sh start|stop|restart|status|env|arena-env|psql [args]|reset-stats
+#
+# env prints the PG* variables for TFB's database, arena-env the DATABASE_URL of HttpArena's.
 #
 # GNOSIS_PG_DIR (default /tmp/gnosis-pg) holds data/, socket/ and postgres.log;
 # GNOSIS_PG_PORT (default 55432). Listens on 127.0.0.1 and on Unix sockets in <dir>/socket and
@@ -18,6 +21,9 @@
 # hello_world holds what TFB's toolset/databases/postgres/create-postgres.sql creates: world and
 # fortune, and the quoted "World" and "Fortune" copies (same columns, 10,000 random rows and the
 # same 12 fortunes), which TFB's verifier reads too ("World" first when it checks /updates).
+#
+# benchmark, owned by bench / bench (SCRAM-SHA-256 over TCP), is HttpArena's database: items
+# (100,000 rows) and fortune (200 rows), made by scripts/pg-arena.sql, which says what is in it.
 #
 # GNOSIS_PG_SOCKET_DIRS overrides the socket directories (comma-separated; the first is the
 # one this script uses), e.g. to keep /tmp free of a socket that auto-detection would find.
@@ -203,6 +209,15 @@ SQL
     touch "$DATA/gnosis-setup-quoted-done"
 }
 
+# HttpArena's database, in its own step like the quoted tables; scripts/pg-arena.sql is
+# idempotent.
+setup_arena_database() {
+    [ -f "$DATA/gnosis-setup-arena-done" ] && return 0
+    echo "pg.sh: creating HttpArena's benchmark database (items, fortune)" >&2
+    superuser_psql -d postgres <"$(dirname "${BASH_SOURCE[0]}")/pg-arena.sql"
+    touch "$DATA/gnosis-setup-arena-done"
+}
+
 wait_ready() {
     local i
     for i in $(seq 1 100); do
@@ -230,6 +245,7 @@ start() {
     wait_ready
     setup_database
     setup_quoted_tables
+    setup_arena_database
     echo "pg.sh: running on 127.0.0.1:$PORT and $SOCKET (data $DATA)" >&2
 }
 
@@ -266,6 +282,9 @@ case "${1:-}" in
     env)
         echo "export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=benchmarkdbuser PGPASSWORD=benchmarkdbpass PGDATABASE=hello_world"
         ;;
+    arena-env)
+        echo "export DATABASE_URL=postgres://bench:bench@localhost:$PORT/benchmark"
+        ;;
     psql)
         shift
         find_bindir || { echo "pg.sh: PostgreSQL is not installed; run start" >&2; exit 1; }
@@ -276,7 +295,7 @@ case "${1:-}" in
         superuser_psql -d hello_world -c 'SELECT pg_stat_statements_reset()' >/dev/null
         ;;
     *)
-        echo "usage: $0 start|stop|restart|status|env|psql [args]|reset-stats" >&2
+        echo "usage: $0 start|stop|restart|status|env|arena-env|psql [args]|reset-stats" >&2
         exit 2
         ;;
 esac
