@@ -7,8 +7,9 @@
 --   fortune  200 rows: TFB's 12, then synthetic messages that each hold &, ', " and non-ASCII
 --            text, every tenth a <script> element too.
 -- The values come from hashint8extended(id, column), so every run makes the same rows. Run by
--- `scripts/pg.sh start` as the superuser, connected to `postgres`; every statement is
--- idempotent (a re-run adds nothing).
+-- `scripts/pg.sh start` as the superuser, connected to `postgres`, with TFB's 12 fortunes
+-- (scripts/tfb-fortunes.sql) read in where a line says so; every statement is idempotent (a
+-- re-run adds nothing).
 SET client_min_messages = warning;
 SET password_encryption = 'scram-sha-256';
 SELECT 'CREATE ROLE bench LOGIN'
@@ -70,20 +71,7 @@ SELECT id,
 ON CONFLICT (id) DO NOTHING;
 
 CREATE TABLE IF NOT EXISTS fortune (id integer PRIMARY KEY, message text NOT NULL);
-INSERT INTO fortune (id, message) VALUES
-    (1, 'fortune: No such file or directory'),
-    (2, 'A computer scientist is someone who fixes things that aren''t broken.'),
-    (3, 'After enough decimal places, nobody gives a damn.'),
-    (4, 'A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1'),
-    (5, 'A computer program does what you tell it to do, not what you want it to do.'),
-    (6, 'Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen'),
-    (7, 'Any program that runs right is obsolete.'),
-    (8, 'A list is only as strong as its weakest link. — Donald Knuth'),
-    (9, 'Feature: A bug with seniority.'),
-    (10, 'Computers make very fast, very accurate mistakes.'),
-    (11, '<script>alert("This should not be displayed in a browser alert box.");</script>'),
-    (12, 'フレームワークのベンチマーク')
-ON CONFLICT (id) DO NOTHING;
+-- TFB's fortunes
 INSERT INTO fortune (id, message)
 SELECT id,
        format('%s & %s don''t %s — "%s", as they say in %s.%s',
