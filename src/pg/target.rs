@@ -95,6 +95,8 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.host {
             Host::Unix(dir) => write!(f, "unix socket {}", socket_path(dir, self.port).display())?,
+            // An IPv6 address in brackets, as in a URL, so that its port stands apart.
+            Host::Tcp(host) if host.contains(':') => write!(f, "tcp [{host}]:{}", self.port)?,
             Host::Tcp(host) => write!(f, "tcp {host}:{}", self.port)?,
         }
         write!(f, " user {} database {}", self.user, self.database)
@@ -334,6 +336,7 @@ mod tests {
             (5432, "bench", "bench", "benchmark")
         );
         let c = config_with_url("postgresql://u@[::1]:7000/d", &pg, &[]);
+        assert_eq!(c.to_string(), "tcp [::1]:7000 user u database d");
         assert_eq!((c.host, c.port), (Host::Tcp("::1".into()), 7000));
         let c = config_with_url("postgres://u@%2Fvar%2Frun%2Fpostgresql/d", &[], &[]);
         assert_eq!(c.host, Host::Unix("/var/run/postgresql".into()));
