@@ -50,14 +50,15 @@ fn usage(program: &str) -> String {
          then PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE for what it leaves out;\n\
          without a host, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n\
          DATABASE_MAX_CONN=N lowers --pg-conns so that threads x connections stays within N\n\
-         less {RESERVED_CONNECTIONS} (kept for the start-up cache load, replaced connections and administration).\n"
+         less {RESERVED_CONNECTIONS} (kept for the start-up cache load, replaced connections and\n\
+         administration).\n"
     )
 }
 
 impl Config {
-    /// The process's own command line; prints the help (`more_help` after it) and exits 0,
-    /// or prints the error with the usage and exits 2.
-    /// `DATABASE_MAX_CONN` is applied to it (and the result logged).
+    /// The process's own command line with `DATABASE_MAX_CONN` applied (and logged); prints
+    /// the help (`more_help` after it) and exits 0, or prints the error with the usage and
+    /// exits 2.
     pub fn from_command_line(program: &str, more_help: &str) -> Config {
         let budget = std::env::var("DATABASE_MAX_CONN").ok();
         let config = Config::from_args(program, std::env::args().skip(1)).and_then(|mut config| {
@@ -126,9 +127,7 @@ impl Config {
         }
         Ok(config)
     }
-}
 
-impl Config {
     /// Lowers `pg_conns` so that `threads` x `pg_conns` stays within `budget`
     /// (`DATABASE_MAX_CONN`, the whole server's share of the database's connections) less
     /// [`RESERVED_CONNECTIONS`], but never below one connection per thread. Returns the line
