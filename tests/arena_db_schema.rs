@@ -1,11 +1,16 @@
 //! HttpArena's database in the private cluster (`scripts/pg.sh start`, made by
 //! `scripts/pg-arena.sql`) has the documented shape, read as `bench` over TCP with SCRAM
-//! through the URL `scripts/pg.sh arena-env` prints.
+//! through the URL `scripts/pg.sh arena-env` prints, by psql and by gnosis's own client.
 
 #[path = "common/pg.rs"]
 mod pg;
 
 use std::process::Command;
+use std::time::Duration;
+
+use gnosis::pg::protocol::{Jsonb, INT4_OID, INT8_OID};
+use gnosis::pg::url::DatabaseUrl;
+use gnosis::pg::{BlockingClient, Config, Param, Row, Statement};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
 
@@ -209,4 +214,109 @@ fn the_setup_is_idempotent() {
     assert!(status.success());
     assert_eq!((one(&url, ITEMS_DIGEST), one(&url, fortunes)), before);
     assert!(before.1.starts_with("200 "), "{before:?}");
+}
+
+static ITEMS_QUERY: &[Statement] = &[Statement {
+    name: "items",
+    sql: "SELECT id, name, category, price, quantity, active, tags, rating_score, rating_count \
+          FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3",
+    param_types: &[INT4_OID, INT4_OID, INT8_OID],
+}];
+
+/// A row of ITEMS_QUERY the way psql prints it, read with the column types gnosis decodes.
+fn item_as_psql_prints_it(row: &Row<'_>) -> Result<String, gnosis::pg::DbError> {
+    Ok(format!(
+        "{}|{}|{}|{}|{}|{}|{}|{}|{}",
+        row.get::<i32>(0)?,
+        row.get::<&str>(1)?,
+        row.get::<&str>(2)?,
+        row.get::<i32>(3)?,
+        row.get::<i32>(4)?,
+        if row.get::<bool>(5)? { "t" } else { "f" },
+        row.get::<Jsonb>(6)?.0,
+        row.get::<i32>(7)?,
+        row.get::<i32>(8)?,
+    ))
+}
+
+/// HttpArena's query through gnosis's own client, connected with the DATABASE_URL
+/// (SCRAM as bench): `LIMIT`'s bigint parameter, then bool, jsonb, text and int4 columns,
+/// the same rows psql reads; a column read as another type is an error.
+#[test]
+fn gnosis_reads_httparenas_query_with_the_url() {
+    let url = arena_url();
+    let config = Config::from_vars(DatabaseUrl::parse(&url).unwrap().over(|_| None), |_| false);
+    let mut client = BlockingClient::connect(config, ITEMS_QUERY, Duration::from_secs(30))
+        .expect("connecting as bench");
+    let mut rows = Vec::new();
+    let params = [Param::Int4(10), Param::Int4(50), Param::Int8(50)];
+    client
+        .query(0, &params, |row| {
+            rows.push(item_as_psql_prints_it(&row)?);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 50);
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|row| row.split('|').next().unwrap())
+        .collect();
+    let mut expected: Vec<String> = query(
+        &url,
+        &format!(
+            "SELECT * FROM items WHERE id IN ({}) ORDER BY id",
+            ids.join(",")
+        ),
+    )
+    .into_iter()
+    .map(|fields| fields.join("|"))
+    .collect();
+    rows.sort_by_key(|row| row.split('|').next().unwrap().parse::<i32>().unwrap());
+    expected.sort_by_key(|row| row.split('|').next().unwrap().parse::<i32>().unwrap());
+    assert_eq!(rows, expected);
+    for row in &rows {
+        let price: i32 = row.split('|').nth(3).unwrap().parse().unwrap();
+        assert!((10..=50).contains(&price), "{row}");
+    }
+    // An empty range, and a limit of 0: no rows.
+    for params in [
+        [Param::Int4(9999), Param::Int4(9999), Param::Int8(50)],
+        [Param::Int4(1), Param::Int4(500), Param::Int8(0)],
+    ] {
+        let mut count = 0;
+        client
+            .query(0, &params, |_| {
+                count += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(count, 0);
+    }
+    // Columns read as what they are not.
+    let mut errors = Vec::new();
+    client
+        .query(0, &params, |row| {
+            if errors.is_empty() {
+                errors = [
+                    row.get::<i32>(6).map(drop),
+                    row.get::<i64>(0).map(drop),
+                    row.get::<bool>(3).map(drop),
+                    row.get::<Jsonb>(1).map(drop),
+                ]
+                .into_iter()
+                .map(|result| result.unwrap_err().to_string())
+                .collect();
+            }
+            Ok(())
+        })
+        .unwrap();
+    for (error, expected) in errors.iter().zip([
+        "column 6 is not int4",
+        "column 0 is not int8",
+        "column 3 is not bool",
+        "column 1 is not jsonb",
+    ]) {
+        assert!(error.contains(expected), "{error}");
+    }
+    assert_eq!(errors.len(), 4);
 }
