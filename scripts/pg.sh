@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# A private PostgreSQL cluster set up like TFB's database, for gnosis's tests and benchmarks.
+# A private PostgreSQL cluster set up like TFB's database and HttpArena's, for gnosis's tests
+# and benchmarks.
 #
-#   scripts/pg.sh start|stop|restart|status|env|psql [args]|reset-stats
+#   scripts/pg.sh start|stop|restart|status|env|arena-env|arena-setup|psql [args]|reset-stats
+#
+# env prints the PG* variables for TFB's database, arena-env the DATABASE_URL of HttpArena's;
+# arena-setup runs HttpArena's set-up again (start runs it once).
 #
 # GNOSIS_PG_DIR (default /tmp/gnosis-pg) holds data/, socket/ and postgres.log;
 # GNOSIS_PG_PORT (default 55432). Listens on 127.0.0.1 and on Unix sockets in <dir>/socket and
@@ -18,6 +22,9 @@
 # hello_world holds what TFB's toolset/databases/postgres/create-postgres.sql creates: world and
 # fortune, and the quoted "World" and "Fortune" copies (same columns, 10,000 random rows and the
 # same 12 fortunes), which TFB's verifier reads too ("World" first when it checks /updates).
+#
+# benchmark, owned by bench / bench (SCRAM-SHA-256 over TCP), is HttpArena's database: items
+# (100,000 rows) and fortune (200 rows), made by scripts/pg-arena.sql, which says what is in it.
 #
 # GNOSIS_PG_SOCKET_DIRS overrides the socket directories (comma-separated; the first is the
 # one this script uses), e.g. to keep /tmp free of a socket that auto-detection would find.
@@ -58,6 +65,15 @@ else
 fi
 
 as_pg() { "${RUN_AS[@]}" "$@"; }
+
+SCRIPTS="$(dirname "${BASH_SOURCE[0]}")"
+
+# SQL (a file, or stdin) with scripts/tfb-fortunes.sql read in where a line says
+# "-- TFB's fortunes": TFB's 12 fortunes are in both databases, written once. Piped to psql
+# rather than named to it, so that the postgres user need not be able to read the checkout.
+with_tfb_fortunes() {
+    sed "/^-- TFB's fortunes\$/r $SCRIPTS/tfb-fortunes.sql" "$@"
+}
 
 superuser_psql() {
     as_pg "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$SOCKET" -p "$PORT" -U "$SUPERUSER" "$@"
@@ -145,26 +161,14 @@ CREATE ROLE gnosis_md5 LOGIN PASSWORD 'gnosis_md5_pass';
 RESET password_encryption;
 CREATE DATABASE hello_world OWNER benchmarkdbuser ENCODING 'UTF8' TEMPLATE template0;
 SQL
-    superuser_psql -d hello_world <<'SQL'
+    with_tfb_fortunes <<'SQL' | superuser_psql -d hello_world
 SET client_encoding = 'UTF8';
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 CREATE TABLE world (id integer NOT NULL PRIMARY KEY, randomnumber integer NOT NULL DEFAULT 0);
 INSERT INTO world (id, randomnumber)
     SELECT i, 1 + floor(random() * 10000)::integer FROM generate_series(1, 10000) AS i;
 CREATE TABLE fortune (id integer NOT NULL PRIMARY KEY, message varchar(2048) NOT NULL);
-INSERT INTO fortune (id, message) VALUES
-    (1, 'fortune: No such file or directory'),
-    (2, 'A computer scientist is someone who fixes things that aren''t broken.'),
-    (3, 'After enough decimal places, nobody gives a damn.'),
-    (4, 'A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1'),
-    (5, 'A computer program does what you tell it to do, not what you want it to do.'),
-    (6, 'Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen'),
-    (7, 'Any program that runs right is obsolete.'),
-    (8, 'A list is only as strong as its weakest link. — Donald Knuth'),
-    (9, 'Feature: A bug with seniority.'),
-    (10, 'Computers make very fast, very accurate mistakes.'),
-    (11, '<script>alert("This should not be displayed in a browser alert box.");</script>'),
-    (12, 'フレームワークのベンチマーク');
+-- TFB's fortunes
 ALTER TABLE world OWNER TO benchmarkdbuser;
 ALTER TABLE fortune OWNER TO benchmarkdbuser;
 GRANT ALL PRIVILEGES ON world, fortune TO benchmarkdbuser;
@@ -203,6 +207,19 @@ SQL
     touch "$DATA/gnosis-setup-quoted-done"
 }
 
+# HttpArena's database, in its own step like the quoted tables.
+setup_arena_database() {
+    [ -f "$DATA/gnosis-setup-arena-done" ] && return 0
+    echo "pg.sh: creating HttpArena's benchmark database (items, fortune)" >&2
+    run_arena_sql
+    touch "$DATA/gnosis-setup-arena-done"
+}
+
+# scripts/pg-arena.sql, idempotent: a re-run adds and changes nothing.
+run_arena_sql() {
+    with_tfb_fortunes "$SCRIPTS/pg-arena.sql" | superuser_psql -d postgres
+}
+
 wait_ready() {
     local i
     for i in $(seq 1 100); do
@@ -230,6 +247,7 @@ start() {
     wait_ready
     setup_database
     setup_quoted_tables
+    setup_arena_database
     echo "pg.sh: running on 127.0.0.1:$PORT and $SOCKET (data $DATA)" >&2
 }
 
@@ -266,6 +284,13 @@ case "${1:-}" in
     env)
         echo "export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=benchmarkdbuser PGPASSWORD=benchmarkdbpass PGDATABASE=hello_world"
         ;;
+    arena-env)
+        echo "export DATABASE_URL=postgres://bench:bench@localhost:$PORT/benchmark"
+        ;;
+    arena-setup)
+        find_bindir || { echo "pg.sh: PostgreSQL is not installed; run start" >&2; exit 1; }
+        run_arena_sql
+        ;;
     psql)
         shift
         find_bindir || { echo "pg.sh: PostgreSQL is not installed; run start" >&2; exit 1; }
@@ -276,7 +301,7 @@ case "${1:-}" in
         superuser_psql -d hello_world -c 'SELECT pg_stat_statements_reset()' >/dev/null
         ;;
     *)
-        echo "usage: $0 start|stop|restart|status|env|psql [args]|reset-stats" >&2
+        echo "usage: $0 start|stop|restart|status|env|arena-env|arena-setup|psql [args]|reset-stats" >&2
         exit 2
         ;;
 esac

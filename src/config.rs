@@ -29,6 +29,12 @@ pub struct Config {
     pub dataset: Option<PathBuf>,
 }
 
+/// Connections of DATABASE_MAX_CONN's budget the worker threads leave free: one for the
+/// start-up cache load (it retries in the background while the database is down, so it may
+/// overlap the workers' connections), one for a replaced connection whose server process has
+/// not yet noticed the close, two for an operator's or a validator's psql.
+pub const RESERVED_CONNECTIONS: usize = 4;
+
 /// Why the command line did not produce a [`Config`]: print the text and exit.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CliExit {
@@ -62,18 +68,29 @@ fn usage(program: &str) -> String {
          --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
          /data/dataset.json); without it /json/{{count}} answers 503\n  \
          --help                print this help\n\n\
-         PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
-         without PGHOST, a local socket in /var/run/postgresql or /tmp (if it and its directory\n\
+         PostgreSQL is found through DATABASE_URL (postgres://user:password@host:port/database),\n\
+         then PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE for what it leaves out;\n\
+         without a host, a local socket in /var/run/postgresql or /tmp (if it and its directory\n\
          belong to root, postgres or this user), else tfb-database. The password is not sent\n\
-         in clear text over TCP unless GNOSIS_ALLOW_CLEARTEXT=1.\n"
+         in clear text over TCP unless GNOSIS_ALLOW_CLEARTEXT=1. DATABASE_MAX_CONN=N lowers\n\
+         --pg-conns so that threads x connections stays within N less {RESERVED_CONNECTIONS}\n\
+         (kept for the start-up cache load, replaced connections and administration).\n"
     )
 }
 
 impl Config {
-    /// The process's own command line; prints the help (`more_help` after it) and exits 0,
-    /// or prints the error with the usage and exits 2.
+    /// The process's own command line with `DATABASE_MAX_CONN` applied (and logged); prints
+    /// the help (`more_help` after it) and exits 0, or prints the error with the usage and
+    /// exits 2.
     pub fn from_command_line(program: &str, more_help: &str) -> Config {
-        match Config::from_args(program, std::env::args().skip(1)) {
+        let budget = std::env::var("DATABASE_MAX_CONN").ok();
+        let config = Config::from_args(program, std::env::args().skip(1)).and_then(|mut config| {
+            if let Some(line) = config.fit_connection_budget(budget.as_deref(), program)? {
+                crate::log!("{line}");
+            }
+            Ok(config)
+        });
+        match config {
             Ok(config) => config,
             Err(CliExit::Help(text)) => {
                 print!("{text}{more_help}");
@@ -142,6 +159,34 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// Lowers `pg_conns` so that `threads` x `pg_conns` stays within `budget`
+    /// (`DATABASE_MAX_CONN`, the whole server's share of the database's connections) less
+    /// [`RESERVED_CONNECTIONS`], but never below one connection per thread. Returns the line
+    /// that says what was chosen, or `None` without a budget (unset or empty).
+    pub fn fit_connection_budget(
+        &mut self,
+        budget: Option<&str>,
+        program: &str,
+    ) -> Result<Option<String>, CliExit> {
+        let Some(text) = budget.filter(|text| !text.is_empty()) else {
+            return Ok(None);
+        };
+        let budget: usize = parse_number(text, "DATABASE_MAX_CONN", &|| usage(program))?;
+        let share = budget.saturating_sub(RESERVED_CONNECTIONS) / self.threads;
+        self.pg_conns = self.pg_conns.min(share).max(1);
+        let total = self.pg_conns * self.threads;
+        let mut line = format!(
+            "DATABASE_MAX_CONN={budget}: {} PostgreSQL connection(s) per thread, {total} for \
+             {} threads ({RESERVED_CONNECTIONS} kept for the start-up load, replaced \
+             connections and administration)",
+            self.pg_conns, self.threads
+        );
+        if total + RESERVED_CONNECTIONS > budget {
+            line.push_str("; more than the budget allows: lower --threads");
+        }
+        Ok(Some(line))
     }
 }
 
@@ -214,6 +259,46 @@ mod tests {
                 dataset: Some(PathBuf::from("/tmp/items.json")),
             }
         );
+    }
+
+    #[test]
+    fn database_max_conn_caps_threads_times_connections() {
+        let fit = |threads: usize, pg_conns: usize, budget: Option<&str>| {
+            let mut config = parse(&[]).unwrap();
+            (config.threads, config.pg_conns) = (threads, pg_conns);
+            let line = config.fit_connection_budget(budget, "gnosis");
+            line.map(|line| (config.pg_conns, line))
+        };
+        // HttpArena's 256 on 64 threads: 252 / 64 = 3 each, so --pg-conns 8 becomes 3.
+        let (pg_conns, line) = fit(64, 8, Some("256")).unwrap();
+        assert_eq!(pg_conns, 3);
+        let line = line.unwrap();
+        assert!(
+            line.contains(
+                "DATABASE_MAX_CONN=256: 3 PostgreSQL connection(s) per thread, 192 for 64 threads"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("lower --threads"), "{line}");
+        // Within the budget: unchanged; never below one per thread, and said so.
+        assert_eq!(fit(2, 2, Some("256")).unwrap().0, 2);
+        assert_eq!(fit(4, 2, Some("12")).unwrap().0, 2);
+        assert_eq!(fit(4, 2, Some("11")).unwrap().0, 1);
+        let (pg_conns, line) = fit(64, 2, Some("10")).unwrap();
+        assert_eq!(pg_conns, 1);
+        assert!(line.unwrap().ends_with("lower --threads"));
+        // Unset or empty: no budget, nothing logged.
+        assert_eq!(fit(2, 5, None).unwrap(), (5, None));
+        assert_eq!(fit(2, 5, Some("")).unwrap(), (5, None));
+        for bad in ["0", "-1", "many", "2.5"] {
+            let Err(CliExit::Invalid(text)) = fit(2, 2, Some(bad)) else {
+                panic!("DATABASE_MAX_CONN={bad} accepted");
+            };
+            assert!(
+                text.starts_with("DATABASE_MAX_CONN takes a whole number"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -9,11 +9,31 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::OnceLock;
 
-use gnosis::pg::protocol::{self, Message, Param, INT4_OID};
+use gnosis::pg::protocol::{self, ColumnValue, Jsonb, Message, Param, INT4_OID, INT8_OID};
 use proptest::prelude::*;
 
+/// Every column of `row` read as each type the client decodes (whatever its real type):
+/// bad lengths and bytes must be errors, never panics.
+fn read_every_way(row: &protocol::DataRow<'_>) -> String {
+    (0..=row.len())
+        .map(|i| match row.get(i) {
+            Some(Some(bytes)) => format!(
+                "{:?} {:?} {:?} {:?} {:?}",
+                bool::decode(bytes),
+                i32::decode(bytes),
+                i64::decode(bytes),
+                <&str>::decode(bytes),
+                Jsonb::decode(bytes)
+            ),
+            other => format!("{other:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Decodes every complete message in `buf`, touching every accessor; returns their Debug
-/// forms and the bytes used. Stops at the first error (also returned as an entry).
+/// forms (a DataRow's columns read every way) and the bytes used. Stops at the first error
+/// (also returned as an entry).
 fn decode_all(buf: &[u8]) -> (Vec<String>, usize) {
     let mut at = 0;
     let mut seen = Vec::new();
@@ -23,11 +43,7 @@ fn decode_all(buf: &[u8]) -> (Vec<String>, usize) {
                 assert!(used >= 5 && at + used <= buf.len());
                 at += used;
                 match &message {
-                    Message::DataRow(row) => {
-                        for i in 0..=row.len() {
-                            let _ = row.get(i);
-                        }
-                    }
+                    Message::DataRow(row) => seen.push(read_every_way(row)),
                     Message::RowDescription(description) => {
                         let _ = description.type_oids();
                     }
@@ -47,8 +63,9 @@ fn decode_all(buf: &[u8]) -> (Vec<String>, usize) {
     }
 }
 
-/// A real conversation: start-up as gnosis_trust over the Unix socket, two statements
-/// prepared and described, 50 queries (world rows, fortunes with UTF-8, one error).
+/// A real conversation: start-up as gnosis_trust over the Unix socket, three statements
+/// prepared and described, 50 queries (world rows, fortunes with UTF-8, rows of bool, int8,
+/// jsonb and text from an int8 parameter, one error).
 fn real_traffic() -> &'static [u8] {
     static TRAFFIC: OnceLock<Vec<u8>> = OnceLock::new();
     TRAFFIC.get_or_init(|| {
@@ -72,9 +89,13 @@ fn real_traffic() -> &'static [u8] {
         )
         .unwrap();
         protocol::describe_statement(&mut out, "f").unwrap();
+        protocol::parse(&mut out, "t", TYPED_SQL, &[INT8_OID]).unwrap();
+        protocol::describe_statement(&mut out, "t").unwrap();
         protocol::sync(&mut out);
         for i in 0..50 {
-            if i % 10 == 3 {
+            if i % 10 == 7 {
+                protocol::bind(&mut out, "t", &[Param::Int8(i64::from(i) << 33)]).unwrap();
+            } else if i % 10 == 3 {
                 protocol::bind(&mut out, "f", &[Param::Int4(if i == 23 { 0 } else { 12 })])
                     .unwrap();
             } else {
@@ -100,11 +121,42 @@ fn real_traffic() -> &'static [u8] {
     })
 }
 
+/// One row of bool, int8, jsonb and text from an int8 parameter.
+const TYPED_SQL: &str = "SELECT $1 > 0, $1 * 3, \
+     jsonb_build_object('tags', jsonb_build_array('sale', 'é'), 'n', $1), 'x'::text";
+
 #[test]
 fn real_traffic_decodes_whole() {
     let (messages, _) = decode_all(real_traffic());
     assert!(messages.iter().all(|m| !m.starts_with("error")));
     assert!(messages.iter().filter(|m| m.starts_with("DataRow")).count() > 50);
+    // The server's binary bool, int8 and jsonb, read as those types.
+    let mut typed = Vec::new();
+    let mut buf = real_traffic();
+    while let Ok(Some((message, used))) = protocol::decode(buf) {
+        buf = &buf[used..];
+        let Message::DataRow(row) = message else {
+            continue;
+        };
+        let column = |i| row.get(i).flatten().unwrap();
+        if row.len() == 4 {
+            typed.push((
+                bool::decode(column(0)).unwrap(),
+                i64::decode(column(1)).unwrap(),
+                Jsonb::decode(column(2)).unwrap().0.to_string(),
+                <&str>::decode(column(3)).unwrap(),
+            ));
+        }
+    }
+    let expected: Vec<_> = [7i64, 17, 27, 37, 47]
+        .iter()
+        .map(|i| {
+            let n = i << 33;
+            let json = format!(r#"{{"n": {n}, "tags": ["sale", "é"]}}"#);
+            (true, n * 3, json, "x")
+        })
+        .collect();
+    assert_eq!(typed, expected);
 }
 
 proptest! {

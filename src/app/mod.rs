@@ -124,7 +124,12 @@ impl App {
 /// What both servers do before serving: find the database, start loading the cache, and
 /// return what makes each worker thread's app and database connections.
 pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
-    let target = Target::new(pg::Config::from_env());
+    // A DATABASE_URL that cannot be used ends the start, as a bad argument does.
+    let pg_config = pg::Config::from_env().unwrap_or_else(|error| {
+        crate::log!("{error}");
+        std::process::exit(2);
+    });
+    let target = Target::new(pg_config);
     // The whole table is read once before the workers take connections, so that the read
     // never falls among the requests TFB's verifier counts statements for; a busy machine
     // gets the whole connect timeout for it. Without a database the server goes on at once

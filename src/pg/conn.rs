@@ -18,10 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, Scram};
-use super::protocol::{
-    self, Auth, DataRow, EncodeError, Message, BPCHAR_OID, INT4_OID, NAME_OID, TEXT_OID,
-    VARCHAR_OID,
-};
+use super::protocol::{self, Auth, ColumnValue, DataRow, EncodeError, Message};
 use super::target::{Host, Target};
 
 pub use super::error::DbError;
@@ -106,23 +103,20 @@ impl<'a> Row<'a> {
         }
     }
 
-    pub fn int4(&self, index: usize) -> Result<i32, DbError> {
-        let value = self.column(index, &[INT4_OID], "int4")?;
-        let bytes: [u8; 4] = value
-            .try_into()
-            .map_err(|_| DbError::Column(format!("column {index}: int4 of the wrong size")))?;
-        Ok(i32::from_be_bytes(bytes))
+    /// Column `index` as `T` (bool, i32, i64, &str, Jsonb), its type checked against the
+    /// statement's Describe; a wrong type, a NULL or bad bytes is an error, never a panic.
+    pub fn get<T: ColumnValue<'a>>(&self, index: usize) -> Result<T, DbError> {
+        let value = self.column(index, T::OIDS, T::NAME)?;
+        T::decode(value).map_err(|error| DbError::Column(format!("column {index}: {error}")))
     }
 
-    /// A text, varchar, char or name column (binary format: the UTF-8 bytes themselves).
+    pub fn int4(&self, index: usize) -> Result<i32, DbError> {
+        self.get(index)
+    }
+
+    /// A text, varchar, char or name column.
     pub fn text(&self, index: usize) -> Result<&'a str, DbError> {
-        let value = self.column(
-            index,
-            &[TEXT_OID, VARCHAR_OID, BPCHAR_OID, NAME_OID],
-            "text",
-        )?;
-        std::str::from_utf8(value)
-            .map_err(|_| DbError::Column(format!("column {index} is not UTF-8")))
+        self.get(index)
     }
 }
 

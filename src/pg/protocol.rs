@@ -11,6 +11,9 @@ pub const TEXT_OID: u32 = 25;
 pub const VARCHAR_OID: u32 = 1043;
 pub const BPCHAR_OID: u32 = 1042;
 pub const NAME_OID: u32 = 19;
+pub const BOOL_OID: u32 = 16;
+pub const INT8_OID: u32 = 20;
+pub const JSONB_OID: u32 = 3802;
 
 /// The default bound on a backend message's length; a longer one is refused as garbage from
 /// its header, before the read buffer grows for it. What gnosis reads is far smaller: a world
@@ -28,6 +31,7 @@ const BACKEND_TAGS: &[u8] = b"RSKZ123nsItTDCENAv";
 #[derive(Debug, Clone, Copy)]
 pub enum Param<'a> {
     Int4(i32),
+    Int8(i64),
     Int4Array(&'a [i32]),
 }
 
@@ -168,6 +172,10 @@ pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Result<(), 
             match *param {
                 Param::Int4(value) => {
                     buf.extend_from_slice(&4i32.to_be_bytes());
+                    buf.extend_from_slice(&value.to_be_bytes());
+                }
+                Param::Int8(value) => {
+                    buf.extend_from_slice(&8i32.to_be_bytes());
                     buf.extend_from_slice(&value.to_be_bytes());
                 }
                 Param::Int4Array(values) => {
@@ -522,6 +530,79 @@ impl<'a> DataRow<'a> {
                 return Some(value);
             }
             i += 1;
+        }
+    }
+}
+
+/// A value read from one binary result column whose type is one of `OIDS`: the decoding of
+/// each type the client reads, in one place. Bytes of the wrong length or form are an error,
+/// never a panic.
+pub trait ColumnValue<'a>: Sized {
+    /// The type oids whose binary form `decode` reads.
+    const OIDS: &'static [u32];
+    /// The PostgreSQL type's name, for errors.
+    const NAME: &'static str;
+    fn decode(bytes: &'a [u8]) -> Result<Self, ProtocolError>;
+}
+
+impl ColumnValue<'_> for bool {
+    const OIDS: &'static [u32] = &[BOOL_OID];
+    const NAME: &'static str = "bool";
+    fn decode(bytes: &[u8]) -> Result<bool, ProtocolError> {
+        match bytes {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            _ => Err(ProtocolError("bool not one byte of 0 or 1")),
+        }
+    }
+}
+
+impl ColumnValue<'_> for i32 {
+    const OIDS: &'static [u32] = &[INT4_OID];
+    const NAME: &'static str = "int4";
+    fn decode(bytes: &[u8]) -> Result<i32, ProtocolError> {
+        let bytes = bytes
+            .try_into()
+            .map_err(|_| ProtocolError("int4 of the wrong size"))?;
+        Ok(i32::from_be_bytes(bytes))
+    }
+}
+
+impl ColumnValue<'_> for i64 {
+    const OIDS: &'static [u32] = &[INT8_OID];
+    const NAME: &'static str = "int8";
+    fn decode(bytes: &[u8]) -> Result<i64, ProtocolError> {
+        let bytes = bytes
+            .try_into()
+            .map_err(|_| ProtocolError("int8 of the wrong size"))?;
+        Ok(i64::from_be_bytes(bytes))
+    }
+}
+
+/// text, varchar, char and name: in binary, the UTF-8 bytes themselves.
+impl<'a> ColumnValue<'a> for &'a str {
+    const OIDS: &'static [u32] = &[TEXT_OID, VARCHAR_OID, BPCHAR_OID, NAME_OID];
+    const NAME: &'static str = "text";
+    fn decode(bytes: &'a [u8]) -> Result<&'a str, ProtocolError> {
+        std::str::from_utf8(bytes).map_err(|_| ProtocolError("text is not UTF-8"))
+    }
+}
+
+/// A jsonb column's JSON text, as the server wrote it (valid JSON: the server checked it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Jsonb<'a>(pub &'a str);
+
+impl<'a> ColumnValue<'a> for Jsonb<'a> {
+    const OIDS: &'static [u32] = &[JSONB_OID];
+    const NAME: &'static str = "jsonb";
+    /// Binary jsonb is a version byte, 1 (the only one there is), then the JSON text.
+    fn decode(bytes: &'a [u8]) -> Result<Jsonb<'a>, ProtocolError> {
+        match bytes.split_first() {
+            Some((1, text)) => std::str::from_utf8(text)
+                .map(Jsonb)
+                .map_err(|_| ProtocolError("jsonb text is not UTF-8")),
+            Some(_) => Err(ProtocolError("jsonb of an unknown version")),
+            None => Err(ProtocolError("jsonb without its version byte")),
         }
     }
 }
@@ -894,6 +975,66 @@ mod tests {
         });
         assert_eq!(failed, Err(EncodeError::TooLong("array")));
         assert_eq!(buf, b"before");
+    }
+
+    #[test]
+    fn column_values_decode_their_binary_forms() {
+        assert_eq!(bool::decode(&[1]), Ok(true));
+        assert_eq!(bool::decode(&[0]), Ok(false));
+        assert_eq!(i32::decode(&(-7i32).to_be_bytes()), Ok(-7));
+        assert_eq!(i64::decode(&(1i64 << 40).to_be_bytes()), Ok(1 << 40));
+        assert_eq!(<&str>::decode("フレーム".as_bytes()), Ok("フレーム"));
+        assert_eq!(
+            Jsonb::decode(b"\x01[\"fast\", \"eco\"]"),
+            Ok(Jsonb(r#"["fast", "eco"]"#))
+        );
+        assert_eq!(Jsonb::decode(b"\x01"), Ok(Jsonb("")));
+    }
+
+    #[test]
+    fn column_values_of_the_wrong_length_or_form_are_errors() {
+        for bytes in [&[][..], &[2], &[0, 1], &[0xff]] {
+            assert!(bool::decode(bytes).is_err(), "{bytes:?}");
+        }
+        for bytes in [&[][..], &[0, 0, 0], &[0; 5], &[0; 8]] {
+            assert_eq!(
+                i32::decode(bytes),
+                Err(ProtocolError("int4 of the wrong size"))
+            );
+        }
+        for bytes in [&[][..], &[0; 4], &[0; 7], &[0; 9]] {
+            assert_eq!(
+                i64::decode(bytes),
+                Err(ProtocolError("int8 of the wrong size"))
+            );
+        }
+        assert!(<&str>::decode(&[0xc3, 0x28]).is_err());
+        assert_eq!(
+            Jsonb::decode(b""),
+            Err(ProtocolError("jsonb without its version byte"))
+        );
+        for version in [0u8, 2, b'['] {
+            assert_eq!(
+                Jsonb::decode(&[version, b'1']),
+                Err(ProtocolError("jsonb of an unknown version"))
+            );
+        }
+        assert!(Jsonb::decode(&[1, 0xff]).is_err());
+    }
+
+    #[test]
+    fn bind_encodes_int8_as_eight_bytes() {
+        let mut buf = Vec::new();
+        bind(&mut buf, "s", &[Param::Int8(-2), Param::Int8(1 << 33)]).unwrap();
+        let mut expected = vec![0, 2];
+        expected.extend_from_slice(&8i32.to_be_bytes());
+        expected.extend_from_slice(&(-2i64).to_be_bytes());
+        expected.extend_from_slice(&8i32.to_be_bytes());
+        expected.extend_from_slice(&(1i64 << 33).to_be_bytes());
+        expected.extend_from_slice(&[0, 1, 0, 1]);
+        assert!(buf.ends_with(&expected), "{buf:?}");
+        // Tag, length, portal, "s", one binary format code: the parameters follow.
+        assert_eq!(buf.len(), 1 + 4 + 1 + 2 + 4 + expected.len());
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::auth::ALLOW_CLEARTEXT_VAR;
 use super::error::DbError;
+use super::url::{DatabaseUrl, UrlError};
 pub use crate::sys::Address;
 
 pub const DEFAULT_HOST: &str = "tfb-database";
@@ -48,15 +49,20 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE and GNOSIS_ALLOW_CLEARTEXT,
-    /// falling back to TFB's settings, and logs the chosen transport once to stderr.
-    pub fn from_env() -> Config {
-        let config = Config::from_vars(
-            |name| std::env::var(name).ok(),
-            |port| trusted_socket_dir(SOCKET_DIRS, port),
-        );
+    /// Reads DATABASE_URL, then PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE and
+    /// GNOSIS_ALLOW_CLEARTEXT for what it leaves out, falling back to TFB's settings, and logs
+    /// the chosen transport once to stderr (and the URL's parameters it ignores, by name). A
+    /// URL that cannot be used (bad, or asking for TLS) is an error.
+    pub fn from_env() -> Result<Config, UrlError> {
+        let url = DatabaseUrl::from_var(std::env::var("DATABASE_URL").ok())?;
+        if !url.ignored.is_empty() {
+            crate::log!("DATABASE_URL: ignoring {}", url.ignored.join(", "));
+        }
+        let config = Config::from_vars(url.over(|name| std::env::var(name).ok()), |port| {
+            trusted_socket_dir(SOCKET_DIRS, port)
+        });
         crate::log!("PostgreSQL target {config}");
-        config
+        Ok(config)
     }
 
     /// `from_env` with the environment and the socket search passed in (for tests):
@@ -148,6 +154,8 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.host {
             Host::Unix(dir) => write!(f, "unix socket {}", socket_path(dir, self.port).display())?,
+            // An IPv6 address in brackets, as in a URL, so that its port stands apart.
+            Host::Tcp(host) if host.contains(':') => write!(f, "tcp [{host}]:{}", self.port)?,
             Host::Tcp(host) => write!(f, "tcp {host}:{}", self.port)?,
         }
         write!(f, " user {} database {}", self.user, self.database)
@@ -355,14 +363,72 @@ mod tests {
                     .find(|(k, _)| *k == name)
                     .map(|(_, v)| v.to_string())
             },
-            |port| {
-                SOCKET_DIRS.iter().map(PathBuf::from).find(|dir| {
-                    sockets
-                        .iter()
-                        .any(|s| Path::new(s) == socket_path(dir, port))
-                })
-            },
+            socket_dirs_holding(sockets),
         )
+    }
+
+    /// Socket detection that finds the test's `sockets` in [`SOCKET_DIRS`].
+    fn socket_dirs_holding<'a>(sockets: &'a [&str]) -> impl Fn(u16) -> Option<PathBuf> + 'a {
+        move |port| {
+            SOCKET_DIRS.iter().map(PathBuf::from).find(|dir| {
+                sockets
+                    .iter()
+                    .any(|s| Path::new(s) == socket_path(dir, port))
+            })
+        }
+    }
+
+    /// What `from_env` builds from DATABASE_URL over the PG* variables.
+    fn config_with_url(url: &str, vars: &[(&str, &str)], sockets: &[&str]) -> Config {
+        let url = DatabaseUrl::parse(url).unwrap();
+        Config::from_vars(
+            url.over(|name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }),
+            socket_dirs_holding(sockets),
+        )
+    }
+
+    #[test]
+    fn database_url_wins_over_the_pg_variables() {
+        let pg = [
+            ("PGHOST", "/run/pg"),
+            ("PGPORT", "6000"),
+            ("PGUSER", "pguser"),
+            ("PGPASSWORD", "pgpass"),
+            ("PGDATABASE", "pgdb"),
+        ];
+        let c = config_with_url("postgres://bench:bench@localhost:5432/benchmark", &pg, &[]);
+        assert_eq!(c.host, Host::Tcp("localhost".into()));
+        assert_eq!(
+            (c.port, &*c.user, &*c.password, &*c.database),
+            (5432, "bench", "bench", "benchmark")
+        );
+        let c = config_with_url("postgresql://u@[::1]:7000/d", &pg, &[]);
+        assert_eq!(c.to_string(), "tcp [::1]:7000 user u database d");
+        assert_eq!((c.host, c.port), (Host::Tcp("::1".into()), 7000));
+        let c = config_with_url("postgres://u@%2Fvar%2Frun%2Fpostgresql/d", &[], &[]);
+        assert_eq!(c.host, Host::Unix("/var/run/postgresql".into()));
+    }
+
+    #[test]
+    fn parts_the_url_leaves_out_fall_back_like_libpq() {
+        // To the PG* variables first...
+        let pg = [
+            ("PGHOST", "pghost"),
+            ("PGPORT", "6000"),
+            ("PGPASSWORD", "pgpass"),
+        ];
+        let c = config_with_url("postgres://bench@/benchmark", &pg, &[]);
+        assert_eq!(c.host, Host::Tcp("pghost".into()));
+        assert_eq!((c.port, &*c.user, &*c.password), (6000, "bench", "pgpass"));
+        // ...then to the local socket for the URL's port, then TFB's settings.
+        let c = config_with_url("postgres://:55432", &[], &["/tmp/.s.PGSQL.55432"]);
+        assert_eq!((c.host, c.port), (Host::Unix("/tmp".into()), 55432));
+        let c = config_with_url("postgres://", &[], &[]);
+        assert_eq!(c, config(&[], &[]));
     }
 
     #[test]
@@ -415,6 +481,9 @@ mod tests {
     fn password_never_shown() {
         let c = config(&[("PGPASSWORD", "s3cret")], &[]);
         assert!(!format!("{c} {c:?}").contains("s3cret"));
+        let c = config_with_url("postgres://bench:s3cret@db:5432/benchmark", &[], &[]);
+        assert_eq!(format!("{c}"), "tcp db:5432 user bench database benchmark");
+        assert!(!format!("{c:?}").contains("s3cret"));
         let target = Target::new(c);
         assert!(!format!("{target} {target:?}").contains("s3cret"));
     }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::pg::protocol::script::{self, frontend};
+use crate::pg::protocol::{Jsonb, BOOL_OID, INT4_OID, INT8_OID, JSONB_OID, TEXT_OID};
 use crate::pg::target::{Config, Host};
 use proptest::prelude::*;
 use std::io;
@@ -958,4 +959,61 @@ proptest! {
         s.advance(DEFAULT_TIMEOUT);
         s.timer();
     }
+}
+
+/// A DataRow of the given binary columns (`None`: NULL), as a `Row` of the given types.
+fn with_row(types: &[u32], columns: &[Option<&[u8]>], check: impl FnOnce(Row<'_>)) {
+    let mut body = (columns.len() as u16).to_be_bytes().to_vec();
+    for column in columns {
+        match column {
+            Some(bytes) => {
+                body.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+                body.extend_from_slice(bytes);
+            }
+            None => body.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    let mut bytes = vec![b'D'];
+    bytes.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    bytes.extend_from_slice(&body);
+    let Ok(Some((Message::DataRow(data), _))) = protocol::decode(&bytes) else {
+        panic!("not a DataRow");
+    };
+    check(Row { data, types });
+}
+
+#[test]
+fn row_columns_are_read_as_their_described_types() {
+    let types = [BOOL_OID, INT8_OID, JSONB_OID, INT4_OID, TEXT_OID];
+    let columns: [Option<&[u8]>; 5] = [
+        Some(&[1]),
+        Some(&(1i64 << 40).to_be_bytes()),
+        Some(b"\x01{\"score\": 4}"),
+        Some(&7i32.to_be_bytes()),
+        Some("é".as_bytes()),
+    ];
+    with_row(&types, &columns, |row| {
+        assert!(row.get::<bool>(0).unwrap());
+        assert_eq!(row.get::<i64>(1).unwrap(), 1 << 40);
+        assert_eq!(row.get::<Jsonb>(2).unwrap(), Jsonb(r#"{"score": 4}"#));
+        assert_eq!((row.int4(3).unwrap(), row.text(4).unwrap()), (7, "é"));
+    });
+}
+
+#[test]
+fn a_column_of_another_type_or_length_or_null_is_an_error() {
+    let types = [BOOL_OID, INT8_OID, JSONB_OID, INT4_OID];
+    let columns: [Option<&[u8]>; 4] = [Some(&[1, 0]), Some(&[0; 4]), Some(b"\x02{}"), None];
+    with_row(&types, &columns, |row| {
+        let error = |result: Result<(), DbError>| result.unwrap_err().to_string();
+        // The type the statement described decides, whatever the bytes would fit.
+        assert!(error(row.get::<i32>(0).map(drop)).contains("column 0 is not int4"));
+        assert!(error(row.get::<i64>(3).map(drop)).contains("column 3 is not int8"));
+        assert!(error(row.get::<&str>(2).map(drop)).contains("column 2 is not text"));
+        assert!(error(row.get::<bool>(0).map(drop)).contains("column 0: bool not one byte"));
+        assert!(error(row.get::<i64>(1).map(drop)).contains("column 1: int8 of the wrong size"));
+        assert!(error(row.get::<Jsonb>(2).map(drop)).contains("column 2: jsonb of an unknown"));
+        assert!(error(row.int4(3).map(drop)).contains("column 3 is NULL"));
+        assert!(error(row.get::<bool>(4).map(drop)).contains("column 4 is not bool"));
+    });
 }
