@@ -1,7 +1,10 @@
 //! The command line shared by both binaries.
 
 use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::http::MAX_BODY;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -15,6 +18,10 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// HTTP requests waiting on the database per thread; beyond it, 503 at once.
     pub max_db_requests: usize,
+    /// The largest request body taken; larger gets 413 and the connection closes.
+    pub max_body: usize,
+    /// HttpArena's json dataset, when given on the command line.
+    pub dataset: Option<PathBuf>,
 }
 
 /// Why the command line did not produce a [`Config`]: print the text and exit.
@@ -29,7 +36,8 @@ pub enum CliExit {
 fn usage(program: &str) -> String {
     format!(
         "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
-         [--connect-timeout MS] [--max-db-requests N]\n\n  \
+         [--connect-timeout MS] [--max-db-requests N]\n       \
+         [--max-body BYTES] [--dataset FILE]\n\n  \
          --port N              TCP port to listen on, on all addresses (default 8080)\n  \
          --threads N           worker threads, one event loop each (default: one per core)\n  \
          --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
@@ -39,6 +47,10 @@ fn usage(program: &str) -> String {
          this (default 5000)\n  \
          --max-db-requests N   requests waiting on the database per thread; beyond it, 503\n                        \
          at once (default 4096)\n  \
+         --max-body BYTES      the largest request body taken; larger gets 413 and the\n                        \
+         connection closes (default {MAX_BODY})\n  \
+         --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
+         /data/dataset.json); without it /json/{{count}} answers 503\n  \
          --help                print this help\n\n\
          PostgreSQL is found through PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE;\n\
          without PGHOST, a local socket in /var/run/postgresql or /tmp, else tfb-database.\n"
@@ -74,6 +86,8 @@ impl Config {
             query_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
             max_db_requests: 4096,
+            max_body: MAX_BODY,
+            dataset: None,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -99,6 +113,8 @@ impl Config {
                 "--max-db-requests" => {
                     config.max_db_requests = parse_number(&value()?, &flag, &usage)?
                 }
+                "--max-body" => config.max_body = parse_number(&value()?, &flag, &usage)?,
+                "--dataset" => config.dataset = Some(PathBuf::from(value()?)),
                 other => {
                     return Err(CliExit::Invalid(format!(
                         "unknown argument '{other}'\n\n{}",
@@ -158,7 +174,10 @@ mod tests {
                 "--connect-timeout",
                 "1000",
                 "--max-db-requests",
-                "8"
+                "8",
+                "--max-body=100",
+                "--dataset",
+                "/tmp/items.json",
             ])
             .unwrap(),
             Config {
@@ -168,6 +187,8 @@ mod tests {
                 query_timeout: Duration::from_millis(250),
                 connect_timeout: Duration::from_secs(1),
                 max_db_requests: 8,
+                max_body: 100,
+                dataset: Some(PathBuf::from("/tmp/items.json")),
             }
         );
     }
@@ -181,6 +202,8 @@ mod tests {
             &["--threads", "0"],
             &["--query-timeout", "0"],
             &["--max-db-requests", "x"],
+            &["--max-body", "0"],
+            &["--dataset"],
             &["--bogus"],
         ] {
             assert!(matches!(parse(args), Err(CliExit::Invalid(_))), "{args:?}");

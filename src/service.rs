@@ -1,19 +1,24 @@
 //! The contract between the application and the servers that run it.
 //!
-//! A server owns the sockets, the HTTP connections and the thread's PostgreSQL connections
-//! (a [`Pool`]). It hands the application every parsed request and every database event,
-//! and delivers the responses the application finishes to their connections, in order. The
-//! application never sees a socket; the servers know nothing of routes.
+//! A server owns the sockets, the HTTP connections, the thread's PostgreSQL connections
+//! (a [`Pool`]) and its timers. It hands the application every parsed request, every
+//! database event and every timer that comes due, and delivers the responses the
+//! application finishes to their connections, in order. The application never sees a
+//! socket; the servers know nothing of routes.
 
 use std::time::Instant;
 
-use crate::http::{ContentType, Handler, HttpDate, Reply, Request, Response, Status, Ticket};
+use crate::http::{
+    ContentType, Handler, HttpDate, Reply, Request, Response, Status, Ticket, MAX_BODY,
+};
 use crate::pg::{Event, Pool};
+use crate::server::Timers;
 
 pub trait Service {
     /// Appends the whole response to `request` to `out` and returns [`Reply::Now`], or
-    /// queues queries on `cx.db` and returns [`Reply::Later`]: the response then comes from
-    /// [`Service::on_database_event`] with `ticket`.
+    /// queues queries on `cx.db` or a timer with [`Context::answer_at`] and returns
+    /// [`Reply::Later`]: the response then comes from [`Service::on_database_event`] or
+    /// [`Service::on_timer`] with `ticket`.
     fn handle(
         &mut self,
         request: &Request<'_>,
@@ -25,6 +30,17 @@ pub trait Service {
 
     /// One event of the query with `token`. Returns the response it finishes, if any.
     fn on_database_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>>;
+
+    /// The time set by [`Context::answer_at`] for the request of `ticket` has come. Returns
+    /// the response it finishes, if any. Not called once the request's connection has
+    /// closed: keep what the answer needs in the token.
+    fn on_timer(&mut self, ticket: Ticket, token: u64) -> Option<Finished<'_>>;
+
+    /// The largest request body taken; a larger one is answered 413 and the connection
+    /// closes.
+    fn max_body(&self) -> usize {
+        MAX_BODY
+    }
 }
 
 /// What a request is answered with besides the request itself.
@@ -32,6 +48,15 @@ pub struct Context<'a> {
     pub date: &'a HttpDate,
     pub now: Instant,
     pub db: &'a mut Pool,
+    pub timers: &'a mut Timers,
+}
+
+impl Context<'_> {
+    /// Has [`Service::on_timer`] called with `ticket` and `token` at `at` (not before), for
+    /// a request answered with [`Reply::Later`].
+    pub fn answer_at(&mut self, at: Instant, ticket: Ticket, token: u64) {
+        self.timers.schedule(at, ticket, token);
+    }
 }
 
 /// A response the database work of one request has finished.
@@ -59,5 +84,9 @@ impl<S: Service> Handler for Serving<'_, S> {
     ) -> Reply {
         self.service
             .handle(request, response, ticket, out, &mut self.cx)
+    }
+
+    fn max_body(&self) -> usize {
+        self.service.max_body()
     }
 }

@@ -1,5 +1,7 @@
 //! Property tests of the HTTP request path: the parser and a whole connection (parser, app,
-//! response writer) fed arbitrary bytes, and valid pipelined traffic cut at arbitrary places.
+//! response writer) fed arbitrary bytes, valid pipelined traffic (with Content-Length and
+//! chunked bodies) cut at arbitrary places, and chunked bodies decoded however they are
+//! chunked and cut.
 //! Run with a fixed number of cases in every test run; failures proptest finds are kept in
 //! proptest-regressions/ and replayed first.
 
@@ -8,8 +10,9 @@ use std::time::Instant;
 
 use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
-use gnosis::http::{parse, BufferPool, Connection, HttpDate, Parsed};
+use gnosis::http::{parse, BufferPool, Connection, HttpDate, Parsed, MAX_BODY};
 use gnosis::pg::Pool;
+use gnosis::server::Timers;
 use gnosis::service::{Context, Serving};
 use proptest::prelude::*;
 
@@ -18,6 +21,7 @@ use proptest::prelude::*;
 fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
     let mut app = App::new(Arc::new(WorldSnapshot::default()), 16);
     let mut db = Pool::empty();
+    let mut timers = Timers::default();
     let mut conn = Connection::new(0, Instant::now());
     let mut buffers = BufferPool::default();
     let mut written = Vec::new();
@@ -30,6 +34,7 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
                 date,
                 now,
                 db: &mut db,
+                timers: &mut timers,
             },
         };
         conn.process(&mut handler, date, now, &mut buffers);
@@ -81,6 +86,9 @@ fn request_strategy() -> impl Strategy<Value = String> {
         "/nothing",
         "/db",
         "/queries?queries=3",
+        "/baseline11?a=1&b=2",
+        "/pipeline",
+        "/json/3?m=2",
     ]);
     // No HEAD: its response announces a body it does not carry, which `statuses` cannot
     // tell from the outside (tests/http.rs covers HEAD).
@@ -90,6 +98,9 @@ fn request_strategy() -> impl Strategy<Value = String> {
         "Accept: */*\r\n",
         "Connection: keep-alive\r\n",
         "Content-Length: 3\r\n\r\nabc",
+        "Content-Length: 2\r\n\r\n20",
+        "Transfer-Encoding: chunked\r\n\r\n1;e=1\r\n4\r\n2\r\n20\r\n0\r\nX-T: v\r\n\r\n",
+        "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         "X-Empty:\r\n",
     ]);
     (method, target, extra).prop_map(|(method, target, extra)| {
@@ -108,7 +119,7 @@ proptest! {
 
     #[test]
     fn the_parser_never_panics_and_never_overreads(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
-        if let Parsed::Complete { len, .. } = parse(&bytes) {
+        if let Parsed::Complete { len, .. } = parse(&bytes, MAX_BODY, &mut Vec::new()) {
             prop_assert!(len > 0 && len <= bytes.len());
         }
     }
@@ -153,5 +164,38 @@ proptest! {
         let at_once = serve(std::slice::from_ref(&whole), &date);
         prop_assert_eq!(statuses(&at_once).len(), requests.len());
         prop_assert_eq!(serve(&chunks, &date), at_once);
+    }
+
+    #[test]
+    fn chunked_bodies_decode_however_they_are_chunked_and_cut(
+        body in prop::collection::vec(any::<u8>(), 0..300),
+        sizes in prop::collection::vec(1..40usize, 1..20),
+        extensions in prop::collection::vec(prop::sample::select(vec!["", ";a", ";a=b ; c=\"d\"", " ;x"]), 1..20),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut request = b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let mut rest = &body[..];
+        let mut n = 0;
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(sizes[n % sizes.len()].min(rest.len()));
+            let extension = extensions[n % extensions.len()];
+            request.extend_from_slice(format!("{:X}{extension}\r\n", chunk.len()).as_bytes());
+            request.extend_from_slice(chunk);
+            request.extend_from_slice(b"\r\n");
+            rest = after;
+            n += 1;
+        }
+        request.extend_from_slice(b"0\r\nX-Trailer: 1\r\n\r\n");
+        let mut decoded = Vec::new();
+        match parse(&request, MAX_BODY, &mut decoded) {
+            Parsed::Complete { request: parsed, len } => {
+                prop_assert_eq!(parsed.body, &body[..]);
+                prop_assert_eq!(len, request.len());
+            }
+            other => prop_assert!(false, "{:?}", other),
+        }
+        let cut = cut.index(request.len());
+        let partial = parse(&request[..cut], MAX_BODY, &mut decoded);
+        prop_assert_eq!(partial, Parsed::Partial);
     }
 }

@@ -37,13 +37,18 @@ fn still_serving(server: &mut Server) {
 
 fn bad_framing_and_bad_bytes_get_4xx_and_close(binary: &str) {
     let mut server = start(binary);
-    let cases: [(&[u8], u16); 7] = [
+    let cases: [(&[u8], u16); 12] = [
         (b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
         (b"G@T /json HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         (b"GET /js\0on HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         (b"GET /json HTTP/1.1\r\nHost: a\0b\r\n\r\n", 400),
         (b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: 12abc\r\n\r\n", 400),
-        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 501),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello!\r\n0\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffff\r\n", 413),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400),
         (b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999\r\n\r\n", 413),
     ];
     for (raw, expected) in cases {

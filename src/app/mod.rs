@@ -1,8 +1,11 @@
-//! The TFB application: routes, handlers, World and Fortune, the cache.
+//! The application: TFB's routes, handlers, World and Fortune, the cache; and HttpArena's
+//! HTTP routes ([`arena`]).
 //!
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
-//! in [`db::Jobs`] and are answered when its queries come back.
+//! in [`db::Jobs`] and are answered when its queries come back; `/delay` is answered by a
+//! timer.
 
+pub mod arena;
 pub mod cache;
 pub mod db;
 pub mod fortune;
@@ -17,6 +20,7 @@ use crate::config::Config;
 use crate::http::{ContentType, Method, Reply, Request, Response, Status, Ticket};
 use crate::pg::{self, Pool, Target};
 use crate::service::{Context, Finished, Service};
+use arena::Arena;
 use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
 use world::{random_id, World, WorldSnapshot};
@@ -27,6 +31,7 @@ pub enum Route {
     Json,
     Database(DbRoute),
     CachedQueries(usize),
+    Arena(arena::Route),
 }
 
 impl Route {
@@ -39,7 +44,7 @@ impl Route {
             "/updates" => Route::Database(DbRoute::Updates(count_param(query, "queries"))),
             "/fortunes" => Route::Database(DbRoute::Fortunes),
             "/cached-queries" => Route::CachedQueries(count_param(query, "count")),
-            _ => return None,
+            _ => return arena::Route::find(path).map(Route::Arena),
         })
     }
 }
@@ -77,6 +82,8 @@ pub struct App {
     missing: Vec<i32>,
     rng: fastrand::Rng,
     jobs: Jobs,
+    arena: Arena,
+    max_body: usize,
 }
 
 impl App {
@@ -89,7 +96,21 @@ impl App {
             missing: Vec::new(),
             rng: fastrand::Rng::new(),
             jobs: Jobs::new(max_db_requests),
+            arena: Arena::default(),
+            max_body: crate::http::MAX_BODY,
         }
+    }
+
+    /// Serves HttpArena's `/json/{count}` from `dataset` (without it, 503).
+    pub fn with_dataset(mut self, dataset: Option<arena::Dataset>) -> Self {
+        self.arena = Arena::new(dataset);
+        self
+    }
+
+    /// Takes request bodies of up to `max_body` bytes.
+    pub fn with_max_body(mut self, max_body: usize) -> Self {
+        self.max_body = max_body;
+        self
     }
 }
 
@@ -109,6 +130,8 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
         ..pg::Options::default()
     };
     let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
+    let dataset = arena::load_dataset(&arena::dataset_path(config.dataset.as_deref()));
+    let max_body = config.max_body;
     let threads = Arc::new(pg::pool::Threads::default());
     move || {
         let pool = Pool::new(
@@ -119,7 +142,10 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
             &threads,
             std::time::Instant::now(),
         );
-        (App::new(snapshot.clone(), max_db_requests), pool)
+        let app = App::new(snapshot.clone(), max_db_requests)
+            .with_dataset(dataset.clone())
+            .with_max_body(max_body);
+        (app, pool)
     }
 }
 
@@ -136,7 +162,12 @@ impl Service for App {
             response.write_error(out, cx.date, Status::NotFound);
             return Reply::Now;
         };
-        if request.method == Method::Other {
+        // Every route answers GET and HEAD; only /baseline11 takes a POST.
+        let allowed = matches!(
+            (route, request.method),
+            (_, Method::Get | Method::Head) | (Route::Arena(arena::Route::Baseline), Method::Post)
+        );
+        if !allowed {
             response.write_error(out, cx.date, Status::MethodNotAllowed);
             return Reply::Now;
         }
@@ -178,6 +209,11 @@ impl Service for App {
                     }
                 }
             }
+            Route::Arena(route) => {
+                let (path, query, body) = (request.path, request.query, request.body);
+                let answer = self.arena.answer(route, path, query, body, cx.now);
+                return arena::respond(answer, response, ticket, out, cx);
+            }
             Route::Database(route) => {
                 match self.jobs.start(route, ticket, &mut self.rng, cx.db, cx.now) {
                     Ok(()) => return Reply::Later,
@@ -190,6 +226,20 @@ impl Service for App {
 
     fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
         self.jobs.on_event(token, event, &mut self.cache)
+    }
+
+    /// Only `/delay` sets timers; its token is the number of milliseconds.
+    fn on_timer(&mut self, ticket: Ticket, token: u64) -> Option<Finished<'_>> {
+        Some(Finished {
+            ticket,
+            status: Status::Ok,
+            content_type: ContentType::Plain,
+            body: self.arena.delayed(token),
+        })
+    }
+
+    fn max_body(&self) -> usize {
+        self.max_body
     }
 }
 

@@ -26,6 +26,10 @@ pub trait Handler {
         ticket: Ticket,
         out: &mut Vec<u8>,
     ) -> Reply;
+
+    /// The largest request body taken; a larger one is answered 413 and the connection
+    /// closes.
+    fn max_body(&self) -> usize;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +77,8 @@ pub struct Connection {
     closing: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
     peer_eof: bool,
+    /// `100 Continue` went out for the request at the front of the input.
+    continued: bool,
     /// Since when the client owes the rest of a request it has begun; `None` while there is
     /// no partial request, or while the server itself holds the input back.
     waiting_since: Option<Instant>,
@@ -92,6 +98,7 @@ impl Connection {
             sent: 0,
             closing: false,
             peer_eof: false,
+            continued: false,
             waiting_since: None,
             last_active: now,
         }
@@ -113,6 +120,7 @@ impl Connection {
         self.generation = self.generation.wrapping_add(1);
         self.closing = false;
         self.peer_eof = false;
+        self.continued = false;
         self.waiting_since = None;
         self.last_active = now;
     }
@@ -136,7 +144,9 @@ impl Connection {
 
     /// Answers every complete request in the input, in order, as long as the client keeps
     /// reading its responses. A malformed request is answered with its error status and
-    /// ends the connection.
+    /// ends the connection. A request whose client waits for `100 Continue` before sending
+    /// the body gets it, once, when no earlier response is still waiting in line (the
+    /// client sends the body anyway after a pause).
     pub fn process(
         &mut self,
         handler: &mut impl Handler,
@@ -146,10 +156,14 @@ impl Connection {
     ) {
         let mut consumed = 0;
         let mut partial = false;
+        // Chunked bodies are decoded here; a buffer is allocated only for them.
+        let mut decoded = Vec::new();
+        let max_body = handler.max_body();
         while !self.closing && self.has_room() {
-            match parse(&self.input[consumed..]) {
+            match parse(&self.input[consumed..], max_body, &mut decoded) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
+                    self.continued = false;
                     let response = Response::to(&request);
                     let ticket = Ticket {
                         slot: self.slot,
@@ -181,6 +195,15 @@ impl Connection {
                 }
                 Parsed::Partial => {
                     partial = consumed < self.input.len();
+                    break;
+                }
+                Parsed::ExpectsContinue => {
+                    if !self.continued && self.queue.is_empty() {
+                        lent(&mut self.output, buffers)
+                            .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        self.continued = true;
+                    }
+                    partial = true;
                     break;
                 }
                 Parsed::Invalid(status) => {
@@ -366,8 +389,11 @@ pub const TIMEOUTS: Timeouts = Timeouts {
 mod tests {
     use super::*;
 
-    /// Answers `/later` through a ticket, anything else at once.
+    /// Answers `/later` through a ticket, anything else at once with `now` and the body.
     struct Tickets(Vec<Ticket>);
+
+    /// Takes bodies of up to 16 bytes.
+    const TEST_MAX_BODY: usize = 16;
 
     impl Handler for Tickets {
         fn handle(
@@ -382,7 +408,12 @@ mod tests {
                 return Reply::Later;
             }
             out.extend_from_slice(b"now");
+            out.extend_from_slice(request.body);
             Reply::Now
+        }
+
+        fn max_body(&self) -> usize {
+            TEST_MAX_BODY
         }
     }
 
@@ -432,5 +463,98 @@ mod tests {
         assert!(!holds_buffers(&conn));
         // Every buffer lent came back: the input's, the output's and the waiting response's.
         assert_eq!(buffers.spare(), 3);
+    }
+
+    /// Feeds `chunks` one after another, processing after each and completing every ticket
+    /// in reverse order once all are in; returns everything sent and whether the
+    /// connection finished.
+    fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
+        let (date, now) = (HttpDate::new(), Instant::now());
+        let mut buffers = BufferPool::default();
+        let mut handler = Tickets(Vec::new());
+        let mut conn = Connection::new(0, now);
+        let mut sent = Vec::new();
+        for chunk in chunks {
+            conn.input(&mut buffers).extend_from_slice(chunk);
+            conn.process(&mut handler, &date, now, &mut buffers);
+            sent.extend(send_all(&mut conn, &mut buffers, now));
+        }
+        for (n, ticket) in handler.0.drain(..).enumerate().rev() {
+            let body = format!("later{n}");
+            conn.complete(
+                ticket,
+                &date,
+                Status::Ok,
+                ContentType::Plain,
+                body.as_bytes(),
+                now,
+            );
+        }
+        conn.collect(&mut buffers);
+        conn.process(&mut handler, &date, now, &mut buffers);
+        sent.extend(send_all(&mut conn, &mut buffers, now));
+        (sent, conn.is_finished())
+    }
+
+    /// What was sent, each response head (written by the connection) shortened to its
+    /// status in brackets; the test handler writes its immediate answers without a head.
+    fn outline(sent: &[u8]) -> String {
+        let mut text = String::from_utf8_lossy(sent).into_owned();
+        while let Some(start) = text.find("HTTP/1.1 ") {
+            let status = text[start + 9..start + 12].to_string();
+            let end = text[start..]
+                .find("\r\n\r\n")
+                .map_or(text.len(), |end| start + end + 4);
+            text.replace_range(start..end, &format!("[{status}]"));
+        }
+        text
+    }
+
+    const PIPELINE_WITH_BODIES: &[u8] = b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc\
+GET /later HTTP/1.1\r\nHost: h\r\n\r\n\
+POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\r\nde\r\n1\r\nf\r\n0\r\nT: 1\r\n\r\n\
+POST /later HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nGET \
+PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
+
+    #[test]
+    fn pipelined_requests_with_bodies_are_answered_in_order_however_they_are_cut() {
+        let (whole, _) = serve(&[PIPELINE_WITH_BODIES]);
+        assert_eq!(outline(&whole), "nowabc[200]later0nowdef[200]later1now");
+        for cut in 0..PIPELINE_WITH_BODIES.len() {
+            let (head, tail) = PIPELINE_WITH_BODIES.split_at(cut);
+            assert_eq!(serve(&[head, tail]).0, whole, "cut at {cut}");
+        }
+        let bytes: Vec<&[u8]> = PIPELINE_WITH_BODIES.chunks(1).collect();
+        assert_eq!(serve(&bytes).0, whole);
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_413_after_the_answers_before_it_and_ends_the_connection() {
+        let big = format!(
+            "GET /later HTTP/1.1\r\nHost: h\r\n\r\nPOST /x HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\nGET /after HTTP/1.1\r\nHost: h\r\n\r\n",
+            TEST_MAX_BODY + 1
+        );
+        let (sent, finished) = serve(&[big.as_bytes()]);
+        assert!(finished);
+        assert_eq!(outline(&sent), "[200]later0[413]Content Too Large");
+
+        let chunked = b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n123456789\r\n8\r\n12345678\r\n";
+        let (sent, finished) = serve(&[chunked]);
+        assert!(finished);
+        assert_eq!(outline(&sent), "[413]Content Too Large");
+        let exactly = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 16\r\n\r\n0123456789abcdef";
+        assert_eq!(serve(&[exactly]), (b"now0123456789abcdef".to_vec(), false));
+    }
+
+    #[test]
+    fn continue_is_sent_once_and_only_when_no_answer_waits_before_it() {
+        let head =
+            b"POST /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+        let (sent, _) = serve(&[head, b"", b"1", b"2"]);
+        assert_eq!(outline(&sent), "[100]now12");
+        // Behind a request still waiting, the 100 would overtake its answer: not sent.
+        let behind = [&b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..], head].concat();
+        let (sent, _) = serve(&[&behind, b"12"]);
+        assert_eq!(outline(&sent), "[200]later0now12");
     }
 }

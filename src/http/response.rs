@@ -145,7 +145,7 @@ mod tests {
     use crate::http::{parse, Parsed};
 
     fn response_to(raw: &[u8]) -> Response {
-        match parse(raw) {
+        match parse(raw, crate::http::MAX_BODY, &mut Vec::new()) {
             Parsed::Complete { request, .. } => Response::to(&request),
             other => panic!("{other:?}"),
         }

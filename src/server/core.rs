@@ -8,10 +8,13 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
+use crate::http::Ticket;
 use crate::http::{BufferPool, Connection, HttpDate, TIMEOUTS};
 use crate::pg::{DbError, Event, Pool, Step};
-use crate::service::{Context, Service, Serving};
+use crate::service::{Context, Finished, Service, Serving};
 use crate::sys;
+
+use super::Timers;
 
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
 const LINGER: Duration = Duration::from_secs(2);
@@ -76,6 +79,8 @@ pub(super) struct Core<S, K> {
     pub completed: Vec<usize>,
     pub date: HttpDate,
     pub now: Instant,
+    /// Requests to answer at a given time.
+    timers: Timers,
     next_sweep: Instant,
     /// Until the worker takes connections: the latest time to start.
     listen_by: Option<Instant>,
@@ -94,6 +99,7 @@ impl<S: Service, K> Core<S, K> {
             completed: Vec::new(),
             date: HttpDate::new(),
             now,
+            timers: Timers::default(),
             next_sweep: now + SWEEP_EVERY,
             listen_by: Some(now + DATABASE_GRACE),
         }
@@ -120,7 +126,7 @@ impl<S: Service, K> Core<S, K> {
 
     /// When the backend must wake up at the latest, whatever happens on the sockets.
     pub fn next_wake(&self) -> Instant {
-        [self.pool.deadline(), self.listen_by]
+        [self.pool.deadline(), self.listen_by, self.timers.earliest()]
             .into_iter()
             .flatten()
             .fold(self.next_sweep, Instant::min)
@@ -177,6 +183,7 @@ impl<S: Service, K> Core<S, K> {
             buffers,
             date,
             now,
+            timers,
             ..
         } = self;
         let slot = &mut slots[index];
@@ -197,6 +204,7 @@ impl<S: Service, K> Core<S, K> {
                     date,
                     now: *now,
                     db: pool,
+                    timers,
                 },
             };
             slot.conn.process(&mut serving, date, *now, buffers);
@@ -244,9 +252,15 @@ impl<S: Service, K> Core<S, K> {
         true
     }
 
-    /// Runs the database connections' timers (reconnects, deadlines), and gives back
-    /// connections another thread needs more.
+    /// Answers the requests whose time has come, runs the database connections' timers
+    /// (reconnects, deadlines), and gives back connections another thread needs more.
     pub fn on_timers(&mut self) {
+        let mut timers = std::mem::take(&mut self.timers);
+        let (_, mut deliver) = self.split();
+        timers.run(deliver.now, |ticket, token| deliver.timer(ticket, token));
+        timers.sweep_when_grown(|ticket| is_live(&self.slots, ticket));
+        self.timers = timers;
+
         let (pool, mut deliver) = self.split();
         let now = deliver.now;
         pool.on_timer(now, &mut |token, event| deliver.event(token, event));
@@ -395,26 +409,54 @@ struct Deliverer<'a, S, K> {
 
 impl<S: Service, K> Deliverer<'_, S, K> {
     fn event(&mut self, token: u64, event: Event<'_>) {
-        let Some(finished) = self.service.on_database_event(token, event) else {
-            return;
-        };
-        let index = finished.ticket.slot as usize;
-        let Some(slot) = self.slots.get_mut(index) else {
-            return;
-        };
-        if slot.socket.is_none() {
+        let finished = self.service.on_database_event(token, event);
+        deliver(self.slots, self.completed, self.date, self.now, finished);
+    }
+
+    fn timer(&mut self, ticket: Ticket, token: u64) {
+        if !is_live(self.slots, &ticket) {
             return;
         }
-        slot.conn.complete(
-            finished.ticket,
-            self.date,
-            finished.status,
-            finished.content_type,
-            finished.body,
-            self.now,
-        );
-        self.completed.push(index);
+        let finished = self.service.on_timer(ticket, token);
+        deliver(self.slots, self.completed, self.date, self.now, finished);
     }
+}
+
+/// Whether the connection `ticket` was given to is still open.
+fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
+    slots
+        .get(ticket.slot as usize)
+        .is_some_and(|slot| slot.socket.is_some() && slot.conn.generation() == ticket.generation)
+}
+
+/// Writes a finished response into its connection's line, and notes the connection for
+/// the backend to send it.
+fn deliver<K>(
+    slots: &mut [Slot<K>],
+    completed: &mut Vec<usize>,
+    date: &HttpDate,
+    now: Instant,
+    finished: Option<Finished<'_>>,
+) {
+    let Some(finished) = finished else {
+        return;
+    };
+    let index = finished.ticket.slot as usize;
+    let Some(slot) = slots.get_mut(index) else {
+        return;
+    };
+    if slot.socket.is_none() {
+        return;
+    }
+    slot.conn.complete(
+        finished.ticket,
+        date,
+        finished.status,
+        finished.content_type,
+        finished.body,
+        now,
+    );
+    completed.push(index);
 }
 
 #[cfg(test)]

@@ -6,8 +6,10 @@
 
 mod core;
 mod epoll;
+mod timers;
 mod uring;
 
+pub use timers::Timers;
 pub use uring::UringOptions;
 
 use std::io;

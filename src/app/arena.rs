@@ -1,0 +1,282 @@
+//! HttpArena's HTTP profiles (its repository's `site/content/docs/test-profiles/h1` and
+//! `scripts/validate.sh`; the async profile from its pull requests #1313 and #1458):
+//!
+//! - `GET|POST /baseline11?a=&b=`: the sum of `a`, `b` and the body's integer, text/plain;
+//! - `GET /pipeline`: `ok`, text/plain;
+//! - `GET /json/{count}?m=`: the first `count` items of the dataset, each with
+//!   `total = price * quantity * m`, as `{"items":[...],"count":count}`;
+//! - `GET /delay/{ms}`: the number, `ms` milliseconds later, text/plain.
+//!
+//! Bad input is answered 400, never guessed at: a missing or non-integer `a`, `b` or `m`,
+//! a body that is not an integer, a sum or total out of the 64-bit range, a count outside
+//! 1..=the dataset's length, a delay that is not an integer or above [`MAX_DELAY_MS`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::http::{ContentType, Response, Status, Ticket};
+use crate::service::Context;
+
+/// Where HttpArena mounts the dataset, unless `--dataset` or `DATASET_PATH` says otherwise.
+pub const DATASET_PATH: &str = "/data/dataset.json";
+/// The longest `/delay` answered: HttpArena asks for 10 ms (15 and 10 to 30 in earlier
+/// rounds). Well below the 60 s idle timeout, so a waiting request's connection is never
+/// taken for idle, and it bounds how long a client can make the server hold a request.
+pub const MAX_DELAY_MS: u64 = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    Baseline,
+    Pipeline,
+    /// The path after `/json/`.
+    Json,
+    /// The path after `/delay/`.
+    Delay,
+}
+
+impl Route {
+    pub fn find(path: &str) -> Option<Route> {
+        match path {
+            "/baseline11" => Some(Route::Baseline),
+            "/pipeline" => Some(Route::Pipeline),
+            _ if path.starts_with("/json/") => Some(Route::Json),
+            _ if path.starts_with("/delay/") => Some(Route::Delay),
+            _ => None,
+        }
+    }
+}
+
+/// One item of the dataset, as read and as written back (with its total).
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Item {
+    id: i64,
+    name: String,
+    category: String,
+    price: i64,
+    quantity: i64,
+    active: bool,
+    tags: Vec<String>,
+    rating: Rating,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+struct Rating {
+    score: serde_json::Number,
+    count: serde_json::Number,
+}
+
+/// An item in a response: the item's fields and its total.
+#[derive(Serialize)]
+struct Priced<'a> {
+    id: i64,
+    name: &'a str,
+    category: &'a str,
+    price: i64,
+    quantity: i64,
+    active: bool,
+    tags: &'a [String],
+    rating: &'a Rating,
+    total: i64,
+}
+
+/// The first items with their totals for the multiplier `m`, serialized as they are
+/// priced: a total out of range fails the serialization.
+struct PricedItems<'a> {
+    items: &'a [Item],
+    m: i64,
+}
+
+impl Serialize for PricedItems<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(Some(self.items.len()))?;
+        for item in self.items {
+            let total = item
+                .price
+                .checked_mul(item.quantity)
+                .and_then(|total| total.checked_mul(self.m))
+                .ok_or_else(|| S::Error::custom("a total out of range"))?;
+            seq.serialize_element(&Priced {
+                id: item.id,
+                name: &item.name,
+                category: &item.category,
+                price: item.price,
+                quantity: item.quantity,
+                active: item.active,
+                tags: &item.tags,
+                rating: &item.rating,
+                total,
+            })?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Items<'a> {
+    items: PricedItems<'a>,
+    count: usize,
+}
+
+/// The dataset, read once at start and shared by every worker.
+pub type Dataset = Arc<[Item]>;
+
+/// The dataset's path: `--dataset`, else `DATASET_PATH` in the environment (what
+/// HttpArena's other entries read), else [`DATASET_PATH`].
+pub fn dataset_path(option: Option<&Path>) -> PathBuf {
+    option
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("DATASET_PATH").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DATASET_PATH))
+}
+
+/// Reads the dataset; without it (TFB's runs have no /data) the server serves everything
+/// else and `/json/{count}` answers 503.
+pub fn load_dataset(path: &Path) -> Option<Dataset> {
+    let read = std::fs::read(path)
+        .map_err(|err| err.to_string())
+        .and_then(|bytes| serde_json::from_slice::<Vec<Item>>(&bytes).map_err(|e| e.to_string()));
+    match read {
+        Ok(items) => Some(items.into()),
+        Err(err) => {
+            crate::log!(
+                "no dataset from {}: {err}; /json/{{count}} answers 503",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// One worker's state for these routes.
+#[derive(Default)]
+pub struct Arena {
+    dataset: Option<Dataset>,
+    /// Reused for serializing bodies and formatting numbers.
+    body: Vec<u8>,
+}
+
+/// What a route answers: a body now, a body at a later time, or an error status.
+pub enum Answer<'a> {
+    Now(ContentType, &'a [u8]),
+    At(Instant, u64),
+    Error(Status),
+}
+
+impl Arena {
+    pub fn new(dataset: Option<Dataset>) -> Self {
+        Arena {
+            dataset,
+            ..Arena::default()
+        }
+    }
+
+    pub fn answer(
+        &mut self,
+        route: Route,
+        path: &str,
+        query: &str,
+        body: &[u8],
+        now: Instant,
+    ) -> Answer<'_> {
+        let result = match route {
+            Route::Baseline => self.baseline(query, body),
+            Route::Pipeline => Ok(Answer::Now(ContentType::Plain, b"ok")),
+            Route::Json => self.json(&path["/json/".len()..], query),
+            Route::Delay => delay(&path["/delay/".len()..], now),
+        };
+        result.unwrap_or_else(Answer::Error)
+    }
+
+    /// The body of a `/delay` answer whose time has come: the number of milliseconds.
+    pub fn delayed(&mut self, ms: u64) -> &[u8] {
+        self.body.clear();
+        self.body
+            .extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
+        &self.body
+    }
+
+    fn baseline(&mut self, query: &str, body: &[u8]) -> Result<Answer<'_>, Status> {
+        let a: i64 = integer(param(query, "a"))?;
+        let b: i64 = integer(param(query, "b"))?;
+        let body = std::str::from_utf8(body)
+            .map_err(|_| Status::BadRequest)?
+            .trim();
+        let extra: i64 = if body.is_empty() {
+            0
+        } else {
+            integer(Some(body))?
+        };
+        let sum = a
+            .checked_add(b)
+            .and_then(|sum| sum.checked_add(extra))
+            .ok_or(Status::BadRequest)?;
+        self.body.clear();
+        self.body
+            .extend_from_slice(itoa::Buffer::new().format(sum).as_bytes());
+        Ok(Answer::Now(ContentType::Plain, &self.body))
+    }
+
+    fn json(&mut self, count: &str, query: &str) -> Result<Answer<'_>, Status> {
+        let Some(dataset) = &self.dataset else {
+            return Err(Status::ServiceUnavailable);
+        };
+        let count: usize = integer(Some(count))?;
+        let m: i64 = integer(param(query, "m"))?;
+        let items = dataset.get(..count).filter(|_| count > 0);
+        let items = PricedItems {
+            items: items.ok_or(Status::BadRequest)?,
+            m,
+        };
+        self.body.clear();
+        // The only error possible writing to a vector is a total out of range.
+        serde_json::to_writer(&mut self.body, &Items { items, count })
+            .map_err(|_| Status::BadRequest)?;
+        Ok(Answer::Now(ContentType::Json, &self.body))
+    }
+}
+
+fn delay(ms: &str, now: Instant) -> Result<Answer<'static>, Status> {
+    let ms: u64 = integer(Some(ms))?;
+    if ms > MAX_DELAY_MS {
+        return Err(Status::BadRequest);
+    }
+    Ok(Answer::At(now + Duration::from_millis(ms), ms))
+}
+
+/// The value of the first `name=` in the query string.
+fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// A decimal integer, with an optional sign, in range; anything else is 400.
+fn integer<T: std::str::FromStr>(text: Option<&str>) -> Result<T, Status> {
+    text.and_then(|text| text.parse().ok())
+        .ok_or(Status::BadRequest)
+}
+
+/// Writes `answer` now, or has it come back through [`super::App`]'s `on_timer`.
+pub fn respond(
+    answer: Answer<'_>,
+    response: Response,
+    ticket: Ticket,
+    out: &mut Vec<u8>,
+    cx: &mut Context<'_>,
+) -> crate::http::Reply {
+    match answer {
+        Answer::Now(content_type, body) => {
+            response.write(out, cx.date, Status::Ok, content_type, body)
+        }
+        Answer::At(at, token) => {
+            cx.answer_at(at, ticket, token);
+            return crate::http::Reply::Later;
+        }
+        Answer::Error(status) => response.write_error(out, cx.date, status),
+    }
+    crate::http::Reply::Now
+}
