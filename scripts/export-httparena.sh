@@ -2,7 +2,7 @@
 # Writes the folders an HttpArena pull request adds, and nothing else:
 #
 #   scripts/export-httparena.sh DIR  ->  DIR/frameworks/gnosis/  DIR/frameworks/gnosis-uring/
-#       each: Dockerfile meta.json (from httparena/NAME/)
+#       each: Dockerfile (httparena/Dockerfile building NAME), meta.json (httparena/NAME/),
 #             Cargo.toml Cargo.lock src/ templates/ [build.rs]
 #
 # DIR is usually an HttpArena checkout; `docker build DIR/frameworks/NAME` needs nothing else.
@@ -23,7 +23,9 @@ for name in gnosis gnosis-uring; do
     out="$1/frameworks/$name"
     rm -rf "$out"
     mkdir -p "$out"
-    cp "$ROOT/httparena/$name/Dockerfile" "$ROOT/httparena/$name/meta.json" "$out/"
+    # HttpArena builds with no --build-arg: each folder's Dockerfile names its own binary.
+    sed "s/^ARG BIN=.*/ARG BIN=$name/" "$ROOT/httparena/Dockerfile" >"$out/Dockerfile"
+    cp "$ROOT/httparena/$name/meta.json" "$out/"
     for source in Cargo.toml Cargo.lock src templates build.rs; do
         if [ -e "$TFB_ENTRY/$source" ]; then
             cp -R "$TFB_ENTRY/$source" "$out/"

@@ -1,6 +1,7 @@
 //! `scripts/export-httparena.sh` writes the two folders an HttpArena pull request adds,
-//! `frameworks/gnosis/` and `frameworks/gnosis-uring/`. Each must hold exactly its Dockerfile,
-//! its meta.json and the sources it builds from, and nothing else.
+//! `frameworks/gnosis/` and `frameworks/gnosis-uring/`. Each must hold exactly its Dockerfile
+//! (`httparena/Dockerfile` naming its binary), its meta.json and the sources it builds from,
+//! and nothing else.
 //!
 //! The sources must be the TFB export's, byte for byte: `tests/tfb_export.rs` proves that
 //! folder compiles on its own, so compiling these again would only double CI's slowest step.
@@ -102,19 +103,18 @@ fn export_writes_both_entries_with_exactly_their_files() {
             exported, sources,
             "{name}: the sources beside Dockerfile and meta.json"
         );
+        // httparena/Dockerfile with its binary named in both stages: it builds that binary
+        // from the folder, runs it with no arguments on 8080, and is portable (no
+        // -C target-cpu=native).
+        let template = fs::read_to_string(root.join("httparena/Dockerfile")).unwrap();
+        assert_eq!(template.matches("\nARG BIN=gnosis\n").count(), 2);
         assert_eq!(
-            fs::read_to_string(root.join("httparena").join(name).join("Dockerfile")).unwrap(),
             dockerfile,
-            "{name}: Dockerfile is httparena/{name}/Dockerfile"
+            template.replace("\nARG BIN=gnosis\n", &format!("\nARG BIN={name}\n")),
+            "{name}: Dockerfile"
         );
-
-        // Builds its own binary from the folder, runs it with no arguments on 8080, and is
-        // portable (no -C target-cpu=native).
-        assert!(
-            dockerfile.contains(&format!("cargo build --release --locked --bin {name}\n")),
-            "{name}: builds --bin {name}"
-        );
-        assert!(dockerfile.contains(&format!("target/release/{name} /server\n")));
+        assert!(dockerfile.contains("cargo build --release --locked --bin \"$BIN\"\n"));
+        assert!(dockerfile.contains("target/release/${BIN} /server\n"));
         assert!(dockerfile.contains("EXPOSE 8080\n") && dockerfile.contains("CMD [\"/server\"]\n"));
         assert!(
             !dockerfile

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -28,57 +29,55 @@ with open(DATASET_PATH, encoding="utf-8") as source:
     DATASET = json.load(source)
 
 
-class StandIn:
+class StandIn(socketserver.ThreadingTCPServer):
     """HttpArena's HTTP/1.1 routes on raw sockets, one thread per connection; right unless
     told which faults to have."""
 
+    daemon_threads = True
+    request_queue_size = 128  # the validator opens 32 connections at once
+
     def __init__(self, *faults):
+        super().__init__(("127.0.0.1", 0), StandInConnection)
         self.faults = set(faults)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
 
     def close(self):
-        self.listener.close()
+        self.shutdown()
+        self.server_close()
 
-    def _accept(self):
+
+class StandInConnection(socketserver.BaseRequestHandler):
+    def handle(self):
+        faults = self.server.faults
+        reader = validate.Connection.__new__(validate.Connection)
+        reader.sock, reader.buffer = self.request, b""
         while True:
             try:
-                connection, _ = self.listener.accept()
-            except OSError:
+                if "one-read" in faults:  # takes the first read for the whole request
+                    reader._fill()
+                    reader.buffer += b"\r\n\r\n"
+                head = reader._until(b"\r\n\r\n").decode("latin-1")
+                lines = head.split("\r\n")
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                body = self._body(reader, headers)
+                method, target = lines[0].split(" ")[:2]
+                status, content_type, answer = self._answer(method, target, body)
+            except (validate.ExchangeError, ValueError, KeyError, OSError):
+                return  # what it cannot read it drops, as a faulty server might
+            close = headers.get("connection", "").lower() == "close"
+            self.request.sendall(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d"
+                                 b"\r\n\r\n%s" % (status, content_type.encode(), len(answer),
+                                                  answer))
+            if close and "keep-open" not in faults:
                 return
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
-
-    def _serve(self, connection):
-        reader = validate.Connection.__new__(validate.Connection)
-        reader.sock, reader.buffer = connection, b""
-        with connection:
-            while True:
-                try:
-                    if "one-read" in self.faults:  # takes the first read for the request
-                        reader._fill()
-                        reader.buffer += b"\r\n\r\n"
-                    head = reader._until(b"\r\n\r\n").decode("latin-1")
-                    lines = head.split("\r\n")
-                    headers = {}
-                    for line in lines[1:]:
-                        name, _, value = line.partition(":")
-                        headers[name.strip().lower()] = value.strip()
-                    body = self._body(reader, headers)
-                    method, target = lines[0].split(" ")[:2]
-                    status, content_type, answer = self._answer(method, target, body)
-                except (validate.ExchangeError, ValueError, KeyError, OSError):
-                    return  # what it cannot read it drops, as a faulty server might
-                close = headers.get("connection", "").lower() == "close"
-                connection.sendall(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
-                                   b"\r\n%s" % (status, content_type.encode(), len(answer),
-                                                answer))
-                if close and "keep-open" not in self.faults:
-                    return
 
     def _body(self, reader, headers):
         if headers.get("transfer-encoding", "").lower() == "chunked":
-            if "no-chunked" in self.faults:
+            if "no-chunked" in self.server.faults:
                 return b""
             body = b""
             while True:
@@ -93,9 +92,10 @@ class StandIn:
     def _answer(self, method, target, body):
         url = urlsplit(target)
         query = {key: values[0] for key, values in parse_qs(url.query).items()}
-        text = "text/html" if "content-type" in self.faults else "text/plain"
+        faults = self.server.faults
+        text = "text/html" if "content-type" in faults else "text/plain"
         if url.path == "/baseline11":
-            if method == "POST" and "post-cached" in self.faults:
+            if method == "POST" and "post-cached" in faults:
                 return 200, text, b"75"
             total = int(query["a"]) + int(query["b"]) + (int(body) if body else 0)
             return 200, text, str(total).encode()
@@ -106,14 +106,14 @@ class StandIn:
             items = []
             for source in DATASET[:count]:
                 item = dict(source, total=source["price"] * source["quantity"] *
-                            (1 if "json-total" in self.faults else m))
-                if "json-missing-field" in self.faults:
+                            (1 if "json-total" in faults else m))
+                if "json-missing-field" in faults:
                     del item["rating"]
                 items.append(item)
             return 200, "application/json", json.dumps({"items": items, "count": count}).encode()
         if url.path.startswith("/delay/"):
             ms = int(url.path[len("/delay/"):])
-            time.sleep(ms / 1000.0 / (2 if "early-delay" in self.faults else 1))
+            time.sleep(ms / 1000.0 / (2 if "early-delay" in faults else 1))
             return 200, text, str(ms).encode()
         return 404, text, b"not found"
 
