@@ -165,6 +165,8 @@ def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_c
         return response
     except OSError as error:
         raise ExchangeError("connection error: %s" % error) from error
+    except ValueError as error:  # a length or a chunk size that is no number
+        raise ExchangeError("malformed response: %s" % error) from error
     finally:
         connection.close()
 
@@ -360,7 +362,8 @@ class Validator:
 
     def json_items_problem(self, count, multiplier, faithful):
         """None, or what is wrong with /json/count?m=multiplier (snapshot 586-606: count,
-        every field, each total; later: each item equal to the dataset's, in order)."""
+        every field, each total; later: each item equal to the dataset's, in order; here every
+        field of it, rating included, and integers for the numbers)."""
         try:
             response = self.get("/json/%d?m=%d" % (count, multiplier))
             document = json.loads(response.body)
@@ -379,7 +382,9 @@ class Validator:
                     or not isinstance(item.get("active"), bool)
                     or "score" not in rating or "count" not in rating):
                 return "item without the full schema: %r" % (item,)
-            if item["total"] != item["price"] * item["quantity"] * multiplier:
+            numbers = [item["price"], item["quantity"], item["total"]]
+            if (not all(isinstance(number, int) for number in numbers)
+                    or item["total"] != item["price"] * item["quantity"] * multiplier):
                 return "item %r: total %r != price*quantity*m" % (item["id"], item["total"])
         if faithful:
             for got, source in zip(items, self.dataset):
