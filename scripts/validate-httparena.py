@@ -19,6 +19,7 @@ exits 1 on any FAIL, 2 when nothing answers. Python 3 standard library only.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -38,105 +39,19 @@ JSON_FIXED = [(12, 3), (22, 7), (31, 2), (50, 5)]  # snapshot 581
 ITEM_FIELDS = ["id", "name", "category", "price", "quantity", "total"]
 
 
+# The HTTP/1.1 client is verify.py's (one reader of responses for both verifiers).
+_SPEC = importlib.util.spec_from_file_location(
+    "verify", os.path.join(os.path.dirname(os.path.abspath(__file__)), "verify.py"))
+verify = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(verify)
+
+
 class ExchangeError(Exception):
     pass
 
 
-class Response:
-    def __init__(self, status, headers, body, elapsed, closed):
-        self.status = status
-        self.headers = headers  # [(lower-case name, value)] in order
-        self.body = body
-        self.elapsed = elapsed  # seconds from connect to the last byte of the body
-        self.closed = closed    # the server closed the connection after this response
-
-    def header(self, name):
-        values = [value for key, value in self.headers if key == name]
-        return values[0] if len(values) == 1 else None
-
-    def text(self):
-        return self.body.decode("latin-1").rstrip("\r\n")
-
-
-class Connection:
-    """One TCP connection with TCP_NODELAY (snapshot 367), read through a buffer."""
-
-    def __init__(self, host, port, timeout):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buffer = b""
-
-    def close(self):
-        self.sock.close()
-
-    def _fill(self):
-        try:
-            chunk = self.sock.recv(65536)
-        except socket.timeout as error:
-            raise ExchangeError("timed out waiting for the server") from error
-        except OSError as error:
-            raise ExchangeError("connection error: %s" % error) from error
-        if not chunk:
-            raise ExchangeError("the server closed the connection mid-response")
-        self.buffer += chunk
-
-    def _until(self, marker):
-        while marker not in self.buffer:
-            self._fill()
-        head, self.buffer = self.buffer.split(marker, 1)
-        return head
-
-    def _exact(self, size):
-        while len(self.buffer) < size:
-            self._fill()
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return data
-
-    def read_response(self, started):
-        head = self._until(b"\r\n\r\n").decode("latin-1")
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise ExchangeError("not an HTTP/1.x status line: %r" % lines[0])
-        headers = []
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers.append((name.strip().lower(), value.strip()))
-        fields = dict(headers)
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            body = b""
-            while True:
-                size = int(self._until(b"\r\n").split(b";", 1)[0], 16)
-                if size == 0:
-                    self._until(b"\r\n")  # trailers are not expected; the empty line ends it
-                    break
-                body += self._exact(size)
-                self._exact(2)
-        elif "content-length" in fields:
-            body = self._exact(int(fields["content-length"]))
-        else:
-            body = self._read_to_close()
-        return Response(int(parts[1]), headers, body, time.monotonic() - started, False)
-
-    def _read_to_close(self):
-        while True:
-            try:
-                self._fill()
-            except ExchangeError:
-                break
-        data, self.buffer = self.buffer, b""
-        return data
-
-    def closes(self):
-        """True when the server closes (EOF) with nothing more to say, within the timeout."""
-        if self.buffer:
-            return False
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True  # closed with a reset: closed all the same
-        except OSError:
-            return False
+def body_text(response):
+    return response.body.decode("latin-1").rstrip("\r\n")
 
 
 def request(method, target, headers=(), body=b""):
@@ -147,26 +62,28 @@ def request(method, target, headers=(), body=b""):
 
 
 def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_close=False):
-    """Sends the fragments (with a pause between them) on a new connection, reads one
-    response, and, if asked, whether the server then closes."""
+    """Sends the fragments (with a pause between them) on a new TCP_NODELAY connection
+    (snapshot 367), reads one response, and, if asked, whether the server then closes. The
+    response gains `elapsed` (seconds from connect to its last byte) and `closed`."""
     started = time.monotonic()
     try:
-        connection = Connection(host, port, timeout)
+        connection = verify.Connection(host, port, timeout)
     except OSError as error:
         raise ExchangeError("cannot connect: %s" % error) from error
     try:
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for index, fragment in enumerate(fragments):
             if index:
                 time.sleep(pause)
-            connection.sock.sendall(fragment)
-        response = connection.read_response(started)
-        if expect_close:
-            response.closed = connection.closes()
+            connection.send(fragment)
+        response = connection.read_response()
+        response.elapsed = time.monotonic() - started
+        response.closed = expect_close and connection.closed_by_peer(timeout)
         return response
-    except OSError as error:
-        raise ExchangeError("connection error: %s" % error) from error
-    except ValueError as error:  # a length or a chunk size that is no number
-        raise ExchangeError("malformed response: %s" % error) from error
+    except socket.timeout as error:
+        raise ExchangeError("timed out waiting for the server") from error
+    except (OSError, verify.ProtocolError, ValueError) as error:
+        raise ExchangeError("%s: %s" % (type(error).__name__, error)) from error
     finally:
         connection.close()
 
@@ -208,8 +125,8 @@ class Validator:
             return None
         if response.status != 200:
             self.fail(label, "expected HTTP 200, got %d" % response.status)
-        elif response.text() != expected:
-            self.fail(label, "expected body %r, got %r" % (expected, response.text()))
+        elif body_text(response) != expected:
+            self.fail(label, "expected body %r, got %r" % (expected, body_text(response)))
         else:
             self.ok(label)
         return response
@@ -222,11 +139,10 @@ class Validator:
         except ExchangeError as error:
             self.fail(label, str(error))
             return
-        value = response.header("content-type")
-        if value is not None and (value == expected or value.startswith(expected + ";")):
-            self.ok(label, "Content-Type: %s" % value)
+        found = [value for name, value in response.header_list if name.lower() == "content-type"]
+        if len(found) == 1 and (found[0] == expected or found[0].startswith(expected + ";")):
+            self.ok(label, "Content-Type: %s" % found[0])
         else:
-            found = [v for k, v in response.headers if k == "content-type"]
             self.fail(label, "expected Content-Type %r, got %r" % (expected, found))
 
     def check_fragmented(self, label, expected, fragments):
@@ -242,8 +158,8 @@ class Validator:
             return
         if response.status != 200:
             self.fail(label, "expected HTTP 200, got %d" % response.status)
-        elif response.text() != expected:
-            self.fail(label, "expected body %r, got %r" % (expected, response.text()))
+        elif body_text(response) != expected:
+            self.fail(label, "expected body %r, got %r" % (expected, body_text(response)))
         elif not response.closed and self.require_close:
             self.fail(label, "answered, but did not close the connection after "
                              "Connection: close")
@@ -331,10 +247,10 @@ class Validator:
                                     expect_close=True)
             except ExchangeError as error:
                 return "%s split at %d: %s" % (name, len(head), error), False
-            if (response.status != 200 or response.text() != expected
+            if (response.status != 200 or body_text(response) != expected
                     or (self.require_close and not response.closed)):
                 return "%s split at %d: HTTP %d, body %r, closed %s" % (
-                    name, len(head), response.status, response.text(), response.closed), False
+                    name, len(head), response.status, body_text(response), response.closed), False
             return None, not response.closed
 
         with ThreadPoolExecutor(max_workers=32) as pool:
@@ -423,8 +339,8 @@ class Validator:
             return str(error), 0.0
         if response.status != 200:
             return "expected HTTP 200, got %d" % response.status, response.elapsed
-        if response.text() != str(ms):
-            return "expected body %r, got %r" % (str(ms), response.text()), response.elapsed
+        if body_text(response) != str(ms):
+            return "expected body %r, got %r" % (str(ms), body_text(response)), response.elapsed
         if response.elapsed < ms / 1000.0:
             return ("answered in %.4fs, sooner than the %d ms it was asked to wait"
                     % (response.elapsed, ms), response.elapsed)

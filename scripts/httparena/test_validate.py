@@ -47,27 +47,30 @@ class StandIn(socketserver.ThreadingTCPServer):
         self.server_close()
 
 
-class StandInConnection(socketserver.BaseRequestHandler):
+class StandInConnection(socketserver.StreamRequestHandler):
     def handle(self):
         faults = self.server.faults
-        reader = validate.Connection.__new__(validate.Connection)
-        reader.sock, reader.buffer = self.request, b""
         while True:
             try:
                 if "one-read" in faults:  # takes the first read for the whole request
-                    reader._fill()
-                    reader.buffer += b"\r\n\r\n"
-                head = reader._until(b"\r\n\r\n").decode("latin-1")
-                lines = head.split("\r\n")
+                    stream = io.BytesIO(self.request.recv(65536))
+                else:
+                    stream = self.rfile
+                lines = []
+                while not lines or lines[-1]:
+                    line = stream.readline()
+                    if not line.endswith(b"\r\n"):
+                        return  # closed, or cut short: dropped, as a faulty server might
+                    lines.append(line[:-2].decode("latin-1"))
                 headers = {}
-                for line in lines[1:]:
+                for line in lines[1:-1]:
                     name, _, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
-                body = self._body(reader, headers)
+                body = self._body(stream, headers)
                 method, target = lines[0].split(" ")[:2]
                 status, content_type, answer = self._answer(method, target, body)
-            except (validate.ExchangeError, ValueError, KeyError, OSError):
-                return  # what it cannot read it drops, as a faulty server might
+            except (ValueError, KeyError, OSError):
+                return
             close = headers.get("connection", "").lower() == "close"
             self.request.sendall(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d"
                                  b"\r\n\r\n%s" % (status, content_type.encode(), len(answer),
@@ -75,19 +78,23 @@ class StandInConnection(socketserver.BaseRequestHandler):
             if close and "keep-open" not in faults:
                 return
 
-    def _body(self, reader, headers):
+    def _body(self, stream, headers):
         if headers.get("transfer-encoding", "").lower() == "chunked":
             if "no-chunked" in self.server.faults:
                 return b""
             body = b""
             while True:
-                size = int(reader._until(b"\r\n").split(b";")[0], 16)
+                size = int(stream.readline().split(b";")[0], 16)
                 if size == 0:
-                    reader._until(b"\r\n")
+                    stream.readline()
                     return body
-                body += reader._exact(size)
-                reader._exact(2)
-        return reader._exact(int(headers.get("content-length", "0")))
+                body += stream.read(size)
+                stream.readline()
+        length = int(headers.get("content-length", "0"))
+        body = stream.read(length)
+        if len(body) != length:
+            raise ValueError("body cut short")
+        return body
 
     def _answer(self, method, target, body):
         url = urlsplit(target)
