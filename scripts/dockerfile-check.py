@@ -471,13 +471,18 @@ def test_of(dockerfile, framework):
     return match.group(1)
 
 
+def export(script, work):
+    """Runs scripts/SCRIPT into WORK/pr; the folders it wrote."""
+    completed = subprocess.run([os.path.join(ROOT, "scripts", script), os.path.join(work, "pr")],
+                               capture_output=True, text=True)
+    if completed.returncode != 0:
+        sys.exit("dockerfile-check: %s failed: %s" % (script, completed.stderr))
+    return completed.stdout.split()
+
+
 def check_tfb(names, work):
     """Each TFB dockerfile (default: one per test in benchmark_config.json): PASS or FAIL."""
-    export = subprocess.run([os.path.join(ROOT, "scripts", "export-tfb.sh"),
-                             os.path.join(work, "pr")], capture_output=True, text=True)
-    if export.returncode != 0:
-        sys.exit("dockerfile-check: export failed: %s" % export.stderr)
-    context = export.stdout.strip()
+    context, = export("export-tfb.sh", work)
     config_path = os.path.join(context, "benchmark_config.json")
     with open(config_path, encoding="utf-8") as config_file:
         config = json.load(config_file)
@@ -559,11 +564,7 @@ def validator_profiles():
 
 def check_httparena(names, work):
     """Each HttpArena entry folder (default: both) built from its Dockerfile: PASS or FAIL."""
-    export = subprocess.run([os.path.join(ROOT, "scripts", "export-httparena.sh"),
-                             os.path.join(work, "pr")], capture_output=True, text=True)
-    if export.returncode != 0:
-        sys.exit("dockerfile-check: export failed: %s" % export.stderr)
-    folders = {os.path.basename(path): path for path in export.stdout.split()}
+    folders = {os.path.basename(path): path for path in export("export-httparena.sh", work)}
     results = {}
     for name in names or sorted(folders):
         say("==== %s/Dockerfile (context %s)" % (name, folders.get(name)))
