@@ -3,16 +3,18 @@
 
     scripts/validate-httparena.py [--host 127.0.0.1] [--port 8080] [--wait SECONDS]
         [--profiles baseline,limited-conn,pipelined,json,async] [--dataset data/dataset.json]
+        [--allow-keep-open]
 
 The same requests, the same assertions and the same counting as validate.sh for the HTTP/1.1
 profiles gnosis serves, without Docker: start the server yourself and point this at its port.
 Two versions of validate.sh are followed, cited below by line or by section:
   - "snapshot" = enghitalo/HttpArena at 080c8ee4 (June 2026), scripts/validate.sh, by line;
-  - "later"    = MDA2AV/HttpArena at 01193b65 (September 2026), scripts/validate.sh, by
+  - "later"    = MDA2AV/HttpArena at 01193b65 (autumn 2026), scripts/validate.sh, by
     section: it added the async profile, a lower-cased header check, a fragmentation sweep,
     and random json parameters compared with the dataset, and dropped the json profile.
-Where this check is stricter than validate.sh it says so (it also wants status 200, a whole
-body equal to the answer rather than its last line, and a close after Connection: close).
+Where this check is stricter than validate.sh it says so (it also wants status 200, answers
+framed by Content-Length or chunked, a whole body equal to the answer rather than its last
+line, and a close after Connection: close).
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
 exits 1 on any FAIL, 2 when nothing answers. Python 3 standard library only.
