@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::http::{ContentType, Response, Status, Ticket};
+use super::param;
+use crate::http::{ContentType, Reply, Response, Status, Ticket};
 use crate::service::Context;
 
 /// Where HttpArena mounts the dataset, unless `--dataset` or `DATASET_PATH` says otherwise.
@@ -31,9 +32,9 @@ pub const MAX_DELAY_MS: u64 = 10_000;
 pub enum Route {
     Baseline,
     Pipeline,
-    /// The path after `/json/`.
+    /// `/json/{count}`: the count is read from the path when answering.
     Json,
-    /// The path after `/delay/`.
+    /// `/delay/{ms}`: the delay is read from the path when answering.
     Delay,
 }
 
@@ -247,13 +248,6 @@ fn delay(ms: &str, now: Instant) -> Result<Answer<'static>, Status> {
     Ok(Answer::At(now + Duration::from_millis(ms), ms))
 }
 
-/// The value of the first `name=` in the query string.
-fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
-}
-
 /// A decimal integer, with an optional sign, in range; anything else is 400.
 fn integer<T: std::str::FromStr>(text: Option<&str>) -> Result<T, Status> {
     text.and_then(|text| text.parse().ok())
@@ -267,16 +261,60 @@ pub fn respond(
     ticket: Ticket,
     out: &mut Vec<u8>,
     cx: &mut Context<'_>,
-) -> crate::http::Reply {
+) -> Reply {
     match answer {
         Answer::Now(content_type, body) => {
             response.write(out, cx.date, Status::Ok, content_type, body)
         }
         Answer::At(at, token) => {
             cx.answer_at(at, ticket, token);
-            return crate::http::Reply::Later;
+            return Reply::Later;
         }
         Answer::Error(status) => response.write_error(out, cx.date, status),
     }
-    crate::http::Reply::Now
+    Reply::Now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(arena: &mut Arena, target: &str, body: &str) -> Result<String, Status> {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let route = Route::find(path).expect("an arena route");
+        match arena.answer(route, path, query, body.as_bytes(), Instant::now()) {
+            Answer::Now(_, body) => Ok(String::from_utf8(body.to_vec()).unwrap()),
+            Answer::At(_, token) => Ok(format!("at {token}")),
+            Answer::Error(status) => Err(status),
+        }
+    }
+
+    #[test]
+    fn routes_answer_and_refuse_what_they_must() {
+        let mut arena = Arena::default();
+        let cases = [
+            ("/baseline11?a=13&b=42", "", Ok("55")),
+            ("/baseline11?a=13&b=42", "20", Ok("75")),
+            ("/baseline11?a=-3&b=+2", " -1\r\n", Ok("-2")),
+            ("/baseline11?aa=1&a=1&b=1", "", Ok("2")),
+            ("/baseline11?a=1", "", Err(Status::BadRequest)),
+            ("/baseline11?a=1&b=2", "2 0", Err(Status::BadRequest)),
+            ("/pipeline", "", Ok("ok")),
+            ("/delay/0", "", Ok("at 0")),
+            ("/delay/10000", "", Ok("at 10000")),
+            ("/delay/10001", "", Err(Status::BadRequest)),
+            ("/delay/1/2", "", Err(Status::BadRequest)),
+            ("/json/1?m=1", "", Err(Status::ServiceUnavailable)),
+        ];
+        for (target, body, expected) in cases {
+            let expected = expected.map(str::to_string);
+            assert_eq!(
+                answered(&mut arena, target, body),
+                expected,
+                "{target} {body:?}"
+            );
+        }
+        assert_eq!(Route::find("/baseline"), None);
+        assert_eq!(Route::find("/json"), None);
+    }
 }

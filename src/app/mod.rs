@@ -52,10 +52,7 @@ impl Route {
 /// TFB's rule for the count of queries or cached objects: missing, empty or not an integer
 /// is 1, and the value is clamped to 1..=500.
 pub fn count_param(query: &str, name: &str) -> usize {
-    let value = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
-        .unwrap_or("");
+    let value = param(query, name).unwrap_or("");
     let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return 1;
@@ -65,6 +62,13 @@ pub fn count_param(query: &str, name: &str) -> usize {
     }
     // All digits: too long to parse still means "more than 500".
     digits.parse::<usize>().map_or(500, |n| n.clamp(1, 500))
+}
+
+/// The value of the first `name=` in the query string.
+pub fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
 }
 
 #[derive(Serialize)]

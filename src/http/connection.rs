@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{parse, BufferPool, ContentType, HttpDate, Parsed, Request, Response, Status};
+use super::{parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, Status};
 
 /// Answers requests. Each worker thread owns one.
 pub trait Handler {
@@ -79,6 +79,9 @@ pub struct Connection {
     peer_eof: bool,
     /// `100 Continue` went out for the request at the front of the input.
     continued: bool,
+    /// The chunked body of the request at the front of the input, decoded so far, while it
+    /// has not all arrived; boxed, so that connections without one pay a pointer.
+    chunked: Option<Box<Chunked>>,
     /// Since when the client owes the rest of a request it has begun; `None` while there is
     /// no partial request, or while the server itself holds the input back.
     waiting_since: Option<Instant>,
@@ -99,6 +102,7 @@ impl Connection {
             closing: false,
             peer_eof: false,
             continued: false,
+            chunked: None,
             waiting_since: None,
             last_active: now,
         }
@@ -112,6 +116,7 @@ impl Connection {
         for queued in self.queue.drain(..) {
             buffers.give_back(queued.bytes);
         }
+        self.chunked = None;
         self.sent = 0;
     }
 
@@ -156,11 +161,14 @@ impl Connection {
     ) {
         let mut consumed = 0;
         let mut partial = false;
-        // Chunked bodies are decoded here; a buffer is allocated only for them.
-        let mut decoded = Vec::new();
+        // Chunked bodies are decoded here; memory is allocated only for them.
+        let mut chunked = self
+            .chunked
+            .take()
+            .map_or_else(Chunked::default, |boxed| *boxed);
         let max_body = handler.max_body();
         while !self.closing && self.has_room() {
-            match parse(&self.input[consumed..], max_body, &mut decoded) {
+            match parse(&self.input[consumed..], max_body, &mut chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
                     self.continued = false;
@@ -174,17 +182,21 @@ impl Connection {
                         let output = lent(&mut self.output, buffers);
                         let reply = handler.handle(&request, response, ticket, output);
                         if reply == Reply::Later {
-                            let bytes = buffers.take();
+                            // No buffer until the response comes: a request held for
+                            // seconds (a timer, a slow query) costs its entry alone.
                             self.queue.push_back(Queued {
                                 response,
                                 done: false,
-                                bytes,
+                                bytes: Vec::new(),
                             });
                         }
                     } else {
                         let mut bytes = buffers.take();
                         let reply = handler.handle(&request, response, ticket, &mut bytes);
                         let done = reply == Reply::Now;
+                        if !done {
+                            buffers.give_back(std::mem::take(&mut bytes));
+                        }
                         self.queue.push_back(Queued {
                             response,
                             done,
@@ -192,6 +204,7 @@ impl Connection {
                         });
                     }
                     self.closing = !response.keep_alive();
+                    chunked.clear();
                 }
                 Parsed::Partial => {
                     partial = consumed < self.input.len();
@@ -211,6 +224,9 @@ impl Connection {
                     consumed = self.input.len();
                 }
             }
+        }
+        if chunked.in_progress() && !self.closing {
+            self.chunked = Some(Box::new(chunked));
         }
         self.input.drain(..consumed);
         if consumed > 0 {
@@ -249,9 +265,11 @@ impl Connection {
         self.closing = true;
     }
 
-    /// Writes the response for `ticket` into its place in line; [`Connection::collect`]
-    /// moves it to the output once every response before it is there too. A ticket of an
-    /// earlier peer of this slot, or one already answered, is ignored.
+    /// Writes the response for `ticket` into its place in line, in a buffer lent from
+    /// `buffers`; [`Connection::collect`] moves it to the output once every response before
+    /// it is there too. A ticket of an earlier peer of this slot, or one already answered,
+    /// is ignored.
+    #[allow(clippy::too_many_arguments)] // what a response is, where it goes, and when
     pub fn complete(
         &mut self,
         ticket: Ticket,
@@ -260,6 +278,7 @@ impl Connection {
         content_type: ContentType,
         body: &[u8],
         now: Instant,
+        buffers: &mut BufferPool,
     ) {
         if ticket.slot != self.slot || ticket.generation != self.generation {
             return;
@@ -268,9 +287,10 @@ impl Connection {
         let Some(queued) = self.queue.get_mut(index).filter(|queued| !queued.done) else {
             return;
         };
+        let bytes = lent(&mut queued.bytes, buffers);
         queued
             .response
-            .write(&mut queued.bytes, date, status, content_type, body);
+            .write(bytes, date, status, content_type, body);
         queued.done = true;
         self.last_active = now;
     }
@@ -452,17 +472,19 @@ mod tests {
             .extend_from_slice(b"Host: a\r\n\r\n");
         conn.process(&mut handler, &date, now, &mut buffers);
         conn.give_back_idle(&mut buffers);
-        // Only the response in the works holds a buffer.
-        assert_eq!((conn.input.capacity(), conn.output.capacity()), (0, 0));
-        assert!(holds_buffers(&conn));
+        // A response in the works holds no buffer until it comes.
+        assert!(!holds_buffers(&conn));
+        assert_eq!(conn.queue.len(), 1);
 
         let ticket = handler.0.pop().unwrap();
-        conn.complete(ticket, &date, Status::Ok, ContentType::Plain, b"later", now);
+        let (status, plain) = (Status::Ok, ContentType::Plain);
+        conn.complete(ticket, &date, status, plain, b"later", now, &mut buffers);
         conn.collect(&mut buffers);
         assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
         assert!(!holds_buffers(&conn));
-        // Every buffer lent came back: the input's, the output's and the waiting response's.
-        assert_eq!(buffers.spare(), 3);
+        // Every buffer lent came back: the input's and the output's, the second of which
+        // the waiting response borrowed when it came.
+        assert_eq!(buffers.spare(), 2);
     }
 
     /// Feeds `chunks` one after another, processing after each and completing every ticket
@@ -488,6 +510,7 @@ mod tests {
                 ContentType::Plain,
                 body.as_bytes(),
                 now,
+                &mut buffers,
             );
         }
         conn.collect(&mut buffers);

@@ -12,5 +12,5 @@ mod response;
 pub use buffers::BufferPool;
 pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, TIMEOUTS};
 pub use date::HttpDate;
-pub use request::{parse, Method, Parsed, Request, MAX_BODY, MAX_HEAD};
+pub use request::{parse, Chunked, Method, Parsed, Request, MAX_BODY, MAX_HEAD};
 pub use response::{ContentType, Response, Status};

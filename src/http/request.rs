@@ -24,7 +24,7 @@ pub enum Method {
 }
 
 /// A parsed request, borrowing from the connection's read buffer (and, for a chunked body,
-/// from the buffer it was decoded into).
+/// from the [`Chunked`] it was decoded into).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Request<'a> {
     pub method: Method,
@@ -53,6 +53,28 @@ pub enum Parsed<'a> {
     Invalid(Status),
 }
 
+/// A chunked body decoded so far: the data of its complete chunks, and how many bytes of its
+/// encoding they took. Kept from one read to the next while the request is incomplete, so
+/// that a body arriving a chunk at a time is decoded once, not again on every read.
+#[derive(Debug, Default)]
+pub struct Chunked {
+    data: Vec<u8>,
+    encoded: usize,
+}
+
+impl Chunked {
+    /// Forgets the request decoded so far: the next parse begins a new one.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.encoded = 0;
+    }
+
+    /// Whether a body is decoded in part.
+    pub fn in_progress(&self) -> bool {
+        self.encoded > 0
+    }
+}
+
 /// How the body is framed.
 enum Framing {
     Length(usize),
@@ -60,9 +82,10 @@ enum Framing {
 }
 
 /// Parses the request at the front of `buf`. A body longer than `max_body` is refused with
-/// 413. A chunked body is decoded into `decoded` (cleared first), a `Content-Length` one is
-/// handed out where it lies in `buf`.
-pub fn parse<'a>(buf: &'a [u8], max_body: usize, decoded: &'a mut Vec<u8>) -> Parsed<'a> {
+/// 413. A `Content-Length` body is handed out where it lies in `buf`; a chunked one is
+/// decoded into `chunked`, which must be the one given for the same request before (after
+/// [`Parsed::Partial`]) or cleared.
+pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Parsed<'a> {
     let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     // The head must fit in MAX_HEAD bytes, however much has arrived: the answer must not
@@ -90,7 +113,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, decoded: &'a mut Vec<u8>) -> Pa
     let mut keep_alive = !http10;
     let mut content_length: Option<usize> = None;
     let mut transfer_encodings = 0;
-    let mut chunked = false;
+    let mut says_chunked = false;
     let mut has_host = false;
     let mut expects_continue = false;
     for header in req.headers.iter() {
@@ -115,7 +138,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, decoded: &'a mut Vec<u8>) -> Pa
             content_length = Some(length);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             transfer_encodings += 1;
-            chunked = header.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            says_chunked = header.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
         } else if name.eq_ignore_ascii_case("host") {
             has_host = true;
         } else if name.eq_ignore_ascii_case("expect") {
@@ -130,7 +153,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, decoded: &'a mut Vec<u8>) -> Pa
     // once) leaves the body's end in doubt, the shape of request smuggling (RFC 9112, 6.1).
     let framing = match (transfer_encodings, content_length) {
         (0, length) => Framing::Length(length.unwrap_or(0)),
-        (1, None) if chunked && !http10 => Framing::Chunked,
+        (1, None) if says_chunked && !http10 => Framing::Chunked,
         _ => return Parsed::Invalid(Status::BadRequest),
     };
     if !has_host && !http10 {
@@ -148,11 +171,11 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, decoded: &'a mut Vec<u8>) -> Pa
             }
         }
         Framing::Length(length) => (&arrived[..length], head_len + length),
-        Framing::Chunked => match decode_chunked(arrived, max_body, decoded) {
+        Framing::Chunked => match decode_chunked(arrived, max_body, chunked) {
             Err(status) => return Parsed::Invalid(status),
             Ok(None) if expects_continue && arrived.is_empty() => return Parsed::ExpectsContinue,
             Ok(None) => return Parsed::Partial,
-            Ok(Some(chunked_len)) => (&decoded[..], head_len + chunked_len),
+            Ok(Some(chunked_len)) => (&chunked.data[..], head_len + chunked_len),
         },
     };
 
@@ -185,24 +208,23 @@ fn parse_content_length(value: &[u8]) -> Option<usize> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-/// Decodes the chunked body at the front of `buf` (RFC 9112, 7.1) into `decoded`: the
-/// length of its encoding once the last chunk and the trailers are in, `None` while more
-/// is needed. Chunk extensions are skipped, trailer fields read and dropped. Every line
+/// Decodes the chunked body at the front of `buf` (RFC 9112, 7.1) into `chunked`, from
+/// where it got to: the length of its encoding once the last chunk and the trailers are
+/// in, `None` while more is needed. Chunk extensions are skipped, trailer fields read and dropped. Every line
 /// must end in CRLF: a bare LF in the framing is where two parsers can disagree.
 fn decode_chunked(
     buf: &[u8],
     max_body: usize,
-    decoded: &mut Vec<u8>,
+    chunked: &mut Chunked,
 ) -> Result<Option<usize>, Status> {
-    decoded.clear();
-    let mut at = 0;
+    let mut at = chunked.encoded;
     loop {
         let Some(line) = line_at(buf, at, MAX_CHUNK_LINE, Status::BadRequest)? else {
             return Ok(None);
         };
         let size = chunk_size(line).ok_or(Status::BadRequest)?;
         at += line.len() + 2;
-        if size > max_body - decoded.len() {
+        if size > max_body - chunked.data.len() {
             return Err(Status::PayloadTooLarge);
         }
         if size == 0 {
@@ -214,8 +236,9 @@ fn decode_chunked(
         if !data.ends_with(b"\r\n") {
             return Err(Status::BadRequest);
         }
-        decoded.extend_from_slice(&data[..size]);
+        chunked.data.extend_from_slice(&data[..size]);
         at += size + 2;
+        chunked.encoded = at;
     }
     // The trailer section: field lines up to an empty line, held to the head's limit.
     let trailers_start = at;
@@ -260,7 +283,7 @@ fn chunk_size(line: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
-    /// `parse` with the default body limit and a decoding buffer of its own.
+    /// `parse` with the default body limit, from scratch.
     fn parse(buf: &[u8]) -> Parsed<'_> {
         super::parse(buf, MAX_BODY, Box::leak(Box::default()))
     }
@@ -347,6 +370,17 @@ mod tests {
         assert_eq!(parse(&buf[..head.len() + 29]), Parsed::Partial);
     }
 
+    fn assert_all_bad_requests(cases: &[&[u8]]) {
+        for case in cases {
+            assert_eq!(
+                parse(case),
+                Parsed::Invalid(Status::BadRequest),
+                "{}",
+                String::from_utf8_lossy(case)
+            );
+        }
+    }
+
     #[test]
     fn malformed_requests_are_400() {
         let cases: &[&[u8]] = &[
@@ -361,14 +395,7 @@ mod tests {
             b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n",
             b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
         ];
-        for case in cases {
-            assert_eq!(
-                parse(case),
-                Parsed::Invalid(Status::BadRequest),
-                "{}",
-                String::from_utf8_lossy(case)
-            );
-        }
+        assert_all_bad_requests(cases);
     }
 
     const CHUNKED_HEAD: &[u8] =
@@ -402,6 +429,29 @@ mod tests {
             assert_eq!(parse(&buf[..cut]), Parsed::Partial, "cut at {cut}");
         }
         assert_eq!(complete(&buf).0.body, b"abcde");
+    }
+
+    #[test]
+    fn a_chunked_body_arriving_in_pieces_is_decoded_from_where_it_got_to() {
+        let buf = chunked(b"3\r\nabc\r\n2;x\r\nde\r\n1\r\nf\r\n0\r\n\r\nGET");
+        let mut state = Chunked::default();
+        let mut decoded_at = Vec::new();
+        for cut in 0..buf.len() - 3 {
+            assert_eq!(
+                super::parse(&buf[..cut], MAX_BODY, &mut state),
+                Parsed::Partial
+            );
+            decoded_at.push(state.data.len());
+        }
+        // Each chunk is decoded once, when its last byte is in.
+        assert!(decoded_at.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(decoded_at.last(), Some(&6));
+        match super::parse(&buf, MAX_BODY, &mut state) {
+            Parsed::Complete { request, len } => {
+                assert_eq!((request.body, len), (&b"abcdef"[..], buf.len() - 3));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -455,14 +505,7 @@ mod tests {
             b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n",
         ];
-        for case in cases {
-            assert_eq!(
-                parse(case),
-                Parsed::Invalid(Status::BadRequest),
-                "{}",
-                String::from_utf8_lossy(case)
-            );
-        }
+        assert_all_bad_requests(cases);
     }
 
     #[test]

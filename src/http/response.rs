@@ -11,7 +11,6 @@ pub enum Status {
     UriTooLong,
     HeaderTooLarge,
     InternalServerError,
-    NotImplemented,
     ServiceUnavailable,
     GatewayTimeout,
 }
@@ -27,7 +26,6 @@ impl Status {
             Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
             Status::HeaderTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
             Status::InternalServerError => b"HTTP/1.1 500 Internal Server Error\r\n",
-            Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
             Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
             Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
         }
@@ -44,7 +42,6 @@ impl Status {
             Status::UriTooLong => "URI Too Long",
             Status::HeaderTooLarge => "Request Header Fields Too Large",
             Status::InternalServerError => "Internal Server Error",
-            Status::NotImplemented => "Not Implemented",
             Status::ServiceUnavailable => "Service Unavailable",
             Status::GatewayTimeout => "Gateway Timeout",
         }
@@ -145,7 +142,7 @@ mod tests {
     use crate::http::{parse, Parsed};
 
     fn response_to(raw: &[u8]) -> Response {
-        match parse(raw, crate::http::MAX_BODY, &mut Vec::new()) {
+        match parse(raw, crate::http::MAX_BODY, &mut Default::default()) {
             Parsed::Complete { request, .. } => Response::to(&request),
             other => panic!("{other:?}"),
         }

@@ -8,8 +8,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::http::Ticket;
-use crate::http::{BufferPool, Connection, HttpDate, TIMEOUTS};
+use crate::http::{BufferPool, Connection, HttpDate, Ticket, TIMEOUTS};
 use crate::pg::{DbError, Event, Pool, Step};
 use crate::service::{Context, Finished, Service, Serving};
 use crate::sys;
@@ -379,6 +378,7 @@ impl<S: Service, K> Core<S, K> {
             service: &mut self.service,
             slots: &mut self.slots,
             completed: &mut self.completed,
+            buffers: &mut self.buffers,
             date: &self.date,
             now: self.now,
         };
@@ -403,22 +403,45 @@ struct Deliverer<'a, S, K> {
     service: &'a mut S,
     slots: &'a mut [Slot<K>],
     completed: &'a mut Vec<usize>,
+    buffers: &'a mut BufferPool,
     date: &'a HttpDate,
     now: Instant,
 }
 
 impl<S: Service, K> Deliverer<'_, S, K> {
     fn event(&mut self, token: u64, event: Event<'_>) {
-        let finished = self.service.on_database_event(token, event);
-        deliver(self.slots, self.completed, self.date, self.now, finished);
+        self.finish(|service| service.on_database_event(token, event));
     }
 
     fn timer(&mut self, ticket: Ticket, token: u64) {
-        if !is_live(self.slots, &ticket) {
+        if is_live(self.slots, &ticket) {
+            self.finish(|service| service.on_timer(ticket, token));
+        }
+    }
+
+    /// Writes the response `answer` finishes, if any, into its connection's line, and notes
+    /// the connection for the backend to send it.
+    fn finish(&mut self, answer: impl for<'s> FnOnce(&'s mut S) -> Option<Finished<'s>>) {
+        let Some(finished) = answer(self.service) else {
+            return;
+        };
+        let index = finished.ticket.slot as usize;
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        if slot.socket.is_none() {
             return;
         }
-        let finished = self.service.on_timer(ticket, token);
-        deliver(self.slots, self.completed, self.date, self.now, finished);
+        slot.conn.complete(
+            finished.ticket,
+            self.date,
+            finished.status,
+            finished.content_type,
+            finished.body,
+            self.now,
+            self.buffers,
+        );
+        self.completed.push(index);
     }
 }
 
@@ -427,36 +450,6 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
     slots
         .get(ticket.slot as usize)
         .is_some_and(|slot| slot.socket.is_some() && slot.conn.generation() == ticket.generation)
-}
-
-/// Writes a finished response into its connection's line, and notes the connection for
-/// the backend to send it.
-fn deliver<K>(
-    slots: &mut [Slot<K>],
-    completed: &mut Vec<usize>,
-    date: &HttpDate,
-    now: Instant,
-    finished: Option<Finished<'_>>,
-) {
-    let Some(finished) = finished else {
-        return;
-    };
-    let index = finished.ticket.slot as usize;
-    let Some(slot) = slots.get_mut(index) else {
-        return;
-    };
-    if slot.socket.is_none() {
-        return;
-    }
-    slot.conn.complete(
-        finished.ticket,
-        date,
-        finished.status,
-        finished.content_type,
-        finished.body,
-        now,
-    );
-    completed.push(index);
 }
 
 #[cfg(test)]
