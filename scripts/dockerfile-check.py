@@ -2,6 +2,7 @@
 """Follow gnosis's dockerfiles on this machine, where no Docker engine runs, and verify the result.
 
     scripts/dockerfile-check.py [gnosis.dockerfile gnosis-uring.dockerfile ...] [--keep]
+    scripts/dockerfile-check.py --httparena [gnosis gnosis-uring] [--keep]
 
 For each dockerfile (default: one per test in benchmark_config.json) of the folder that
 scripts/export-tfb.sh writes for the TFB pull request:
@@ -12,12 +13,18 @@ scripts/export-tfb.sh writes for the TFB pull request:
      host tfb-database port 5432 (a private PostgreSQL from scripts/pg.sh, with no Unix socket
      a client could find), nothing else;
   4. wait for :8080 and run scripts/verify.py with the tests that dockerfile's test lists.
+With --httparena, the same for each folder scripts/export-httparena.sh writes (default: both):
+its Dockerfile is followed with the folder as context, its command started as HttpArena's
+validate.sh starts it (no arguments, no database, the dataset it mounts at /data/dataset.json
+given by DATASET_PATH instead), and scripts/validate-httparena.py run with the profiles its
+meta.json subscribes to.
 The host's Rust toolchain and Debian stand in for the images; the check says which versions.
 Exits 1 if any step or check fails.
 """
 
 import argparse
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -31,6 +38,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VALIDATOR = os.path.join(ROOT, "scripts", "validate-httparena.py")
+DATASET = os.path.join(ROOT, "data", "dataset.json")
 PORT = 8080
 PG_PORT = 5432
 PG_DIR = "/tmp/gnosis-pg-tfb"
@@ -129,6 +138,7 @@ class Stage:
         os.makedirs(self.root)
         self.workdir = "/"
         self.env = image_env(image)
+        self.args = {}  # ARG: seen by later instructions of the stage, not by the image's run
         self.cmd = None
         self.entrypoint = None
         self.exposed = set()
@@ -226,8 +236,12 @@ def build(dockerfile, context, work):
             os.makedirs(stage.host_path(stage.workdir), exist_ok=True)
         elif keyword == "ENV":
             stage.env.update(parse_env(arguments, stage.env))
+        elif keyword == "ARG":
+            name, _, default = arguments.partition("=")
+            stage.args[name.strip()] = expand(default.strip().strip('"'), stage.env)
         elif keyword in ("COPY", "ADD"):
-            words = exec_form(arguments) or shlex.split(arguments)
+            words = [expand(word, {**stage.args, **stage.env})
+                     for word in exec_form(arguments) or shlex.split(arguments)]
             source_root = context
             flags = [word for word in words if word.startswith("--")]
             words = [word for word in words if not word.startswith("--")]
@@ -248,7 +262,8 @@ def build(dockerfile, context, work):
             say("line %d: RUN %s   (in %s)" % (line, text, stage.workdir))
             started = time.monotonic()
             completed = subprocess.run(command or ["/bin/sh", "-c", arguments],
-                                       cwd=stage.host_path(stage.workdir), env=stage.env)
+                                       cwd=stage.host_path(stage.workdir),
+                                       env={**stage.args, **stage.env})
             if completed.returncode != 0:
                 raise CheckFailed("line %d: RUN exited with %d" % (line, completed.returncode))
             say("line %d: RUN done in %.0f s" % (line, time.monotonic() - started))
@@ -371,19 +386,19 @@ def tfb_environment(stage):
     return env
 
 
-def run_and_verify(stage, test, settings, config_path, work):
+def start_server(stage, env, log_path):
+    """Runs the final stage's command as the container would, and waits for it on PORT."""
     if str(PORT) not in stage.exposed:
         raise CheckFailed("the final stage does not EXPOSE %d" % PORT)
     if port_in_use(PORT):
         raise CheckFailed("port %d is already in use; stop whatever listens there" % PORT)
     argv, mapped = command_line(stage)
     say("CMD %s   (runs as %s)" % (json.dumps(argv), " ".join(shlex.quote(w) for w in mapped)))
-    log_path = os.path.join(work, "server-%s.log" % test)
     with open(log_path, "wb") as log:
         try:
-            server = subprocess.Popen(mapped, cwd=stage.host_path(stage.workdir),
-                                      env=tfb_environment(stage), stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
+            server = subprocess.Popen(mapped, cwd=stage.host_path(stage.workdir), env=env,
+                                      stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
         except OSError as error:
             raise CheckFailed("cannot start %s: %s" % (json.dumps(argv), error)) from error
     try:
@@ -396,7 +411,17 @@ def run_and_verify(stage, test, settings, config_path, work):
                 raise CheckFailed("nothing listens on %d after %d s:\n%s"
                                   % (PORT, START_TIMEOUT, tail(log_path)))
             time.sleep(0.2)
-        say("the server listens on %d (pid %d)" % (PORT, server.pid))
+    except BaseException:
+        stop(server)
+        raise
+    say("the server listens on %d (pid %d)" % (PORT, server.pid))
+    return server
+
+
+def run_and_verify(stage, test, settings, config_path, work):
+    log_path = os.path.join(work, "server-%s.log" % test)
+    server = start_server(stage, tfb_environment(stage), log_path)
+    try:
         verify = [sys.executable, os.path.join(ROOT, "scripts", "verify.py"),
                   "--url", "http://127.0.0.1:%d" % PORT, "--config", config_path,
                   "--entry", test]
@@ -446,19 +471,18 @@ def test_of(dockerfile, framework):
     return match.group(1)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dockerfiles", nargs="*",
-                        help="names in the exported folder (default: one per test)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+def export(script, work):
+    """Runs scripts/SCRIPT into WORK/pr; the folders it wrote."""
+    completed = subprocess.run([os.path.join(ROOT, "scripts", script), os.path.join(work, "pr")],
+                               capture_output=True, text=True)
+    if completed.returncode != 0:
+        sys.exit("dockerfile-check: %s failed: %s" % (script, completed.stderr))
+    return completed.stdout.split()
 
-    work = tempfile.mkdtemp(prefix="gnosis-dockerfile-check-")
-    export = subprocess.run([os.path.join(ROOT, "scripts", "export-tfb.sh"),
-                             os.path.join(work, "pr")], capture_output=True, text=True)
-    if export.returncode != 0:
-        sys.exit("dockerfile-check: export failed: %s" % export.stderr)
-    context = export.stdout.strip()
+
+def check_tfb(names, work):
+    """Each TFB dockerfile (default: one per test in benchmark_config.json): PASS or FAIL."""
+    context, = export("export-tfb.sh", work)
     config_path = os.path.join(context, "benchmark_config.json")
     with open(config_path, encoding="utf-8") as config_file:
         config = json.load(config_file)
@@ -466,7 +490,7 @@ def main():
     for group in config["tests"]:
         tests.update(group)
     framework = config["framework"]
-    names = args.dockerfiles or [
+    names = names or [
         "%s.dockerfile" % framework if test == "default" else "%s-%s.dockerfile" % (framework, test)
         for test in tests]
 
@@ -493,6 +517,88 @@ def main():
     finally:
         if database_started:
             pg_sh("stop")
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Running like HttpArena
+
+
+def httparena_environment(stage):
+    """What HttpArena's container sees for the HTTP profiles: the image's ENV and nothing else
+    but the dataset it mounts at /data/dataset.json, given here by DATASET_PATH (this check
+    cannot write /data on this machine)."""
+    env = {name: value for name, value in stage.env.items() if not name.startswith("PG")}
+    env.setdefault("PATH", BASE_PATH)
+    env["DATASET_PATH"] = DATASET
+    return env
+
+
+def run_and_validate(stage, name, meta, work):
+    """Starts the entry as HttpArena's validate.sh does (no arguments, port 8080) and runs
+    scripts/validate-httparena.py with the profiles its meta.json subscribes to."""
+    known = validator_profiles()
+    unknown = [test for test in meta["tests"] if test not in known]
+    if unknown:
+        raise CheckFailed("meta.json subscribes to %s, which scripts/validate-httparena.py does "
+                          "not check" % ", ".join(unknown))
+    log_path = os.path.join(work, "server-%s.log" % name)
+    server = start_server(stage, httparena_environment(stage), log_path)
+    try:
+        completed = subprocess.run([sys.executable, VALIDATOR, "--port", str(PORT),
+                                    "--profiles", ",".join(meta["tests"])])
+        if server.poll() is not None:
+            raise CheckFailed("the server died during the checks:\n%s" % tail(log_path))
+        if completed.returncode != 0:
+            raise CheckFailed("scripts/validate-httparena.py failed for %s" % name)
+    finally:
+        stop(server)
+
+
+def validator_profiles():
+    spec = importlib.util.spec_from_file_location("validate_httparena", VALIDATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PROFILES
+
+
+def check_httparena(names, work):
+    """Each HttpArena entry folder (default: both) built from its Dockerfile: PASS or FAIL."""
+    folders = {os.path.basename(path): path for path in export("export-httparena.sh", work)}
+    results = {}
+    for name in names or sorted(folders):
+        say("==== %s/Dockerfile (context %s)" % (name, folders.get(name)))
+        try:
+            if name not in folders:
+                raise CheckFailed("the export has no folder %s (it has %s)"
+                                  % (name, ", ".join(sorted(folders))))
+            with open(os.path.join(folders[name], "meta.json"), encoding="utf-8") as meta_file:
+                meta = json.load(meta_file)
+            stage = build(os.path.join(folders[name], "Dockerfile"), folders[name],
+                          os.path.join(work, name))
+            run_and_validate(stage, name, meta, work)
+            results[name] = "PASS"
+        except CheckFailed as error:
+            say("FAIL: %s" % error)
+            results[name] = "FAIL"
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dockerfiles", nargs="*",
+                        help="names in the exported folder (default: one per test), or with "
+                             "--httparena the entry folders (default: both)")
+    parser.add_argument("--httparena", action="store_true",
+                        help="follow the HttpArena entry's Dockerfiles instead of TFB's")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="gnosis-dockerfile-check-")
+    try:
+        check = check_httparena if args.httparena else check_tfb
+        results = check(args.dockerfiles, work)
+    finally:
         if args.keep:
             say("work directory kept: %s" % work)
         else:
