@@ -40,19 +40,8 @@ bash scripts/verify-server.sh target/release/gnosis
 bash scripts/verify-server.sh target/release/gnosis-uring --entry uring
 
 step "HttpArena: scripts/validate-httparena.py against both binaries"
-# Each binary on a free port, serving the repository's dataset (data/dataset.json).
-validate_httparena() { # binary
-    local binary=$1 port pid status=0
-    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-    DATASET_PATH="$PWD/data/dataset.json" "target/release/$binary" --port "$port" &
-    pid=$!
-    python3 scripts/validate-httparena.py --port "$port" --wait 30 || status=$?
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-    return "$status"
-}
-validate_httparena gnosis
-validate_httparena gnosis-uring
+bash scripts/verify-server.sh --httparena target/release/gnosis
+bash scripts/verify-server.sh --httparena target/release/gnosis-uring
 
 step "the verifier's and the benchmark's own tests"
 python3 -m unittest discover -s scripts/verify 2>&1 | tee -a "$log"

@@ -436,6 +436,9 @@ def main():
                         help="pass an answer to Connection: close after which the server keeps "
                              "the connection open, as validate.sh does (it only waits out its "
                              "5 s read timeout); HttpArena's rust-epoll needs this")
+    parser.add_argument("--server-pid", type=int,
+                        help="check first that this process alone listens on the port (Linux), "
+                             "so that no other server is validated")
     parser.add_argument("--dataset", default=os.path.join(ROOT, "data", "dataset.json"),
                         help="the dataset the server serves (json: items compared with it)")
     args = parser.parse_args()
@@ -450,6 +453,8 @@ def main():
     if not wait_for_server(args.host, args.port, args.wait):
         print("FAIL: nothing answers on %s:%d" % (args.host, args.port))
         sys.exit(2)
+    if args.server_pid:
+        verify.check_server_pid(argparse.Namespace(port=args.port), args.server_pid)
     validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open)
     if not validator.run(profiles):
         sys.exit(1)

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# scripts/test.sh's verify step: starts BINARY on a free port, checks it with scripts/verify.py
-# (further arguments go to verify.py) and stops it.
+# scripts/test.sh's verify steps: starts BINARY on a free port, checks it with scripts/verify.py
+# (TFB), or with scripts/validate-httparena.py given --httparena (serving data/dataset.json),
+# further arguments going to the checker, and stops it.
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
+#   scripts/verify-server.sh --httparena target/release/gnosis
 #
-# verify.py is given the server's pid and checks that this process alone listens on the port,
-# so a server already running elsewhere (scripts/run.sh on 8080, say) is never the one checked.
-# Exits with verify.py's status.
+# The checker is given the server's pid and checks that this process alone listens on the
+# port, so a server already running elsewhere (scripts/run.sh on 8080, say) is never the one
+# checked. Exits with the checker's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+checker=scripts/verify.py
+if [ "${1:-}" = --httparena ]; then
+    checker=scripts/validate-httparena.py
+    export DATASET_PATH="$PWD/data/dataset.json"
+    shift
+fi
 if [ $# -lt 1 ]; then
-    echo "usage: scripts/verify-server.sh BINARY [verify.py arguments]" >&2
+    echo "usage: scripts/verify-server.sh [--httparena] BINARY [checker arguments]" >&2
     exit 2
 fi
 binary=$1
@@ -20,7 +28,7 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 "$binary" --port "$port" &
 pid=$!
 status=0
-python3 scripts/verify.py --wait 30 --port "$port" --server-pid "$pid" "$@" || status=$?
+python3 "$checker" --wait 30 --port "$port" --server-pid "$pid" "$@" || status=$?
 # The server may have exited already (it could not start): nothing to stop then.
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
