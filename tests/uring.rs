@@ -63,7 +63,12 @@ fn connections_live_in_the_rings_file_table() {
         "{}",
         server.describe_descriptors()
     );
-    assert_eq!(server.held_descriptors(), held_before + 64);
+    assert_eq!(
+        server.held_descriptors(),
+        held_before + 64,
+        "{}",
+        server.describe_descriptors()
+    );
     drop(clients);
     let closed = Instant::now();
     while server.held_descriptors() > held_before {
