@@ -2,10 +2,11 @@
 //!
 //! `http` parses requests and writes responses (no I/O), `pg` is the PostgreSQL client,
 //! `server` runs the per-thread event loops (epoll and io_uring), `service` is the contract
-//! between a server and the application, `app` holds the routes and handlers, `sys` the
-//! system calls, `config` the command line.
+//! between a server and the application, `timers` the answers a worker gives at a set time,
+//! `app` holds the routes and handlers, `sys` the system calls, `config` the command line.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod app;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod pg;
 pub mod server;
 pub mod service;
 pub mod sys;
+pub mod timers;
 
 /// Writes a line to stderr under the program's name, as command-line tools do: the shared
 /// code speaks as `gnosis` or `gnosis-uring`, whichever binary runs it.

@@ -12,7 +12,7 @@ use crate::http::{
     ContentType, Handler, HttpDate, Reply, Request, Response, Status, Ticket, MAX_BODY,
 };
 use crate::pg::{Event, Pool};
-use crate::server::Timers;
+use crate::timers::Timers;
 
 pub trait Service {
     /// Appends the whole response to `request` to `out` and returns [`Reply::Now`], or

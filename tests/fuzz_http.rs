@@ -12,8 +12,8 @@ use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
 use gnosis::http::{parse, BufferPool, Chunked, Connection, HttpDate, Parsed, MAX_BODY};
 use gnosis::pg::Pool;
-use gnosis::server::Timers;
 use gnosis::service::{Context, Serving};
+use gnosis::timers::Timers;
 use proptest::prelude::*;
 
 /// Feeds `chunks` one after another, answering after each; returns everything written.

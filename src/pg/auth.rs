@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use super::protocol::printable;
-use super::target::Target;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -98,7 +97,7 @@ static METHOD_LOGGED: AtomicU8 = AtomicU8::new(0);
 
 /// Logs how the process authenticates to `target`: once, and again only if the method
 /// changes (the server's configuration did), however many connections authenticate.
-pub fn log_method_once(method: Method, target: &Target) {
+pub fn log_method_once(method: Method, target: &impl std::fmt::Display) {
     let code = method as u8 + 1;
     if METHOD_LOGGED.swap(code, Ordering::Relaxed) != code {
         crate::log!("PostgreSQL authentication: {} ({target})", method.name());

@@ -16,7 +16,7 @@ pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, PgConn, Pool};
 use crate::service::{Context, Finished, Service, Serving};
 
-use super::Timers;
+use crate::timers::Timers;
 
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
 const LINGER: Duration = Duration::from_secs(2);

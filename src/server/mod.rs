@@ -7,10 +7,8 @@
 mod core;
 mod epoll;
 mod supervisor;
-mod timers;
 mod uring;
 
-pub use timers::Timers;
 pub use uring::UringOptions;
 
 use self::core::Core;

@@ -6,8 +6,6 @@
 //! appended to the connection's input and the buffer goes straight back to the kernel;
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
-#![warn(clippy::undocumented_unsafe_blocks)]
-
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
