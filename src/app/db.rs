@@ -176,7 +176,9 @@ impl Jobs {
             // Answered once the queries that did go out are answered: 503 when the
             // connection is full, 500 for a query this client cannot write or prepare.
             let status = match error {
-                QueryError::NotConnected | QueryError::QueueFull => Status::ServiceUnavailable,
+                QueryError::NotConnected | QueryError::QueueFull | QueryError::Unavailable(_) => {
+                    Status::ServiceUnavailable
+                }
                 QueryError::Unencodable(_) | QueryError::NotPrepared(_) => {
                     Status::InternalServerError
                 }
