@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,18 +39,7 @@ fn start(binary: &str, url: String, extra: &[&str]) -> Server {
 
 /// Rows of `sql` through psql on HttpArena's database.
 fn psql(sql: &str) -> String {
-    let output = Command::new("psql")
-        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
-        .arg(arena_url(&common::pg::port()))
-        .args(["-c", sql])
-        .output()
-        .expect("running psql");
-    assert!(
-        output.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
+    common::pg::psql(&arena_url(&common::pg::port()), sql)
 }
 
 /// An async-db answer: always 200 and JSON; its items, each checked against the schema, and
