@@ -203,7 +203,8 @@ fn fortunes_on_httparenas_table(binary: &str) {
 }
 
 /// HttpArena's database has no `world`: TFB's routes answer 503 at once, the server stays
-/// up and serves async-db, and the log says once which statements are unavailable.
+/// up and serves async-db, the log says once which statements are unavailable, and the
+/// cache loader stops.
 fn tfb_routes_answer_503_without_their_table(binary: &str) {
     let server = start(binary, arena_url(&common::pg::port()), &[]);
     wait_for_rows(&server);
@@ -227,6 +228,7 @@ fn tfb_routes_answer_503_without_their_table(binary: &str) {
         log.contains(r#"world (relation "world" does not exist)"#),
         "{log}"
     );
+    assert!(log.contains("no world table in this database"), "{log}");
 }
 
 /// TFB's database has no `items`: async-db answers the fallback body, TFB's routes serve.
