@@ -14,9 +14,10 @@ Two versions of validate.sh are followed, cited below by line or by section:
     and random json parameters compared with the dataset, and dropped the json profile.
 Where this check is stricter than validate.sh it says so (it also wants status 200, answers
 framed by Content-Length or chunked, a whole body equal to the answer rather than its last
-line, and a close after Connection: close). async-db and fortunes follow the snapshot (1066-1182);
-the later version has the same checks for them, word for word. Given --database-url (the
-server's database, read with psql), they also compare the answers with its rows.
+line, and a close after Connection: close). async-db and fortunes follow the snapshot
+(1066-1182); the later version has the same requests and checks for them (only a docs link
+moved). Given --database-url (the server's database, read with psql), they also compare the
+answers with its rows.
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
 exits 1 on any FAIL, 2 when nothing answers. Python 3 standard library only.
