@@ -5,16 +5,20 @@
 use std::fmt;
 use std::time::Instant;
 
+use super::arena_db::{ItemQuery, Items, FALLBACK};
 use super::cache::Cache;
 use super::error::AppError;
 use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, random_id, World};
 use crate::http::{ContentType, Status, Ticket};
-use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID};
+use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, INT8_OID};
 use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
 use crate::service::Finished;
 
-/// Prepared once per connection; the statics below name them.
+/// Prepared once per connection; the statics below name them. A database has TFB's tables
+/// (`world`, `fortune`) or HttpArena's (`items`, `fortune`): the statements of the other's
+/// tables are unavailable on its connections, and the routes using them answer as if the
+/// database were down.
 pub static STATEMENTS: &[Statement] = &[
     Statement {
         name: "world",
@@ -33,10 +37,17 @@ pub static STATEMENTS: &[Statement] = &[
               WHERE world.id = v.id",
         param_types: &[INT4_ARRAY_OID, INT4_ARRAY_OID],
     },
+    Statement {
+        name: "items",
+        sql: "SELECT id, name, category, price, quantity, active, tags, rating_score, \
+              rating_count FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3",
+        param_types: &[INT4_OID, INT4_OID, INT8_OID],
+    },
 ];
 static SELECT_WORLD: &Statement = &STATEMENTS[0];
 static SELECT_FORTUNES: &Statement = &STATEMENTS[1];
 static UPDATE_WORLDS: &Statement = &STATEMENTS[2];
+pub(super) static SELECT_ITEMS: &Statement = &STATEMENTS[3];
 
 /// The database routes, with their query counts already clamped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +58,8 @@ pub enum DbRoute {
     Fortunes,
     /// The misses of a cached-queries request of this many rows.
     CachedQueries(usize),
+    /// HttpArena's `/async-db`: answered 200 with the fallback body whenever it fails.
+    AsyncDb(ItemQuery),
 }
 
 /// Queues one query of a job: its statement and parameters.
@@ -78,6 +91,7 @@ struct Job {
     ids: Vec<i32>,
     numbers: Vec<i32>,
     fortunes: Fortunes,
+    items: Items,
 }
 
 impl Jobs {
@@ -108,6 +122,7 @@ impl Jobs {
                 (0..n).try_for_each(|_| queue(SELECT_WORLD, &[Param::Int4(random_id(rng))]))
             }
             DbRoute::Fortunes => queue(SELECT_FORTUNES, &[]),
+            DbRoute::AsyncDb(query) => queue(SELECT_ITEMS, &query.params()),
             DbRoute::Updates(n) => {
                 // All in one round trip: each row read by its own SELECT, then one UPDATE
                 // of them all with numbers chosen now. Ids sorted, so that concurrent
@@ -176,7 +191,9 @@ impl Jobs {
             // Answered once the queries that did go out are answered: 503 when the
             // connection is full, 500 for a query this client cannot write or prepare.
             let status = match error {
-                QueryError::NotConnected | QueryError::QueueFull => Status::ServiceUnavailable,
+                QueryError::NotConnected | QueryError::QueueFull | QueryError::Unavailable(_) => {
+                    Status::ServiceUnavailable
+                }
                 QueryError::Unencodable(_) | QueryError::NotPrepared(_) => {
                     Status::InternalServerError
                 }
@@ -232,7 +249,7 @@ impl Jobs {
         let expected_worlds = match job.route {
             DbRoute::World => 1,
             DbRoute::Queries(n) | DbRoute::Updates(n) | DbRoute::CachedQueries(n) => n,
-            DbRoute::Fortunes => 0,
+            DbRoute::Fortunes | DbRoute::AsyncDb(_) => 0,
         };
         if job.failure.is_none() && job.worlds.len() != expected_worlds {
             self.errors.report(AppError::WorldRowMissing);
@@ -241,6 +258,13 @@ impl Jobs {
         let body = &mut self.body;
         body.clear();
         let (status, content_type) = match (job.failure, job.route) {
+            (_, DbRoute::AsyncDb(_)) => {
+                match job.failure {
+                    None => job.items.render(body),
+                    Some(_) => body.extend_from_slice(FALLBACK),
+                }
+                (Status::Ok, ContentType::Json)
+            }
             (Some(status), _) => {
                 body.extend_from_slice(status.reason().as_bytes());
                 (status, ContentType::Plain)
@@ -279,6 +303,7 @@ impl Jobs {
                 ids: Vec::new(),
                 numbers: Vec::new(),
                 fortunes: Fortunes::default(),
+                items: Items::default(),
             });
             self.all.len() - 1
         });
@@ -291,6 +316,7 @@ impl Jobs {
         job.ids.clear();
         job.numbers.clear();
         job.fortunes.clear();
+        job.items.clear();
         index
     }
 
@@ -304,6 +330,7 @@ impl Job {
     fn take_row(&mut self, row: &Row<'_>, cache: &mut Cache) -> Result<(), AppError> {
         match self.route {
             DbRoute::Fortunes => self.fortunes.push(row.int4(0)?, row.text(1)?),
+            DbRoute::AsyncDb(_) => self.items.push(row)?,
             DbRoute::World | DbRoute::Queries(_) => self.worlds.push(World {
                 id: row.int4(0)?,
                 random_number: row.int4(1)?,

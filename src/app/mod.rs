@@ -6,6 +6,7 @@
 //! timer.
 
 pub mod arena;
+pub mod arena_db;
 pub mod cache;
 pub mod db;
 mod error;
@@ -47,6 +48,9 @@ impl Route {
             "/updates" => Route::Database(DbRoute::Updates(count_param(query, "queries"))),
             "/fortunes" => Route::Database(DbRoute::Fortunes),
             "/cached-queries" => Route::CachedQueries(count_param(query, "count")),
+            "/async-db" => {
+                Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
+            }
             _ => return arena::Route::find(path).map(Route::Arena),
         })
     }
@@ -231,6 +235,14 @@ impl Service for App {
             Route::Database(route) => {
                 match self.jobs.start(route, ticket, &mut self.rng, cx.db, cx.now) {
                     Ok(()) => return Reply::Later,
+                    // HttpArena's answer whenever the database cannot be used.
+                    Err(_) if matches!(route, DbRoute::AsyncDb(_)) => response.write(
+                        out,
+                        cx.date,
+                        Status::Ok,
+                        ContentType::Json,
+                        arena_db::FALLBACK,
+                    ),
                     Err(status) => response.write_error(out, cx.date, status),
                 }
             }

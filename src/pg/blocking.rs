@@ -271,7 +271,9 @@ impl BlockingClient {
             Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
             Err(QueryError::QueueFull) => unreachable!("one query at a time"),
             Err(QueryError::Unencodable(error)) => return Err(error.into()),
-            Err(QueryError::NotPrepared(name)) => return Err(DbError::NotPrepared(name)),
+            Err(QueryError::NotPrepared(name) | QueryError::Unavailable(name)) => {
+                return Err(DbError::NotPrepared(name))
+            }
         }
         let outcome: Cell<Option<Result<(), DbError>>> = Cell::new(None);
         let mut row_error: Option<DbError> = None;

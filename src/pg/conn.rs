@@ -5,8 +5,9 @@
 //! SCRAM nonce, SCRAM's key derived on a helper thread (`auth`), a failed connect starting a
 //! new name lookup on the target's helper thread, and failures logged to stderr.
 //!
-//! Start-up (StartupMessage, authentication, Parse + Describe of every statement) happens
-//! inside the connection; afterwards each `query` appends exactly Bind/Execute/Sync to the
+//! Start-up (StartupMessage, authentication, Parse + Describe of every statement, each in its
+//! own Sync group) happens inside the connection; a statement the database cannot prepare (its
+//! table is not there) is unavailable on that connection, the others serve; afterwards each `query` appends exactly Bind/Execute/Sync to the
 //! output, and the bytes the driver hands to `filled`/`receive` are decoded into each query's
 //! rows, then `Done` or `Failed`, delivered to the sink with the query's token, in order.
 //! Deadlines (start-up, each query) and the reconnect policy (a jittered, capped backoff) live
@@ -14,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::auth::{self, Scram};
@@ -132,6 +133,9 @@ pub enum QueryError {
     Unencodable(EncodeError),
     /// The statement (named here) is not one of the connection's list.
     NotPrepared(&'static str),
+    /// The database could not prepare the statement (named here): its table or a column is
+    /// not there (SQLSTATE class 42). The route answers as if the database were down.
+    Unavailable(&'static str),
 }
 
 impl fmt::Display for QueryError {
@@ -142,6 +146,9 @@ impl fmt::Display for QueryError {
             QueryError::Unencodable(error) => write!(f, "cannot encode the query: {error}"),
             QueryError::NotPrepared(name) => {
                 write!(f, "statement {name} is not prepared on this connection")
+            }
+            QueryError::Unavailable(name) => {
+                write!(f, "statement {name} is unavailable in this database")
             }
         }
     }
@@ -214,9 +221,18 @@ enum Phase {
     Connecting,
     /// StartupMessage sent; authentication until the first ReadyForQuery.
     Authenticating,
-    /// Parse + Describe of every statement sent, waiting for their ReadyForQuery.
+    /// Parse + Describe + Sync of every statement sent, waiting for each one's ReadyForQuery.
     Preparing,
     Ready,
+}
+
+/// The answer to the Parse + Describe of the statement being prepared, so far.
+enum Preparation {
+    Waiting,
+    Described(Vec<u32>),
+    /// Refused with this error of SQLSTATE class 42 (undefined table, column, function; no
+    /// privilege): the database does not have what the statement needs.
+    Unavailable(String),
 }
 
 struct Pending {
@@ -255,8 +271,13 @@ pub struct PgConn {
     auth_method: auth::Method,
     /// While the SCRAM key is derived on a helper thread: when to look for it again.
     scram_poll: Option<Instant>,
-    /// Result column types of each statement, from Describe at start-up.
-    column_types: Vec<Vec<u32>>,
+    /// Result column types of each statement, from Describe at start-up; `None` for one
+    /// the database could not prepare (unavailable on this connection).
+    column_types: Vec<Option<Vec<u32>>>,
+    /// While Preparing: the answer to the statement `column_types.len()`.
+    preparation: Preparation,
+    /// While Preparing: each unavailable statement so far, with why.
+    unavailable: Vec<(&'static str, String)>,
     /// Queries written to the output, oldest first; the front one is being answered.
     pending: VecDeque<Pending>,
     /// The ErrorResponse of the front query, delivered at its ReadyForQuery.
@@ -302,6 +323,8 @@ impl PgConn {
             auth_method: auth::Method::Trust,
             scram_poll: None,
             column_types: Vec::with_capacity(statements.len()),
+            preparation: Preparation::Waiting,
+            unavailable: Vec::new(),
             pending: VecDeque::with_capacity(1024),
             front_error: None,
             front_rows: 0,
@@ -519,6 +542,9 @@ impl PgConn {
         if self.phase != Phase::Ready {
             return Err(QueryError::NotConnected);
         }
+        if self.column_types[index].is_none() {
+            return Err(QueryError::Unavailable(statement.name));
+        }
         if self.pending.len() >= self.options.max_queued {
             return Err(QueryError::QueueFull);
         }
@@ -580,7 +606,8 @@ impl PgConn {
         self.parked
     }
 
-    /// Authenticated and every statement prepared: `query` accepts queries.
+    /// Authenticated and every statement prepared or found unavailable: `query` accepts
+    /// queries (of the available statements).
     pub fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
     }
@@ -667,36 +694,16 @@ impl PgConn {
                 | Message::ParameterStatus
                 | Message::NoticeResponse => Ok(()),
                 Message::RowDescription(description) => {
-                    self.column_types.push(description.type_oids());
+                    self.preparation = Preparation::Described(description.type_oids());
                     Ok(())
                 }
                 Message::NoData => {
-                    self.column_types.push(Vec::new());
+                    self.preparation = Preparation::Described(Vec::new());
                     Ok(())
                 }
-                Message::ErrorResponse(fields) => {
-                    let name = self
-                        .statements
-                        .get(self.column_types.len())
-                        .map_or("?", |s| s.name);
-                    Err(match DbError::server(fields) {
-                        DbError::Server {
-                            severity,
-                            code,
-                            message,
-                        } => DbError::Server {
-                            severity,
-                            code,
-                            message: format!("preparing statement {name}: {message}"),
-                        },
-                        other => other,
-                    })
-                }
-                Message::ReadyForQuery(_) if self.column_types.len() == self.statements.len() => {
-                    self.phase = Phase::Ready;
-                    self.startup_deadline = None;
-                    self.last_error = None;
-                    Ok(())
+                Message::ErrorResponse(fields) => self.preparation_refused(DbError::server(fields)),
+                Message::ReadyForQuery(_) if self.column_types.len() < self.statements.len() => {
+                    self.statement_prepared()
                 }
                 other => Err(unexpected(&other, "while preparing statements")),
             },
@@ -735,7 +742,7 @@ impl PgConn {
                     return Err(error);
                 }
                 if self.front_error.is_none() {
-                    let types = &self.column_types[front.statement];
+                    let types = self.column_types[front.statement].as_deref().unwrap_or(&[]);
                     sink(front.token, Event::Row(Row { data, types }));
                 }
             }
@@ -887,9 +894,14 @@ impl PgConn {
         Ok(())
     }
 
+    /// Each statement's Parse + Describe in a Sync group of its own: a Parse the server
+    /// refuses makes it skip to the next Sync, so one missing table spoils only its own
+    /// statement. Neither is an execution: `pg_stat_statements` counts none of them.
     fn prepare_statements(&mut self) -> Result<(), DbError> {
         self.phase = Phase::Preparing;
         self.column_types.clear();
+        self.preparation = Preparation::Waiting;
+        self.unavailable.clear();
         for statement in self.statements {
             protocol::parse(
                 &mut self.output,
@@ -898,8 +910,67 @@ impl PgConn {
                 statement.param_types,
             )?;
             protocol::describe_statement(&mut self.output, statement.name)?;
+            protocol::sync(&mut self.output);
         }
-        protocol::sync(&mut self.output);
+        Ok(())
+    }
+
+    /// An ErrorResponse to the statement being prepared: one of SQLSTATE class 42 (what it
+    /// names is not in this database) makes it unavailable; any other fails the start-up.
+    fn preparation_refused(&mut self, error: DbError) -> Result<(), DbError> {
+        let name = self
+            .statements
+            .get(self.column_types.len())
+            .map_or("?", |s| s.name);
+        match error {
+            DbError::Server {
+                severity,
+                code,
+                message,
+            } if code.starts_with("42") && severity == "ERROR" => {
+                self.preparation = Preparation::Unavailable(message);
+                Ok(())
+            }
+            DbError::Server {
+                severity,
+                code,
+                message,
+            } => Err(DbError::Server {
+                severity,
+                code,
+                message: format!("preparing statement {name}: {message}"),
+            }),
+            other => Err(other),
+        }
+    }
+
+    /// The ReadyForQuery that ends one statement's Sync group; after the last, the
+    /// connection is ready.
+    fn statement_prepared(&mut self) -> Result<(), DbError> {
+        let statement = &self.statements[self.column_types.len()];
+        match std::mem::replace(&mut self.preparation, Preparation::Waiting) {
+            Preparation::Waiting => {
+                return Err(DbError::Protocol(format!(
+                    "no description of statement {}",
+                    statement.name
+                )))
+            }
+            Preparation::Described(types) => self.column_types.push(Some(types)),
+            Preparation::Unavailable(why) => {
+                self.unavailable.push((statement.name, why));
+                self.column_types.push(None);
+            }
+        }
+        if self.column_types.len() == self.statements.len() {
+            self.phase = Phase::Ready;
+            self.startup_deadline = None;
+            self.last_error = None;
+            if let Some(line) = unavailable_line(&self.target, &self.unavailable) {
+                if self.logging && first_time(line.clone()) {
+                    crate::log!("{line}");
+                }
+            }
+        }
         Ok(())
     }
 
@@ -963,6 +1034,38 @@ impl PgConn {
             sink(query.token, Event::Failed(&CONNECTION_LOST));
         }
     }
+}
+
+/// The line that says which statements a connection found unavailable, if any.
+fn unavailable_line(target: &Target, unavailable: &[(&'static str, String)]) -> Option<String> {
+    if unavailable.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = unavailable
+        .iter()
+        .map(|(name, why)| format!("{name} ({why})"))
+        .collect();
+    Some(format!(
+        "PostgreSQL database {target} cannot prepare statements {}: \
+         the routes that use them answer as if the database were down",
+        list.join(", ")
+    ))
+}
+
+/// Lines logged once per process: every connection of every thread finds the same
+/// statements unavailable, and reconnects find them again.
+static LOGGED_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Whether `line` is new to this process (and remembers it).
+fn first_time(line: String) -> bool {
+    let mut logged = LOGGED_ONCE
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
+    if logged.contains(&line) || logged.len() >= MAX_REASONS_LOGGED {
+        return false;
+    }
+    logged.push(line);
+    true
 }
 
 fn unexpected(message: &Message<'_>, when: &str) -> DbError {

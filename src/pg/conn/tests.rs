@@ -142,15 +142,9 @@ impl Script {
             .iter()
             .map(|m| m.0)
             .collect();
-        assert_eq!(tags, b"PDPDS");
-        let mut answers = Vec::new();
-        answers.extend(script::parse_complete());
-        answers.extend(script::parameter_description(&[INT4_OID]));
-        answers.extend(script::row_description(&[INT4_OID, INT4_OID]));
-        answers.extend(script::parse_complete());
-        answers.extend(script::parameter_description(&[]));
-        answers.extend(script::no_data());
-        answers.extend(script::ready());
+        assert_eq!(tags, b"PDSPDS", "each statement in its own Sync group");
+        let mut answers = described(&[INT4_OID], Some(&[INT4_OID, INT4_OID]));
+        answers.extend(described(&[], None));
         self.receive(&answers);
         assert!(self.conn.is_ready());
         assert_eq!(self.conn.deadline(), None, "nothing to wait for");
@@ -184,6 +178,16 @@ impl Script {
         self.timer();
         assert_eq!(self.conn.step(), Step::Connect);
     }
+}
+
+/// The answer to one statement's Parse/Describe/Sync: its parameter and result types
+/// (`None`: it returns no rows).
+fn described(params: &[u32], columns: Option<&[u32]>) -> Vec<u8> {
+    let mut bytes = script::parse_complete();
+    bytes.extend(script::parameter_description(params));
+    bytes.extend(columns.map_or_else(script::no_data, script::row_description));
+    bytes.extend(script::ready());
+    bytes
 }
 
 /// A query's answer: BindComplete, the rows, CommandComplete, ReadyForQuery.
@@ -432,6 +436,112 @@ fn a_statement_the_connection_did_not_prepare_is_refused() {
     assert_eq!(s.output(), b"");
     assert_eq!(s.conn.queued(), 0);
     s.prove();
+}
+
+/// Start-up up to the Parse/Describe/Sync groups, which the server answers with `answers`.
+fn start_answering(s: &mut Script, answers: &[u8]) {
+    s.connect();
+    s.receive(&script::auth_ok());
+    s.receive(&script::ready());
+    s.output();
+    s.receive(answers);
+}
+
+/// The answer to a statement's group when the database lacks its table.
+fn undefined_table(table: &str) -> Vec<u8> {
+    let mut bytes = script::error(
+        "ERROR",
+        "42P01",
+        &format!("relation \"{table}\" does not exist"),
+    );
+    bytes.extend(script::ready());
+    bytes
+}
+
+/// A database without the table of one statement (its Parse refused with 42P01, the server
+/// skipping to that group's Sync): the connection becomes ready with the other statement, a
+/// query on the missing one is refused at once with nothing written, and the line that says
+/// so is logged once, however many connections and reconnects find it.
+#[test]
+fn a_statement_the_database_cannot_prepare_is_unavailable_and_the_others_serve() {
+    let table = "table_only_this_test_lacks";
+    let mut answers = described(&[INT4_OID], Some(&[INT4_OID, INT4_OID]));
+    answers.extend(undefined_table(table));
+    let logged = || {
+        LOGGED_ONCE
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line.contains(table))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let mut s = Script::new("");
+    start_answering(&mut s, &answers);
+    assert!(s.conn.is_ready());
+    assert_eq!(s.conn.last_error().map(ToString::to_string), None);
+    assert_eq!(
+        s.conn.query(TOUCH, &[], 7, s.now),
+        Err(QueryError::Unavailable("touch"))
+    );
+    assert_eq!(s.output(), b"");
+    assert_eq!(s.conn.queued(), 0);
+    s.query(PAIR, 5, 8);
+    s.output();
+    s.receive(&answer(&[&[5, 2]]));
+    assert_eq!(
+        s.take_events(),
+        [(8, "row 5,2".to_string()), (8, "done".to_string())]
+    );
+    let lines = logged();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(&format!("touch (relation \"{table}\" does not exist)")),
+        "{lines:?}"
+    );
+    assert!(!lines[0].contains("pair"), "{lines:?}");
+
+    // The same connection again after a loss, and another connection: nothing new logged.
+    s.fail(refused());
+    s.next_attempt();
+    start_answering(&mut s, &answers);
+    assert!(s.conn.is_ready());
+    let mut other = Script::new("");
+    start_answering(&mut other, &answers);
+    assert!(other.conn.is_ready());
+    assert_eq!(logged(), lines);
+}
+
+/// An error while preparing that is not about what the database has (here, out of memory)
+/// fails the start-up as before, and the next attempt is scheduled.
+#[test]
+fn a_preparation_error_of_another_class_fails_the_start_up() {
+    let mut answers = script::error("ERROR", "53200", "out of memory");
+    answers.extend(script::ready());
+    let mut s = Script::new("");
+    start_answering(&mut s, &answers);
+    assert!(!s.conn.is_ready());
+    assert_eq!(s.conn.step(), Step::Idle);
+    let error = s.conn.last_error().unwrap().to_string();
+    assert!(
+        error.contains("preparing statement pair: out of memory"),
+        "{error}"
+    );
+}
+
+/// A statement whose group ends without a description or an error is a broken server.
+#[test]
+fn a_group_without_a_description_fails_the_start_up() {
+    let mut answers = script::parse_complete();
+    answers.extend(script::ready());
+    let mut s = Script::new("");
+    start_answering(&mut s, &answers);
+    assert_eq!(s.conn.step(), Step::Idle);
+    let error = s.conn.last_error().unwrap().to_string();
+    assert!(
+        error.contains("no description of statement pair"),
+        "{error}"
+    );
 }
 
 #[test]
