@@ -41,10 +41,9 @@ bash scripts/verify-server.sh target/release/gnosis-uring --entry uring
 
 step "HttpArena: scripts/validate-httparena.py against both binaries"
 # Started as HttpArena starts them: its database (pg.sh's HttpArena-like one) in DATABASE_URL,
-# DATABASE_MAX_CONN=256, nothing else; the PG* variables of TFB's step unset. The profiles are
-# those the binaries serve: async-db and fortunes join when gnosis's /async-db route (and its
-# statements for HttpArena's tables) are in.
-arena_profiles=baseline,limited-conn,pipelined,json,async
+# DATABASE_MAX_CONN=256, nothing else; the PG* variables of TFB's step unset. Every profile the
+# binaries serve; async-db's and fortunes' answers are compared with that database's rows.
+arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes
 for binary in target/release/gnosis target/release/gnosis-uring; do
     (
         unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE
