@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,18 +39,7 @@ fn start(binary: &str, url: String, extra: &[&str]) -> Server {
 
 /// Rows of `sql` through psql on HttpArena's database.
 fn psql(sql: &str) -> String {
-    let output = Command::new("psql")
-        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
-        .arg(arena_url(&common::pg::port()))
-        .args(["-c", sql])
-        .output()
-        .expect("running psql");
-    assert!(
-        output.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
+    common::pg::psql(&arena_url(&common::pg::port()), sql)
 }
 
 /// An async-db answer: always 200 and JSON; its items, each checked against the schema, and
@@ -215,7 +203,8 @@ fn fortunes_on_httparenas_table(binary: &str) {
 }
 
 /// HttpArena's database has no `world`: TFB's routes answer 503 at once, the server stays
-/// up and serves async-db, and the log says once which statements are unavailable.
+/// up and serves async-db, the log says once which statements are unavailable, and the
+/// cache loader stops.
 fn tfb_routes_answer_503_without_their_table(binary: &str) {
     let server = start(binary, arena_url(&common::pg::port()), &[]);
     wait_for_rows(&server);
@@ -239,6 +228,7 @@ fn tfb_routes_answer_503_without_their_table(binary: &str) {
         log.contains(r#"world (relation "world" does not exist)"#),
         "{log}"
     );
+    assert!(log.contains("no world table in this database"), "{log}");
 }
 
 /// TFB's database has no `items`: async-db answers the fallback body, TFB's routes serve.

@@ -35,28 +35,7 @@ fn arena_url() -> String {
 
 /// Runs SQL through psql with `url`; returns the unaligned rows, fields split at '|'.
 fn query(url: &str, sql: &str) -> Vec<Vec<String>> {
-    let output = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            url,
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("running psql");
-    assert!(
-        output.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
+    pg::psql(url, sql)
         .lines()
         .map(|line| line.split('|').map(str::to_string).collect())
         .collect()

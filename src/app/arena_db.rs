@@ -9,6 +9,7 @@
 //! the nearest end of it (prices are `integer`); `limit` is clamped to 1..=50.
 
 use std::io::Write;
+use std::num::IntErrorKind;
 
 use super::param;
 use crate::pg::protocol::Jsonb;
@@ -51,24 +52,14 @@ impl ItemQuery {
 /// An optionally signed decimal integer, saturated to the 64-bit range; `None` if it is
 /// not one.
 fn integer(text: &str) -> Option<i64> {
-    let (negative, digits) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+    match text.parse::<i64>() {
+        Ok(value) => Some(value),
+        Err(error) => match error.kind() {
+            IntErrorKind::PosOverflow => Some(i64::MAX),
+            IntErrorKind::NegOverflow => Some(i64::MIN),
+            _ => None,
+        },
     }
-    let signed = if negative {
-        format!("-{digits}")
-    } else {
-        digits.to_string()
-    };
-    Some(
-        signed
-            .parse()
-            .unwrap_or(if negative { i64::MIN } else { i64::MAX }),
-    )
 }
 
 fn saturate(value: i64) -> i32 {

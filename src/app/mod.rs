@@ -1,5 +1,5 @@
 //! The application: TFB's routes, handlers, World and Fortune, the cache; and HttpArena's
-//! HTTP routes ([`arena`]).
+//! HTTP routes ([`arena`]) and `/async-db` ([`arena_db`]).
 //!
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
 //! in [`db::Jobs`] and are answered when its queries come back; `/delay` is answered by a

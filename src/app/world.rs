@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::error::AppError;
-use crate::pg::{BlockingClient, Statement, Target};
+use crate::pg::{BlockingClient, DbError, Statement, Target};
 
 /// TFB's `world` table holds ids 1..=10000, and random numbers are drawn from the same range.
 pub const WORLD_ROWS: i32 = 10_000;
@@ -54,7 +54,7 @@ pub struct WorldSnapshot {
 
 impl WorldSnapshot {
     /// A snapshot that a background thread takes as soon as the database answers, retrying
-    /// until it does; it is empty until then. `timeout` bounds each attempt.
+    /// until it does (unless the database has no `world` table); it is empty until then. `timeout` bounds each attempt.
     pub fn load_in_background(target: Arc<Target>, timeout: Duration) -> Arc<WorldSnapshot> {
         let snapshot = Arc::new(WorldSnapshot::default());
         let filling = snapshot.clone();
@@ -75,6 +75,13 @@ impl WorldSnapshot {
                 Ok(worlds) => {
                     crate::log!("loaded {} world rows for the cache", worlds.len() - 1);
                     let _ = self.worlds.set(worlds);
+                    return;
+                }
+                Err(AppError::Db(DbError::NotPrepared(_))) => {
+                    // The database could not prepare the statement: no `world` table (an
+                    // HttpArena database). Asking again every few seconds would only fill
+                    // its log; cached-queries answers 503 as /db does there.
+                    crate::log!("no world table in this database: the cache stays empty");
                     return;
                 }
                 Err(err) if !reported => {

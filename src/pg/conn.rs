@@ -6,10 +6,11 @@
 //! new name lookup on the target's helper thread, and failures logged to stderr.
 //!
 //! Start-up (StartupMessage, authentication, Parse + Describe of every statement, each in its
-//! own Sync group) happens inside the connection; a statement the database cannot prepare (its
-//! table is not there) is unavailable on that connection, the others serve; afterwards each `query` appends exactly Bind/Execute/Sync to the
-//! output, and the bytes the driver hands to `filled`/`receive` are decoded into each query's
-//! rows, then `Done` or `Failed`, delivered to the sink with the query's token, in order.
+//! own Sync group) happens inside the connection; a statement the database cannot prepare
+//! (its table is not there) is unavailable on that connection, the others serve. Afterwards
+//! each `query` appends exactly Bind/Execute/Sync to the output, and the bytes the driver
+//! hands to `filled`/`receive` are decoded into each query's rows, then `Done` or `Failed`,
+//! delivered to the sink with the query's token, in order.
 //! Deadlines (start-up, each query) and the reconnect policy (a jittered, capped backoff) live
 //! here too; `step()` says what the driver must do next, `deadline()` when to call `on_timer`.
 

@@ -14,6 +14,32 @@ pub fn port() -> String {
     std::env::var("GNOSIS_PG_PORT").unwrap_or_else(|_| "55432".to_string())
 }
 
+/// Runs SQL through psql with the connection string `url`; returns its unaligned output,
+/// one row a line, fields split by '|', trimmed.
+pub fn psql(url: &str, sql: &str) -> String {
+    let output = std::process::Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("running psql");
+    assert!(
+        output.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
 pub fn socket_dir() -> PathBuf {
     let dir = std::env::var("GNOSIS_PG_DIR").unwrap_or_else(|_| "/tmp/gnosis-pg".to_string());
     PathBuf::from(dir).join("socket")

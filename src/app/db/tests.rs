@@ -8,7 +8,7 @@ use super::*;
 use crate::app::world::WorldSnapshot;
 use crate::pg::pool::Threads;
 use crate::pg::protocol::script;
-use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, TEXT_OID};
+use crate::pg::protocol::{BOOL_OID, INT4_ARRAY_OID, INT4_OID, INT8_OID, JSONB_OID, TEXT_OID};
 use crate::pg::target::{Config, Host};
 use crate::pg::{link::Order, Options, Target};
 
@@ -24,8 +24,32 @@ fn target() -> Arc<Target> {
     })
 }
 
+/// The columns of HttpArena's items query.
+const ITEM_COLUMNS: &[u32] = &[
+    INT4_OID, TEXT_OID, TEXT_OID, INT4_OID, INT4_OID, BOOL_OID, JSONB_OID, INT4_OID, INT4_OID,
+];
+
 /// A pool of one connection, ready: started up and its statements prepared.
 fn ready_pool() -> Pool {
+    let mut items = script::parse_complete();
+    items.extend(script::parameter_description(&[
+        INT4_OID, INT4_OID, INT8_OID,
+    ]));
+    items.extend(script::row_description(ITEM_COLUMNS));
+    items.extend(script::ready());
+    pool_answering(&items)
+}
+
+/// A ready pool whose database has no `items` table (TFB's).
+fn tfb_pool() -> Pool {
+    let mut items = script::error("ERROR", "42P01", r#"relation "items" does not exist"#);
+    items.extend(script::ready());
+    pool_answering(&items)
+}
+
+/// A pool of one connection, started up, TFB's statements prepared and the items statement
+/// answered with `items`.
+fn pool_answering(items: &[u8]) -> Pool {
     let target = target();
     let threads = Arc::new(Threads::default());
     let now = Instant::now();
@@ -47,8 +71,9 @@ fn ready_pool() -> Pool {
         answers.extend(script::parse_complete());
         answers.extend(script::parameter_description(params));
         answers.extend(columns.map_or_else(script::no_data, script::row_description));
+        answers.extend(script::ready());
     }
-    answers.extend(script::ready());
+    answers.extend_from_slice(items);
     link.receive(conn, &answers, now, &mut ignore);
     assert!(conn.is_ready());
     let (link, conn) = pool.link_mut(0);
@@ -117,6 +142,131 @@ fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status,
         }
     });
     finished
+}
+
+/// A DataRow of binary values as they are on the wire.
+fn raw_row(values: &[&[u8]]) -> Vec<u8> {
+    let mut body = (values.len() as u16).to_be_bytes().to_vec();
+    for value in values {
+        body.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        body.extend_from_slice(value);
+    }
+    let mut message = vec![b'D'];
+    message.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    message.extend(body);
+    message
+}
+
+fn item_row(id: i32, name: &str, active: bool, tags: &str) -> Vec<u8> {
+    let int = |n: i32| n.to_be_bytes().to_vec();
+    let jsonb = [&[1u8][..], tags.as_bytes()].concat();
+    raw_row(&[
+        &int(id),
+        name.as_bytes(),
+        b"toys",
+        &int(30),
+        &int(5),
+        &[u8::from(active)],
+        &jsonb,
+        &int(42),
+        &int(127),
+    ])
+}
+
+const QUERY: ItemQuery = ItemQuery {
+    min: 10,
+    max: 50,
+    limit: 20,
+};
+
+/// Rows become items as they arrive: the strings escaped for JSON, the tags the database's
+/// JSON text, the rating nested, the count computed.
+#[test]
+fn an_async_db_request_is_answered_with_its_items() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(8), ready_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    jobs.start(DbRoute::AsyncDb(QUERY), ticket(1), &mut rng, &mut pool, now)
+        .unwrap();
+    let (link, conn) = pool.link_mut(0);
+    let sent = script::frontend(link.unsent(conn), false);
+    let bind = &sent.iter().find(|(tag, _)| *tag == b'B').unwrap().1;
+    assert!(bind.starts_with(b"\0items\0"), "the items statement");
+    let limit = [&[0, 0, 0, 8][..], &20i64.to_be_bytes()].concat();
+    assert!(
+        bind.windows(limit.len()).any(|w| w == limit),
+        "LIMIT's parameter an int8"
+    );
+    let mut answer_bytes = script::bind_complete();
+    answer_bytes.extend(item_row(
+        4,
+        r#"Vertex "Spindle" \ 4 é"#,
+        true,
+        r#"["sale", "new"]"#,
+    ));
+    answer_bytes.extend(item_row(10, "Quartz Lamp 10", false, "[]"));
+    answer_bytes.extend(script::command_complete("SELECT 2"));
+    answer_bytes.extend(script::ready());
+    let body = concat!(
+        r#"{"items":[{"id":4,"name":"Vertex \"Spindle\" \\ 4 é","category":"toys","#,
+        r#""price":30,"quantity":5,"active":true,"tags":["sale", "new"],"#,
+        r#""rating":{"score":42,"count":127}},{"id":10,"name":"Quartz Lamp 10","#,
+        r#""category":"toys","price":30,"quantity":5,"active":false,"tags":[],"#,
+        r#""rating":{"score":42,"count":127}}],"count":2}"#
+    );
+    let finished = answer(&mut jobs, &mut pool, &answer_bytes);
+    assert_eq!(finished, [(1, Status::Ok, body.to_string())]);
+    let parsed: serde_json::Value = serde_json::from_str(&finished[0].2).unwrap();
+    assert_eq!(parsed["items"][0]["name"], r#"Vertex "Spindle" \ 4 é"#);
+}
+
+/// No row, a failed query, a column of the wrong type: the fallback body, 200.
+#[test]
+fn async_db_answers_the_fallback_body_when_it_has_no_items() {
+    let fallback = super::FALLBACK.to_vec();
+    let mut wrong_type = script::bind_complete();
+    wrong_type.extend(script::data_row(&[1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    wrong_type.extend(script::command_complete("SELECT 1"));
+    wrong_type.extend(script::ready());
+    let mut failed = script::bind_complete();
+    failed.extend(script::error("ERROR", "57014", "canceling statement"));
+    failed.extend(script::ready());
+    let mut empty = script::bind_complete();
+    empty.extend(script::command_complete("SELECT 0"));
+    empty.extend(script::ready());
+    for answer_bytes in [empty, failed, wrong_type] {
+        let (mut jobs, mut pool, mut rng) = (Jobs::new(8), ready_pool(), fastrand::Rng::new());
+        jobs.start(
+            DbRoute::AsyncDb(QUERY),
+            ticket(1),
+            &mut rng,
+            &mut pool,
+            Instant::now(),
+        )
+        .unwrap();
+        let finished = answer(&mut jobs, &mut pool, &answer_bytes);
+        assert_eq!(finished.len(), 1);
+        let (_, status, body) = &finished[0];
+        assert_eq!((*status, body.as_bytes()), (Status::Ok, &fallback[..]));
+    }
+}
+
+/// On TFB's database the items statement is unavailable: the request is refused at once
+/// (the app answers the fallback body), nothing is sent, and TFB's routes serve.
+#[test]
+fn async_db_is_refused_at_once_where_items_is_unavailable() {
+    let (mut jobs, mut pool, mut rng) = (Jobs::new(8), tfb_pool(), fastrand::Rng::new());
+    let now = Instant::now();
+    assert!(pool.get_mut(0).is_ready());
+    assert_eq!(
+        jobs.start(DbRoute::AsyncDb(QUERY), ticket(1), &mut rng, &mut pool, now),
+        Err(Status::ServiceUnavailable)
+    );
+    let (link, conn) = pool.link_mut(0);
+    assert!(link.unsent(conn).is_empty());
+    jobs.start(DbRoute::World, ticket(2), &mut rng, &mut pool, now)
+        .unwrap();
+    let ids = selected_ids(&mut pool);
+    assert_eq!(answer(&mut jobs, &mut pool, &world_answer(ids[0])).len(), 1);
 }
 
 #[test]

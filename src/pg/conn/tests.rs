@@ -512,36 +512,25 @@ fn a_statement_the_database_cannot_prepare_is_unavailable_and_the_others_serve()
     assert_eq!(logged(), lines);
 }
 
-/// An error while preparing that is not about what the database has (here, out of memory)
-/// fails the start-up as before, and the next attempt is scheduled.
+/// While preparing, an error that is not about what the database has (here, out of memory)
+/// fails the start-up as before, and so does a group that ends without a description or an
+/// error (a broken server); the next attempt is scheduled.
 #[test]
-fn a_preparation_error_of_another_class_fails_the_start_up() {
-    let mut answers = script::error("ERROR", "53200", "out of memory");
-    answers.extend(script::ready());
-    let mut s = Script::new("");
-    start_answering(&mut s, &answers);
-    assert!(!s.conn.is_ready());
-    assert_eq!(s.conn.step(), Step::Idle);
-    let error = s.conn.last_error().unwrap().to_string();
-    assert!(
-        error.contains("preparing statement pair: out of memory"),
-        "{error}"
-    );
-}
-
-/// A statement whose group ends without a description or an error is a broken server.
-#[test]
-fn a_group_without_a_description_fails_the_start_up() {
-    let mut answers = script::parse_complete();
-    answers.extend(script::ready());
-    let mut s = Script::new("");
-    start_answering(&mut s, &answers);
-    assert_eq!(s.conn.step(), Step::Idle);
-    let error = s.conn.last_error().unwrap().to_string();
-    assert!(
-        error.contains("no description of statement pair"),
-        "{error}"
-    );
+fn other_preparation_failures_fail_the_start_up() {
+    let mut out_of_memory = script::error("ERROR", "53200", "out of memory");
+    out_of_memory.extend(script::ready());
+    let mut undescribed = script::parse_complete();
+    undescribed.extend(script::ready());
+    for (answers, expected) in [
+        (out_of_memory, "preparing statement pair: out of memory"),
+        (undescribed, "no description of statement pair"),
+    ] {
+        let mut s = Script::new("");
+        start_answering(&mut s, &answers);
+        assert_eq!(s.conn.step(), Step::Idle);
+        let error = s.conn.last_error().unwrap().to_string();
+        assert!(error.contains(expected), "{error}");
+    }
 }
 
 #[test]
