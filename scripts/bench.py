@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import platform
+import re
 import resource
 import shlex
 import shutil
@@ -102,6 +103,13 @@ JSON_MIX = tuple(raw_request("GET", f"/json/{count}?m={m}") for count, m in JSON
 LIMITED_CONN_REQUESTS = 10
 JSON_REQUESTS_PER_CONNECTION = 25
 ASYNC_DELAY_MS = 10  # their scored async profile: GET /delay/10 (requests/async-delay.raw)
+# HttpArena's async-db load (scripts/lib/tools/gcannon.sh, requests/async-db-{5,10,20,35,50}.raw):
+# these limits over prices 10..50 in turn, a new connection every 25 requests (gcannon -r 25).
+ASYNC_DB_LIMITS = (5, 10, 20, 35, 50)
+ASYNC_DB_MIX = tuple(raw_request("GET", f"/async-db?min=10&max=50&limit={limit}") for limit in ASYNC_DB_LIMITS)
+ASYNC_DB_REQUESTS_PER_CONNECTION = 25
+# HttpArena's fortunes load: GET /fortunes alone on kept connections (requests/fortunes-get.raw).
+ARENA_FORTUNES_MIX = (raw_request("GET", "/fortunes"),)
 
 TESTS = {
     t.name: t
@@ -119,6 +127,11 @@ TESTS = {
         Test("limited-conn", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX, LIMITED_CONN_REQUESTS),
         Test("arena-json", "/json/1?m=3", "connections", ACCEPT_JSON, JSON_MIX, JSON_REQUESTS_PER_CONNECTION),
         Test("async", f"/delay/{ASYNC_DELAY_MS}", "connections", ACCEPT_PLAIN, delay_ms=ASYNC_DELAY_MS),
+        # HttpArena's database profiles, against its database (DATABASE_URL); arena-fortunes is
+        # their fortunes (200 rows), named apart from TFB's.
+        Test("async-db", "/async-db?min=10&max=50&limit=50", "connections", ACCEPT_JSON, ASYNC_DB_MIX,
+             ASYNC_DB_REQUESTS_PER_CONNECTION),  # fmt: skip
+        Test("arena-fortunes", "/fortunes", "connections", ACCEPT_HTML, ARENA_FORTUNES_MIX),
         # The HTTP core against nginx: TFB's plaintext, one request in flight per connection.
         Test("plaintext-single", "/plaintext", "connections", ACCEPT_PLAIN),
         Test("plaintext-single-1worker", "/plaintext", "connections", ACCEPT_PLAIN, one_worker=True),
@@ -127,6 +140,7 @@ TESTS = {
 TEST_GROUPS = {
     "tfb": ["json", "plaintext", "db", "queries", "updates", "fortunes", "cached"],
     "httparena": ["baseline", "pipelined", "limited-conn", "arena-json", "async"],
+    "arena-db": ["async-db", "arena-fortunes"],
     "nginx": ["plaintext-single", "plaintext-single-1worker"],
 }
 
@@ -140,6 +154,8 @@ HTTPARENA_LEVELS = {
     "limited-conn": [512, 4096],
     "arena-json": [4096],
     "async": [512, 10000, 14000],
+    "async-db": [1024],
+    "arena-fortunes": [1024],
     "plaintext-single": [100, 500],
     "plaintext-single-1worker": [50],
 }
@@ -205,6 +221,7 @@ DEFAULT_HTTPARENA_DIR = shared_path("anchors", "httparena")
 ANCHOR_PREFIX = "anchor:"
 ANCHOR_PORT = 8080
 DB_TESTS = ("db", "queries", "updates", "fortunes")
+ARENA_DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
 # The anchors' N-query URLs differ from TFB's benchmark_config ones (?queries=N).
 ANCHOR_PATHS = {"queries": "/queries?q=", "updates": "/updates?q="}
 RULE_7_NOTE = (
@@ -266,7 +283,10 @@ ANCHORS = {
         Anchor("hyper", HTTPARENA_H1, venue="httparena"),
         Anchor("may-minihttp-arena", HTTPARENA_H1, venue="httparena", binary="may-minihttp"),
         # sark (a wrapper script) also binds 8081 (json-tls), 8082 (h2c) and 8443 (h2).
-        Anchor("sark", HTTPARENA_H1 + ("arena-json",), venue="httparena", ports=(ANCHOR_PORT, 8081, 8082, 8443)),
+        Anchor(
+            "sark", HTTPARENA_H1 + ("arena-json",) + ARENA_DB_TESTS, venue="httparena",
+            ports=(ANCHOR_PORT, 8081, 8082, 8443),
+        ),  # fmt: skip
     ]
 }
 ANCHOR_GROUPS = {venue: [a for a in ANCHORS.values() if a.venue == venue] for venue in ("tfb", "httparena")}
@@ -395,6 +415,10 @@ def parse_args(argv):
     unknown = [t for t in args.tests if t not in TESTS]
     if unknown or not args.tests:
         p.error(f"unknown test(s) {unknown}; choose from {','.join(TESTS)} or the groups {','.join(TEST_GROUPS)}")
+    if set(args.tests) & set(ARENA_DB_TESTS) and set(args.tests) & set(DB_TESTS):
+        # A server started with DATABASE_URL finds HttpArena's database, not TFB's.
+        p.error(f"{','.join(ARENA_DB_TESTS)} (HttpArena's database) and {','.join(DB_TESTS)} (TFB's) need "
+                "different databases: run them in separate runs")  # fmt: skip
     profile = PROFILES[args.profile]
     for key in ("duration", "warmup", "primer"):
         if getattr(args, key) is None:
@@ -1043,6 +1067,7 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
         # TCP connections this network namespace opened meanwhile: wrk's, and a few of others'.
         "connections_opened": opened,
         "postgres_cpu_percent": round(100 * postgres_cpu_s / wall, 1),
+        "postgres_cpu_s": round(postgres_cpu_s, 2),
         "wrk_cpu_s": round(wrk_cpu_s, 2),
         "wrk_cpu_percent": round(100 * wrk_cpu_s / wall, 1),
         "wall_s": round(wall, 2),
@@ -1357,6 +1382,82 @@ class AnchorDatabase:
             self.started = False
 
 
+# HttpArena's database (async-db, arena-fortunes): made by scripts/pg.sh beside TFB's in its
+# default cluster, whose `arena-env` prints the DATABASE_URL. HttpArena gives its one entry
+# DATABASE_MAX_CONN=256 of a max_connections=256 server; here the servers of a run stay up side by
+# side on a cluster others use too, so each gets an equal share of the connections free at the
+# start (at most 256), the same for all.
+ARENA_DB_MAX_CONN = 256
+ARENA_DB_SPARE_CONNECTIONS = 10  # left free for psql and other clients
+ARENA_DB_MIN_SHARE = 32  # sark keeps 16 of its budget back: below this a share measures little
+ARENA_DB_ROWS = (100_000, 200)  # items, fortune (scripts/pg-arena.sql)
+
+
+class ArenaDatabase:
+    """HttpArena's database where every server of the run finds it: DATABASE_URL and
+    DATABASE_MAX_CONN in its environment."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def pg_sh(self, action):
+        try:
+            done = subprocess.run(["bash", str(PG_SH), action], capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
+        if done.returncode != 0:
+            raise BenchError(f"scripts/pg.sh {action} failed:\n{done.stderr.strip()}")
+        return done.stdout
+
+    def start(self, sharing):
+        """Starts the cluster if need be (and leaves it running); the environment of each of the
+        `sharing` servers."""
+        self.pg_sh("start")
+        words = self.pg_sh("arena-env").split()
+        url = next((w.split("=", 1)[1] for w in words if w.startswith("DATABASE_URL=")), None)
+        if not url:
+            raise BenchError(f"scripts/pg.sh arena-env printed no DATABASE_URL: {' '.join(words)}")
+        query = ("SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM fortune), "
+                 "current_setting('max_connections')::int - (SELECT count(*) FROM pg_stat_activity)")  # fmt: skip
+        done = subprocess.run(["psql", "-X", "-A", "-t", "-F", " ", "-d", url, "-c", query],
+                              env=dict(os.environ, PGCONNECT_TIMEOUT="10"), capture_output=True, text=True, timeout=60)  # fmt: skip
+        try:
+            items, fortunes, free = map(int, done.stdout.split())
+        except ValueError:
+            raise BenchError(f"HttpArena's database does not answer at {url}: {(done.stderr or done.stdout).strip()}") from None
+        if (items, fortunes) != ARENA_DB_ROWS:
+            raise BenchError(f"HttpArena's database at {url} has {items} items and {fortunes} fortunes, "
+                             f"not {ARENA_DB_ROWS[0]} and {ARENA_DB_ROWS[1]}: scripts/pg.sh arena-setup")  # fmt: skip
+        share = min(ARENA_DB_MAX_CONN, (free - ARENA_DB_SPARE_CONNECTIONS) // max(sharing, 1))
+        if share < ARENA_DB_MIN_SHARE:
+            raise BenchError(f"HttpArena's database has {free} connections free: {sharing} servers would get "
+                             f"{share} each (at least {ARENA_DB_MIN_SHARE} wanted)")  # fmt: skip
+        self.log(f"--- HttpArena's database: {without_password(url)}, DATABASE_MAX_CONN={share} for each of "
+                 f"{sharing} server(s)")  # fmt: skip
+        return {"DATABASE_URL": url, "DATABASE_MAX_CONN": str(share)}
+
+
+def give_arena_database(servers, tests, log):
+    """For a run with tests of HttpArena's database: starts it, and adds DATABASE_URL and
+    DATABASE_MAX_CONN to the environment of each server that serves one of them (the others
+    keep theirs). Returns the report's line about it, or None."""
+    sharing = [s for s in servers if any(s.serves(TESTS[t]) for t in tests if t in ARENA_DB_TESTS)]
+    if not sharing:
+        return None
+    env = ArenaDatabase(log).start(len(sharing))
+    for server in sharing:
+        server.env = dict(server.env or {}, **env)
+    return (
+        f"HttpArena's, from scripts/pg.sh (arena-env): {', '.join(s.name for s in sharing)} started with "
+        f"DATABASE_URL={without_password(env['DATABASE_URL'])} DATABASE_MAX_CONN={env['DATABASE_MAX_CONN']}"
+    )
+
+
+def without_password(url):
+    """A connection URL as the report shows it: user@host, no password."""
+    return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1@", url)
+
+
 def summarize(record):
     """Per server and level: medians over the rounds, error totals, CPU and memory."""
     rows = {}
@@ -1368,6 +1469,8 @@ def summarize(record):
             rps = [rate(r) for r in runs]
             per_cpu = [rate_per_cpu(r) for r in runs if rate_per_cpu(r)]
             cpu_per_1k = [1000 * r["server_cpu_s"] / r["summary"]["requests"] for r in runs if r["summary"]["requests"]]
+            postgres_per_1k = [1000 * r["postgres_cpu_s"] / r["summary"]["requests"] for r in runs
+                               if r["summary"]["requests"] and "postgres_cpu_s" in r]  # fmt: skip
             rows[(name, level)] = {
                 "runs": len(runs),
                 "rps_median": statistics.median(rps),
@@ -1384,6 +1487,7 @@ def summarize(record):
                 "wrk_cpu_percent": median_known(r.get("wrk_cpu_percent") for r in runs),
                 "requests_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
                 "cpu_s_per_1k_requests": statistics.median(cpu_per_1k) if cpu_per_1k else None,
+                "postgres_cpu_s_per_1k_requests": statistics.median(postgres_per_1k) if postgres_per_1k else None,
                 "peak_rss_kib": max(r["server_peak_rss_kib"] for r in runs),
                 "connections": runs[0]["connections"],
                 "rss_per_connection_bytes": median_known(map(rss_per_connection_bytes, runs)),
@@ -1596,6 +1700,9 @@ def render_markdown(meta, records, names):
             header.append("runs (min–max)")
         header += ["p50", "p99", "socket errors", "non-2xx", "server CPU", "PostgreSQL CPU", "wrk CPU"]
         header += ["CPU-s per 1k req", "peak RSS"]
+        database_test = test.name in DB_TESTS + ARENA_DB_TESTS
+        if database_test:
+            header.append("PostgreSQL CPU-s per 1k req")
         if test.delay_ms:
             header += ["% of ceiling", "RSS per connection"]
         if test.close_every:
@@ -1623,6 +1730,8 @@ def render_markdown(meta, records, names):
                     format_cpu_per_1k(row["cpu_s_per_1k_requests"]),
                     format_mib(row["peak_rss_kib"]),
                 ]
+                if database_test:
+                    cells.append(format_cpu_per_1k(row["postgres_cpu_s_per_1k_requests"]))
                 if test.delay_ms:
                     ceiling = test.ceiling_rps(row["connections"])
                     per_connection = row["rss_per_connection_bytes"]
@@ -2006,6 +2115,7 @@ def main(argv):
                 f"PostgreSQL on 127.0.0.1:{ANCHOR_DB_PORT} ({ANCHOR_PG_DIR}) "
                 + ("started for this run and stopped after it" if database.started else "already running, left running")
             ]
+        meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
         for name in args.tests:
             records.append(run_test(TESTS[name], servers, args, log, lineup))
     except BenchError as e:

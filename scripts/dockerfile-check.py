@@ -15,9 +15,10 @@ scripts/export-tfb.sh writes for the TFB pull request:
   4. wait for :8080 and run scripts/verify.py with the tests that dockerfile's test lists.
 With --httparena, the same for each folder scripts/export-httparena.sh writes (default: both):
 its Dockerfile is followed with the folder as context, its command started as HttpArena's
-validate.sh starts it (no arguments, no database, the dataset it mounts at /data/dataset.json
-given by DATASET_PATH instead), and scripts/validate-httparena.py run with the profiles its
-meta.json subscribes to.
+validate.sh starts it (no arguments, the dataset it mounts at /data/dataset.json
+given by DATASET_PATH instead; for async-db and fortunes DATABASE_URL of scripts/pg.sh's
+HttpArena-like database and DATABASE_MAX_CONN=256), and scripts/validate-httparena.py run with
+the profiles its meta.json subscribes to.
 The host's Rust toolchain and Debian stand in for the images; the check says which versions.
 Exits 1 if any step or check fails.
 """
@@ -524,14 +525,26 @@ def check_tfb(names, work):
 # Running like HttpArena
 
 
-def httparena_environment(stage):
-    """What HttpArena's container sees for the HTTP profiles: the image's ENV and nothing else
-    but the dataset it mounts at /data/dataset.json, given here by DATASET_PATH (this check
-    cannot write /data on this machine)."""
+def httparena_environment(stage, database_url=None):
+    """What HttpArena's container sees: the image's ENV and nothing else but the dataset it
+    mounts at /data/dataset.json, given here by DATASET_PATH (this check cannot write /data on
+    this machine), and for the database profiles DATABASE_URL and DATABASE_MAX_CONN=256."""
     env = {name: value for name, value in stage.env.items() if not name.startswith("PG")}
     env.setdefault("PATH", BASE_PATH)
     env["DATASET_PATH"] = DATASET
+    if database_url:
+        env.update(DATABASE_URL=database_url, DATABASE_MAX_CONN="256")
     return env
+
+
+def arena_database_url():
+    """HttpArena's database as scripts/pg.sh makes it in its own cluster (started if need be,
+    left running): its DATABASE_URL, which names port 55432 where HttpArena's names 5432."""
+    pg_sh = os.path.join(ROOT, "scripts", "pg.sh")
+    if subprocess.run([pg_sh, "start"]).returncode != 0:
+        raise CheckFailed("scripts/pg.sh start failed")
+    printed = subprocess.run([pg_sh, "arena-env"], capture_output=True, text=True).stdout
+    return printed.split("DATABASE_URL=", 1)[-1].strip()
 
 
 def run_and_validate(stage, name, meta, work):
@@ -543,10 +556,14 @@ def run_and_validate(stage, name, meta, work):
         raise CheckFailed("meta.json subscribes to %s, which scripts/validate-httparena.py does "
                           "not check" % ", ".join(unknown))
     log_path = os.path.join(work, "server-%s.log" % name)
-    server = start_server(stage, httparena_environment(stage), log_path)
+    # validate.sh starts a PostgreSQL beside an entry that subscribes to these.
+    database_url = (arena_database_url() if {"async-db", "fortunes"} & set(meta["tests"])
+                    else None)
+    server = start_server(stage, httparena_environment(stage, database_url), log_path)
     try:
         completed = subprocess.run([sys.executable, VALIDATOR, "--port", str(PORT),
-                                    "--profiles", ",".join(meta["tests"])])
+                                    "--profiles", ",".join(meta["tests"])]
+                                   + (["--database-url", database_url] if database_url else []))
         if server.poll() is not None:
             raise CheckFailed("the server died during the checks:\n%s" % tail(log_path))
         if completed.returncode != 0:

@@ -40,8 +40,18 @@ bash scripts/verify-server.sh target/release/gnosis
 bash scripts/verify-server.sh target/release/gnosis-uring --entry uring
 
 step "HttpArena: scripts/validate-httparena.py against both binaries"
-bash scripts/verify-server.sh --httparena target/release/gnosis
-bash scripts/verify-server.sh --httparena target/release/gnosis-uring
+# Started as HttpArena starts them: its database (pg.sh's HttpArena-like one) in DATABASE_URL,
+# DATABASE_MAX_CONN=256, nothing else; the PG* variables of TFB's step unset. Every profile the
+# binaries serve; async-db's and fortunes' answers are compared with that database's rows.
+arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes
+for binary in target/release/gnosis target/release/gnosis-uring; do
+    (
+        unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE
+        eval "$(bash scripts/pg.sh arena-env)"
+        export DATABASE_MAX_CONN=256
+        bash scripts/verify-server.sh --httparena "$binary" --profiles "$arena_profiles"
+    )
+done
 
 step "the verifier's and the benchmark's own tests"
 python3 -m unittest discover -s scripts/verify 2>&1 | tee -a "$log"

@@ -2,8 +2,8 @@
 """Check a running server the way HttpArena's scripts/validate.sh checks an entry.
 
     scripts/validate-httparena.py [--host 127.0.0.1] [--port 8080] [--wait SECONDS]
-        [--profiles baseline,limited-conn,pipelined,json,async] [--dataset data/dataset.json]
-        [--allow-keep-open]
+        [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes]
+        [--dataset data/dataset.json] [--database-url URL [--psql psql]] [--allow-keep-open]
 
 The same requests, the same assertions and the same counting as validate.sh for the HTTP/1.1
 profiles gnosis serves, without Docker: start the server yourself and point this at its port.
@@ -14,7 +14,10 @@ Two versions of validate.sh are followed, cited below by line or by section:
     and random json parameters compared with the dataset, and dropped the json profile.
 Where this check is stricter than validate.sh it says so (it also wants status 200, answers
 framed by Content-Length or chunked, a whole body equal to the answer rather than its last
-line, and a close after Connection: close).
+line, and a close after Connection: close). async-db and fortunes follow the snapshot
+(1066-1182); the later version has the same requests and checks for them (only a docs link
+moved). Given --database-url (the server's database, read with psql), they also compare the
+answers with its rows.
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
 exits 1 on any FAIL, 2 when nothing answers. Python 3 standard library only.
@@ -25,13 +28,16 @@ import importlib.util
 import json
 import os
 import random
+import re
 import socket
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async"]
+PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async", "async-db", "fortunes"]
 # curl --max-time 30 in every check (snapshot 304, 326, 460).
 REQUEST_TIMEOUT = 30.0
 # check_fragmented's socket timeout (snapshot 366) and its pause between writes (373).
@@ -39,6 +45,13 @@ FRAGMENT_TIMEOUT = 5.0
 FRAGMENT_PAUSE = 0.03
 JSON_FIXED = [(12, 3), (22, 7), (31, 2), (50, 5)]  # snapshot 581
 ITEM_FIELDS = ["id", "name", "category", "price", "quantity", "total"]
+ASYNC_DB_QUERIES = [(5, 80, 7), (20, 150, 18), (100, 400, 33), (10, 50, 50)]  # snapshot 1073
+ASYNC_DB_EMPTY = "/async-db?min=9999&max=9999&limit=50"  # snapshot 1107
+# An async-db item: these fields, rating holding score and count (httparena-spec.md).
+ASYNC_DB_FIELDS = ["id", "name", "category", "price", "quantity", "active", "tags", "rating"]
+ADDED_FORTUNE = "Additional fortune added at request time."  # snapshot 1154
+FORTUNES_ROWS = (201, 210)  # <tr count band, snapshot 1145
+FORTUNES_SIZE = (18432, 65536)  # body size band, snapshot 1176
 
 
 # The HTTP/1.1 client is verify.py's (one reader of responses for both verifiers).
@@ -90,10 +103,85 @@ def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_c
         connection.close()
 
 
+class DatabaseError(Exception):
+    pass
+
+
+class Database:
+    """The server's database, read with psql: the stricter async-db and fortunes checks
+    compare the answers with its rows."""
+
+    def __init__(self, url, psql="psql"):
+        self.url = url
+        self.psql = psql
+
+    def json(self, sql):
+        """The one JSON value `sql` selects."""
+        try:
+            completed = subprocess.run(
+                [self.psql, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.url,
+                 "-c", sql], capture_output=True, encoding="utf-8", timeout=REQUEST_TIMEOUT,
+                env=dict(os.environ, PGCLIENTENCODING="UTF8"))
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise DatabaseError("psql: %s" % error) from error
+        if completed.returncode:
+            raise DatabaseError("psql: %s" % completed.stderr.strip())
+        return json.loads(completed.stdout)
+
+    def items(self, ids):
+        """{id: item} for these ids, each as async-db answers it."""
+        rows = self.json(
+            "SELECT coalesce(json_agg(json_build_object('id', id, 'name', name, 'category', "
+            "category, 'price', price, 'quantity', quantity, 'active', active, 'tags', tags, "
+            "'rating', json_build_object('score', rating_score, 'count', rating_count))), "
+            "'[]') FROM items WHERE id IN (%s)" % ",".join(str(int(id_)) for id_ in ids))
+        return {row["id"]: row for row in rows}
+
+    def fortunes(self):
+        """[(id, message)] of the fortune table."""
+        rows = self.json("SELECT coalesce(json_agg(json_build_array(id, message)), '[]') "
+                         "FROM fortune")
+        return [tuple(row) for row in rows]
+
+
+class FortunesTable(HTMLParser):
+    """The rows of a fortunes page's table: (id text, message) for each <tr> of two <td>s,
+    entities decoded."""
+
+    def __init__(self, page):
+        super().__init__(convert_charrefs=True)
+        self.rows = []
+        self._row = None
+        self._cell = None
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._row = []
+            self.rows.append(self._row)
+        elif tag == "td" and self._row is not None:
+            self._cell = []
+            self._row.append(self._cell)
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def fortunes(self):
+        return [("".join(row[0]).strip(), "".join(row[1]))
+                for row in self.rows if len(row) == 2]
+
+
 class Validator:
     def __init__(self, host, port, dataset, out=sys.stdout, rng=None, require_close=True,
-                 fragment_timeout=FRAGMENT_TIMEOUT):
+                 fragment_timeout=FRAGMENT_TIMEOUT, database=None):
         self.host = host
+        self.database = database  # a Database, for the stricter async-db and fortunes checks
         self.fragment_timeout = fragment_timeout
         self.port = port
         self.dataset = dataset
@@ -393,6 +481,174 @@ class Validator:
         else:
             self.ok(label, "%d concurrent, %.2fs wall" % (len(delays), wall))
 
+    # -- async-db (snapshot 1066-1115) ---------------------------------------------------------
+
+    def async_db_problem(self, low, high, limit):
+        """None, or what is wrong with /async-db?min=low&max=high&limit=limit. validate.sh
+        (1077-1095): `count` equal to limit, every item with rating.score, a tags list and a
+        boolean active. Stricter: HTTP 200, as many items as count, every field of the item,
+        integers for the numbers, prices within [low, high], distinct ids, and, given the
+        database, each item equal to its row."""
+        try:
+            response = self.get("/async-db?min=%d&max=%d&limit=%d" % (low, high, limit))
+            document = json.loads(response.body)
+        except (ExchangeError, ValueError) as error:
+            return "no JSON answer: %s" % error
+        if response.status != 200 or not isinstance(document, dict):
+            return "HTTP %d, %r" % (response.status, response.body[:80])
+        items, count = document.get("items"), document.get("count")
+        if type(count) is not int or count != limit or not isinstance(items, list) \
+                or len(items) != count:
+            return "count=%r with %s items, expected %d" % (
+                count, len(items) if isinstance(items, list) else repr(items), limit)
+        for item in items:
+            if not isinstance(item, dict):
+                return "an item that is not an object: %r" % (item,)
+            rating = item.get("rating")
+            if not isinstance(rating, dict) or "score" not in rating:
+                return "item without rating.score: %r" % (item,)
+            if not isinstance(item.get("tags"), list):
+                return "tags is not an array: %r" % (item,)
+            if not isinstance(item.get("active"), bool):
+                return "active is not a boolean: %r" % (item,)
+            if any(field not in item for field in ASYNC_DB_FIELDS) or "count" not in rating:
+                return "item without the full schema: %r" % (item,)
+            numbers = [item["id"], item["price"], item["quantity"], rating["score"],
+                       rating["count"]]
+            if not all(type(number) is int for number in numbers):
+                return "item with a number that is not an integer: %r" % (item,)
+            if not low <= item["price"] <= high:
+                return "item %r: price %r outside [%d, %d]" % (item["id"], item["price"],
+                                                              low, high)
+        ids = [item["id"] for item in items]
+        if len(set(ids)) != len(ids):
+            return "the same item twice: ids %r" % ids
+        if self.database and items:
+            try:
+                rows = self.database.items(ids)
+            except (DatabaseError, ValueError) as error:
+                return "cannot read the database: %s" % error
+            for item in items:
+                row = rows.get(item["id"])
+                if row is None:
+                    return "item %r is not in the database" % item["id"]
+                differ = [field for field in ASYNC_DB_FIELDS if item[field] != row[field]]
+                if differ:
+                    return "item %r differs from the database's in %s: %r, database %r" % (
+                        item["id"], ", ".join(differ), item, row)
+        return None
+
+    def async_db(self):
+        print("[test] async-db endpoint", file=self.out)
+        failed = False
+        for low, high, limit in ASYNC_DB_QUERIES:
+            problem = self.async_db_problem(low, high, limit)
+            if problem:  # snapshot 1094: one FAIL per query; one PASS for all of them (1099)
+                self.fail("GET /async-db?limit=%d" % limit, problem)
+                failed = True
+        if not failed:
+            self.ok("GET /async-db?limit=N", "%d limits verified, correct structure%s" % (
+                len(ASYNC_DB_QUERIES), ", equal to the database's rows" if self.database else ""))
+        self.check_header("GET /async-db Content-Type", "application/json",            # 1103
+                          [request("GET", "/async-db?min=10&max=50&limit=50")])
+        # 1106-1114: count 0 for a range no row has. Stricter: HTTP 200 and no items.
+        label = "GET /async-db empty range"
+        try:
+            response = self.get(ASYNC_DB_EMPTY)
+            document = json.loads(response.body)
+        except (ExchangeError, ValueError) as error:
+            self.fail(label, "no JSON answer: %s" % error)
+            return
+        if (response.status == 200 and isinstance(document, dict)
+                and document.get("count") == 0 and document.get("items") == []):
+            self.ok(label, "count=0")
+        else:
+            self.fail(label, "expected HTTP 200 with count=0 and no items, got HTTP %d, %r"
+                      % (response.status, response.body[:120]))
+
+    # -- fortunes (snapshot 1117-1182) ---------------------------------------------------------
+
+    def fortunes(self):
+        print("[test] fortunes endpoint", file=self.out)
+        try:
+            response = self.get("/fortunes")                                          # 1128
+        except ExchangeError as error:
+            response = None
+            self.fail("GET /fortunes", str(error))
+        self.check_header("GET /fortunes Content-Type", "text/html",                  # 1130
+                          [request("GET", "/fortunes")])
+        if response is None:
+            return
+        raw = response.body
+        if b"<!doctype html>" in raw.lower():                                         # 1133
+            self.ok("GET /fortunes <!DOCTYPE html>")
+        else:
+            self.fail("GET /fortunes <!DOCTYPE html>", "missing")
+        rows = len(re.findall(b"<tr", raw, re.IGNORECASE))                            # 1143
+        if FORTUNES_ROWS[0] <= rows <= FORTUNES_ROWS[1]:
+            self.ok("GET /fortunes <tr> count=%d" % rows)
+        else:
+            self.fail("GET /fortunes <tr> count", "expected %d-%d, got %d" % (FORTUNES_ROWS
+                                                                             + (rows,)))
+        if ADDED_FORTUNE.encode() in raw:                                             # 1154
+            self.ok("GET /fortunes runtime-injected row")
+        else:
+            self.fail("GET /fortunes runtime-injected row", "missing %r" % ADDED_FORTUNE)
+        if b"&lt;script&gt;" in raw and b"<script>alert" not in raw:                   # 1163
+            self.ok("GET /fortunes XSS escape")
+        else:
+            self.fail("GET /fortunes XSS escape", "<script> not HTML-escaped")
+        # 1175: ${#body} of $(curl ...), trailing newlines cut: characters in a UTF-8 locale,
+        # bytes in the C locale. Stricter: both within the band.
+        text = raw.rstrip(b"\n")
+        try:
+            sizes = {len(text), len(text.decode("utf-8"))}
+        except UnicodeDecodeError:
+            sizes = {len(text), -1}
+        if all(FORTUNES_SIZE[0] <= size <= FORTUNES_SIZE[1] for size in sizes):
+            self.ok("GET /fortunes body size=%dB" % len(text))
+        else:
+            self.fail("GET /fortunes body size", "expected %d-%d bytes and characters, got %s"
+                      % (FORTUNES_SIZE + (sorted(sizes),)))
+        self.fortunes_rows(response)
+
+    def fortunes_rows(self, response):
+        """Ours, not validate.sh's (one more PASS): HTTP 200, UTF-8, one row of (id, message)
+        per fortune and the added one as id 0, sorted by message (code point order, as bytes
+        of UTF-8 sort), and given the database, exactly its rows and the added one."""
+        label = "GET /fortunes rows"
+        try:
+            page = response.body.decode("utf-8")
+        except UnicodeDecodeError as error:
+            self.fail(label, "not UTF-8: %s" % error)
+            return
+        rows = FortunesTable(page).fortunes()
+        messages = [message for _, message in rows]
+        if response.status != 200:
+            self.fail(label, "expected HTTP 200, got %d" % response.status)
+        elif ("0", ADDED_FORTUNE) not in rows:
+            self.fail(label, "no row (0, %r) among %d rows" % (ADDED_FORTUNE, len(rows)))
+        elif messages != sorted(messages):
+            self.fail(label, "rows not sorted by message")
+        elif len({id_ for id_, _ in rows}) != len(rows):
+            self.fail(label, "the same id twice")
+        elif self.database:
+            try:
+                expected = {(str(id_), message) for id_, message in self.database.fortunes()}
+            except (DatabaseError, ValueError) as error:
+                self.fail(label, "cannot read the database: %s" % error)
+                return
+            expected.add(("0", ADDED_FORTUNE))
+            if set(rows) == expected:
+                self.ok(label, "%d rows, sorted, equal to the database's and the added one"
+                        % len(rows))
+            else:
+                self.fail(label, "%d rows differ from the database's %d and the added one, "
+                          "e.g. %r" % (len(rows), len(expected) - 1,
+                                       sorted(set(rows) ^ expected)[:2]))
+        else:
+            self.ok(label, "%d rows, sorted by message, the added one as id 0" % len(rows))
+
     def run(self, profiles):
         # snapshot 495: baseline and limited-conn share one section, run once.
         if "baseline" in profiles or "limited-conn" in profiles:
@@ -403,6 +659,10 @@ class Validator:
             self.json()
         if "async" in profiles:
             self.async_()
+        if "async-db" in profiles:
+            self.async_db()
+        if "fortunes" in profiles:
+            self.fortunes()
         if self.kept_open and not self.require_close:
             print("  NOTE: %d answers to Connection: close left the connection open (passed, "
                   "as validate.sh passes them)" % self.kept_open, file=self.out)
@@ -441,6 +701,10 @@ def main():
                              "so that no other server is validated")
     parser.add_argument("--dataset", default=os.path.join(ROOT, "data", "dataset.json"),
                         help="the dataset the server serves (json: items compared with it)")
+    parser.add_argument("--database-url",
+                        help="the server's database (async-db, fortunes: answers compared with "
+                             "its rows, read with psql)")
+    parser.add_argument("--psql", default="psql", help="the psql to read it with")
     args = parser.parse_args()
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
     unknown = sorted(set(profiles) - set(PROFILES))
@@ -455,7 +719,9 @@ def main():
         sys.exit(2)
     if args.server_pid:
         verify.check_server_pid(argparse.Namespace(port=args.port), args.server_pid)
-    validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open)
+    database = Database(args.database_url, args.psql) if args.database_url else None
+    validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open,
+                          database=database)
     if not validator.run(profiles):
         sys.exit(1)
 

@@ -5,6 +5,12 @@
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
 #   scripts/verify-server.sh --httparena target/release/gnosis
+#   eval "$(bash scripts/pg.sh arena-env)"; DATABASE_MAX_CONN=256 \
+#       scripts/verify-server.sh --httparena target/release/gnosis --profiles async-db,fortunes
+#
+# The server inherits the environment (DATABASE_URL, DATABASE_MAX_CONN, PG*). With --httparena
+# and DATABASE_URL set, the validator reads that database too (--database-url), so that the
+# async-db and fortunes answers are compared with its rows.
 #
 # The checker is given the server's pid and checks that this process alone listens on the
 # port, so a server already running elsewhere (scripts/run.sh on 8080, say) is never the one
@@ -18,6 +24,10 @@ if [ "${1:-}" = --httparena ]; then
     export DATASET_PATH="$PWD/data/dataset.json"
     shift
 fi
+database=()
+if [ "$checker" = scripts/validate-httparena.py ] && [ -n "${DATABASE_URL:-}" ]; then
+    database=(--database-url "$DATABASE_URL")
+fi
 if [ $# -lt 1 ]; then
     echo "usage: scripts/verify-server.sh [--httparena] BINARY [checker arguments]" >&2
     exit 2
@@ -28,7 +38,7 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 "$binary" --port "$port" &
 pid=$!
 status=0
-python3 "$checker" --wait 30 --port "$port" --server-pid "$pid" "$@" || status=$?
+python3 "$checker" --wait 30 --port "$port" --server-pid "$pid" "${database[@]}" "$@" || status=$?
 # The server may have exited already (it could not start): nothing to stop then.
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true

@@ -133,11 +133,18 @@ fn export_writes_both_entries_with_exactly_their_files() {
             .as_str()
             .is_some_and(|text| !text.is_empty()));
         assert!(meta["repo"].is_string() && meta["maintainers"].is_array());
-        // The HTTP profiles HttpArena's current validator knows (httparena/README.md says
-        // why json is not among them); the database profiles are a later issue's.
+        // The profiles HttpArena's current validator knows and both binaries pass
+        // (httparena/README.md says why json is not among them).
         assert_eq!(
             meta["tests"],
-            serde_json::json!(["baseline", "pipelined", "limited-conn", "async"]),
+            serde_json::json!([
+                "baseline",
+                "pipelined",
+                "limited-conn",
+                "async",
+                "async-db",
+                "fortunes"
+            ]),
             "{name}: tests"
         );
     }

@@ -7,6 +7,7 @@ each fault in the check meant for it and pass the right server.
 
 import importlib.util
 import io
+import html
 import json
 import os
 import random
@@ -27,6 +28,38 @@ SPEC.loader.exec_module(validate)
 DATASET_PATH = os.path.join(os.path.dirname(SCRIPTS), "data", "dataset.json")
 with open(DATASET_PATH, encoding="utf-8") as source:
     DATASET = json.load(source)
+# The HttpArena-like database of scripts/pg.sh (arena-env), for the checks that read it.
+ARENA_URL = "postgres://bench:bench@localhost:55432/benchmark"
+
+
+def made_up_items():
+    """async-db's table as the stand-in serves it without a database: 3,000 items, prices
+    1..500."""
+    return [{"id": id_, "name": "Item %d" % id_, "category": "tools",
+             "price": 1 + id_ * 37 % 500, "quantity": 1 + id_ % 100, "active": id_ % 3 == 0,
+             "tags": ["a", "b"][:1 + id_ % 2], "rating": {"score": id_ % 50, "count": id_ % 7}}
+            for id_ in range(1, 3001)]
+
+
+def made_up_fortunes():
+    """The fortune table as the stand-in serves it without a database: TFB's row 11 and 199
+    others as long as HttpArena's."""
+    fortunes = [(11, '<script>alert("This should not be displayed in a browser alert box.");'
+                     '</script>')]
+    fortunes += [(id_, "Fortune %d: caches & keys don't \"sleep\" in the café, a sentence "
+                       "long enough." % id_) for id_ in range(1, 201) if id_ != 11]
+    return fortunes
+
+
+def database_rows():
+    """(items with ids up to 3,000, fortunes) of the HttpArena-like database, or None when
+    it cannot be read."""
+    database = validate.Database(ARENA_URL)
+    try:
+        items = database.items(range(1, 3001))
+        return sorted(items.values(), key=lambda item: item["id"]), database.fortunes()
+    except validate.DatabaseError:
+        return None
 
 
 class StandIn(socketserver.ThreadingTCPServer):
@@ -36,9 +69,10 @@ class StandIn(socketserver.ThreadingTCPServer):
     daemon_threads = True
     request_queue_size = 128  # the validator opens 32 connections at once
 
-    def __init__(self, *faults):
+    def __init__(self, *faults, rows=None):
         super().__init__(("127.0.0.1", 0), StandInConnection)
         self.faults = set(faults)
+        self.items, self.fortunes = rows or (made_up_items(), made_up_fortunes())
         self.port = self.server_address[1]
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -122,7 +156,44 @@ class StandInConnection(socketserver.StreamRequestHandler):
             ms = int(url.path[len("/delay/"):])
             time.sleep(ms / 1000.0 / (2 if "early-delay" in faults else 1))
             return 200, text, str(ms).encode()
+        if url.path == "/async-db":
+            return self._async_db(query)
+        if url.path == "/fortunes":
+            return self._fortunes()
         return 404, text, b"not found"
+
+    def _async_db(self, query):
+        faults = self.server.faults
+        low, high = int(query.get("min", 10)), int(query.get("max", 50))
+        limit = min(max(int(query.get("limit", 50)), 1), 50)
+        items = [dict(item) for item in self.server.items
+                 if "db-no-range" in faults or low <= item["price"] <= high][:limit]
+        if "db-count" in faults:
+            items = items[:-1]
+        for item in items:
+            if "db-active" in faults:
+                item["active"] = int(item["active"])
+            if "db-tags" in faults:
+                item["tags"] = ",".join(item["tags"])
+            if "db-name" in faults:
+                item["name"] = "other"
+        content_type = "text/plain" if "db-content-type" in faults else "application/json"
+        return 200, content_type, json.dumps({"items": items, "count": len(items)}).encode()
+
+    def _fortunes(self):
+        faults = self.server.faults
+        fortunes = list(self.server.fortunes)
+        if "fortunes-no-added" not in faults:
+            fortunes.append((0, "Additional fortune added at request time."))
+        if "fortunes-unsorted" not in faults:
+            fortunes.sort(key=lambda fortune: fortune[1])
+        escape = (lambda text: text) if "fortunes-unescaped" in faults else html.escape
+        rows = "".join("<tr><td>%d</td><td>%s</td></tr>" % (id_, escape(message))
+                       for id_, message in fortunes)
+        page = ("<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>"
+                "<tr><th>id</th><th>message</th></tr>%s</table></body></html>" % rows)
+        content_type = "text/plain" if "db-content-type" in faults else "text/html; charset=utf-8"
+        return 200, content_type, page.encode()
 
 
 def run(server, profiles, **options):
@@ -135,18 +206,23 @@ def run(server, profiles, **options):
 
 
 class StandInCase(unittest.TestCase):
-    def serve(self, *faults):
-        server = StandIn(*faults)
+    def serve(self, *faults, rows=None):
+        server = StandIn(*faults, rows=rows)
         self.addCleanup(server.close)
         return server
 
-    def assert_caught(self, faults, profiles, *labels):
-        validator, passed, output = run(self.serve(*faults), profiles)
+    def assert_caught(self, faults, profiles, *labels, reason="", **options):
+        """The faults fail the checks whose labels start so, each saying `reason`."""
+        validator, passed, output = run(self.serve(*faults, rows=options.pop("rows", None)),
+                                        profiles, **options)
         self.assertFalse(passed, output)
         for label in labels:
             self.assertTrue(any(failed.startswith(label) for failed in validator.failed),
                             "%s not among the failures %s\n%s" % (label, validator.failed,
                                                                   output))
+            self.assertTrue(any(line.startswith("  FAIL [" + label) and reason in line
+                                for line in output.splitlines()),
+                            "no FAIL [%s...] saying %r\n%s" % (label, reason, output))
         return validator, output
 
 
@@ -156,8 +232,9 @@ class RightServer(StandInCase):
         self.assertTrue(passed, output)
         self.assertEqual(validator.failed, [])
         # 13 named baseline checks and the sweep, 2 pipelined, 2 json, 8 async (as the later
-        # validate.sh counts them: its PR #1323 reports "8 passed" for the async section).
-        self.assertGreater(validator.passed, 13 + 2 + 2 + 8 + 300)
+        # validate.sh counts them: its PR #1323 reports "8 passed" for the async section),
+        # 3 async-db, 6 fortunes and our rows check.
+        self.assertGreater(validator.passed, 13 + 2 + 2 + 8 + 3 + 7 + 300)
         self.assertIn("=== Results: %d passed, 0 failed ===" % validator.passed, output)
 
     def test_baseline_and_limited_conn_run_one_section(self):
@@ -223,6 +300,89 @@ class EachFaultIsCaught(StandInCase):
                                        out=io.StringIO(), rng=random.Random(19))
         self.assertIsNone(validator.json_items_problem(5, 3, faithful=False))
         self.assertIn("differs from the dataset", validator.json_items_problem(5, 3, True))
+
+
+class DatabaseProfiles(StandInCase):
+    def test_a_right_server_passes_with_validate_sh_s_count(self):
+        validator, passed, output = run(self.serve(), ["async-db", "fortunes"])
+        self.assertTrue(passed, output)
+        self.assertEqual(validator.passed, 3 + 6 + 1)  # snapshot's 3 and 6, and our rows check
+
+    def test_one_item_too_few(self):
+        self.assert_caught(["db-count"], ["async-db"], "GET /async-db?limit=7",
+                           "GET /async-db?limit=50", reason="items, expected")
+
+    def test_active_as_a_number(self):
+        self.assert_caught(["db-active"], ["async-db"], "GET /async-db?limit=33",
+                           reason="active is not a boolean")
+
+    def test_tags_as_a_string(self):
+        self.assert_caught(["db-tags"], ["async-db"], "GET /async-db?limit=18",
+                           reason="tags is not an array")
+
+    def test_a_range_not_applied(self):
+        self.assert_caught(["db-no-range"], ["async-db"], "GET /async-db?limit=7",
+                           "GET /async-db empty range", reason="")
+        validator, _ = self.assert_caught(["db-no-range"], ["async-db"],
+                                          "GET /async-db?limit=50", reason="outside [10, 50]")
+        self.assertNotIn("GET /async-db Content-Type", validator.failed)
+
+    def test_a_wrong_content_type(self):
+        validator, _ = self.assert_caught(["db-content-type"], ["async-db", "fortunes"],
+                                          "GET /async-db Content-Type",
+                                          "GET /fortunes Content-Type", reason="text/plain")
+        self.assertEqual(len(validator.failed), 2)
+
+    def test_a_script_not_escaped(self):
+        validator, _ = self.assert_caught(["fortunes-unescaped"], ["fortunes"],
+                                          "GET /fortunes XSS escape", reason="not HTML-escaped")
+        # (our rows check fails it too: the raw element is no message text)
+        self.assertNotIn("GET /fortunes <tr> count", validator.failed)
+
+    def test_no_added_fortune(self):
+        validator, _ = self.assert_caught(["fortunes-no-added"], ["fortunes"],
+                                          "GET /fortunes runtime-injected row",
+                                          "GET /fortunes rows", reason="Additional fortune")
+        # 200 rows and the header row: validate.sh's band (201-210) passes it.
+        self.assertNotIn("GET /fortunes <tr> count", validator.failed)
+
+    def test_rows_not_sorted(self):
+        validator, _ = self.assert_caught(["fortunes-unsorted"], ["fortunes"],
+                                          "GET /fortunes rows", reason="not sorted")
+        self.assertEqual(validator.failed, ["GET /fortunes rows"])
+
+    def test_a_page_too_small_or_short_of_rows(self):
+        rows = (made_up_items(), made_up_fortunes()[:100])
+        self.assert_caught([], ["fortunes"], "GET /fortunes <tr> count",
+                           "GET /fortunes body size", reason="expected", rows=rows)
+
+
+@unittest.skipUnless(database_rows(), "the HttpArena-like database (scripts/pg.sh start) "
+                     "is not reachable at " + ARENA_URL)
+class AgainstTheDatabase(StandInCase):
+    """--database-url: the answers compared with the rows of scripts/pg.sh's database."""
+
+    def database(self):
+        return validate.Database(ARENA_URL)
+
+    def test_the_database_s_own_rows_pass(self):
+        validator, passed, output = run(self.serve(rows=database_rows()),
+                                        ["async-db", "fortunes"], database=self.database())
+        self.assertTrue(passed, output)
+        self.assertIn("equal to the database's rows", output)
+        self.assertIn("equal to the database's and the added one", output)
+
+    def test_an_item_unlike_its_row(self):
+        self.assert_caught(["db-name"], ["async-db"], "GET /async-db?limit=7",
+                           reason="differs from the database's in name",
+                           rows=database_rows(), database=self.database())
+
+    def test_rows_not_the_database_s(self):
+        # Made-up fortunes pass every check of validate.sh, not the comparison.
+        validator, _ = self.assert_caught([], ["fortunes"], "GET /fortunes rows",
+                                          reason="differ from the database's 200",
+                                          database=self.database())
+        self.assertEqual(validator.failed, ["GET /fortunes rows"])
 
 
 class CommandLine(StandInCase):

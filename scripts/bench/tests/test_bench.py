@@ -369,13 +369,15 @@ class AnchorUrls(unittest.TestCase):
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
                                   "vortex": everything_but_cached, "faf": {"plaintext"},
                                   "rust-epoll": h1, "tokio": h1, "hyper": h1, "may-minihttp-arena": h1,
-                                  "sark": h1 | {"arena-json"}})  # fmt: skip
+                                  "sark": h1 | {"arena-json", "async-db", "arena-fortunes"}})  # fmt: skip
         # A command line serves everything but the one-worker tests, unless it can run with one.
         self.assertEqual({t for t in bench.TESTS if not self.server().serves(bench.TESTS[t])}, {"plaintext-single-1worker"})
         one_worker = bench.Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1")
         self.assertTrue(all(one_worker.serves(t) for t in bench.TESTS.values()))
         self.assertFalse(bench.ANCHORS["faf"].needs_database)
         self.assertTrue(bench.ANCHORS["vortex"].needs_database)
+        # sark's database is HttpArena's (DATABASE_URL), not TFB's tfb-database.
+        self.assertFalse(bench.ANCHORS["sark"].needs_database)
 
 
 def fake_run(requests, cpu_s=1.0, non_2xx=0):
@@ -900,6 +902,92 @@ class HttpArenaRuns(unittest.TestCase):
         with self.assertRaisesRegex(bench.BenchError, r"async at 25000 connections: this machine allows 1792, set by the open-files limit"):
             bench.check_capacity(args, 2048)
         bench.check_capacity(argparse.Namespace(tests=["async"], levels={"async": [512]}, max_concurrency=512), 2048)
+
+
+class HttpArenaDatabase(unittest.TestCase):
+    """async-db and arena-fortunes: HttpArena's requests, its database, and who serves them."""
+
+    def test_the_requests_are_httparenas(self):
+        requests = parse_requests("".join(bench.ASYNC_DB_MIX).encode())
+        self.assertEqual([path for _, path, _, _ in requests],
+                         [f"/async-db?min=10&max=50&limit={n}" for n in (5, 10, 20, 35, 50)])  # fmt: skip
+        self.assertEqual({(method, tuple(headers.items())) for method, _, headers, _ in requests},
+                         {("GET", (("host", "localhost"),))})  # fmt: skip
+        self.assertEqual(parse_requests(bench.ARENA_FORTUNES_MIX[0].encode()),
+                         [("GET", "/fortunes", {"host": "localhost"}, b"")])  # fmt: skip
+        t = bench.TESTS
+        self.assertEqual((t["async-db"].requests, t["async-db"].close_every), (bench.ASYNC_DB_MIX, 25))
+        self.assertEqual((t["arena-fortunes"].requests, t["arena-fortunes"].close_every), (bench.ARENA_FORTUNES_MIX, 0))
+        self.assertEqual(bench.expand_tests("arena-db"), ["async-db", "arena-fortunes"])
+        args = bench_args("--tests", "arena-db", "--anchors", "sark")
+        self.assertEqual(args.levels, {"async-db": [1024], "arena-fortunes": [1024]})
+
+    def test_tfb_s_database_tests_and_httparena_s_run_apart(self):
+        with redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit):
+            bench_args("--tests", "fortunes,arena-fortunes")
+        self.assertIn("need different databases", err.getvalue())
+        bench_args("--tests", "json,async-db")
+
+    def servers(self):
+        anchors = bench.ANCHORS
+        return [
+            bench.Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), env={"DATASET_PATH": "/d"}),
+            bench.Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), anchors["rust-epoll"]),
+            bench.Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), anchors["sark"]),
+        ]  # fmt: skip
+
+    def test_each_runs_against_gnosis_and_sark(self):
+        calls = []
+
+        def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
+            calls.append((server.name, url, connections, mix))
+            return dict(fake_run(1000), connections=connections)
+
+        args = argparse.Namespace(levels=dict(bench.HTTPARENA_LEVELS), threads=2, primer=1, warmup=1, duration=3,
+                                  max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
+        servers = self.servers()
+        with mock.patch.object(bench, "run_wrk", run_wrk), \
+                mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
+            for name in bench.ARENA_DB_TESTS:
+                record = bench.run_test(bench.TESTS[name], servers, args, lambda m: None, RecordingLineup())
+                self.assertEqual(sorted(record["servers"]), ["gnosis", "sark"])
+        at_1024 = {(name, url, mix) for name, url, connections, mix in calls if connections == 1024}
+        self.assertEqual(at_1024, {
+            ("gnosis", "http://127.0.0.1:8083/async-db?min=10&max=50&limit=50", (bench.ASYNC_DB_MIX, 25)),
+            ("sark", "http://127.0.0.1:8080/async-db?min=10&max=50&limit=50", (bench.ASYNC_DB_MIX, 25)),
+            ("gnosis", "http://127.0.0.1:8083/fortunes", (bench.ARENA_FORTUNES_MIX, 0)),
+            ("sark", "http://127.0.0.1:8080/fortunes", (bench.ARENA_FORTUNES_MIX, 0)),
+        })  # fmt: skip
+
+    def test_a_run_without_them_needs_no_database(self):
+        servers = self.servers()
+        self.assertIsNone(bench.give_arena_database(servers, ["baseline", "arena-json"], print))
+        self.assertEqual([s.env for s in servers], [{"DATASET_PATH": "/d"}, None, None])
+
+    @unittest.skipUnless(shutil.which("psql") and subprocess.run(
+        ["bash", str(bench.PG_SH), "status"], capture_output=True).returncode == 0,
+        "scripts/pg.sh's cluster is not running")  # fmt: skip
+    def test_the_servers_that_serve_them_get_httparena_s_database(self):
+        servers = self.servers()
+        line = bench.give_arena_database(servers, ["baseline", "async-db"], lambda m: None)
+        url = subprocess.run(["bash", str(bench.PG_SH), "arena-env"], capture_output=True, text=True).stdout
+        url = url.split("DATABASE_URL=", 1)[1].strip()
+        gnosis, rust_epoll, sark = servers
+        share = gnosis.env["DATABASE_MAX_CONN"]
+        self.assertEqual(gnosis.env, {"DATASET_PATH": "/d", "DATABASE_URL": url, "DATABASE_MAX_CONN": share})
+        self.assertEqual(sark.env, {"DATABASE_URL": url, "DATABASE_MAX_CONN": share})
+        self.assertIsNone(rust_epoll.env)
+        self.assertTrue(bench.ARENA_DB_MIN_SHARE <= int(share) <= 256, share)
+        self.assertIn("gnosis, sark started with DATABASE_URL=postgres://bench@localhost:", line)
+        self.assertNotIn(":bench@", line)
+
+    def test_the_table_has_postgresql_cpu_per_request(self):
+        run = dict(fake_run(40_000), connections=1024, phase="level", level=1024, round=1, postgres_cpu_s=2.0)
+        record = {"test": "async-db", "level_name": "connections", "levels": [1024], "skipped": {},
+                  "servers": {"gnosis": {"runs": [run], "probe": None}}}  # fmt: skip
+        table = bench.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
+        self.assertIn("| PostgreSQL CPU-s per 1k req |", table)
+        self.assertIn("| 0.05 |", table)  # 2 s of PostgreSQL CPU over 40,000 requests
 
 
 class MemoryOfAServer(unittest.TestCase):
