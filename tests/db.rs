@@ -4,7 +4,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
@@ -47,30 +46,14 @@ fn start_with_args(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Serv
     server
 }
 
-/// Runs SQL with psql as `user` on the shared cluster; returns the unaligned output.
+/// Runs SQL with psql as `user` on the shared cluster's `hello_world`, over its socket.
 fn psql(user: &str, sql: &str) -> String {
-    let output = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            "hello_world",
-            "-c",
-            sql,
-        ])
-        .envs(env_for(user))
-        .output()
-        .expect("running psql");
-    assert!(
-        output.status.success(),
-        "psql: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let url = format!(
+        "postgresql:///hello_world?host={}&port={}&user={user}",
+        common::pg::socket_dir().display(),
+        common::pg::port()
     );
-    String::from_utf8(output.stdout).unwrap()
+    common::pg::psql(&url, sql)
 }
 
 fn world_table() -> HashMap<i64, i64> {
