@@ -133,8 +133,7 @@ pub fn trusted_socket_dir(dirs: &[impl AsRef<Path>], port: u16) -> Option<PathBu
 
 /// Root, the `postgres` account if /etc/passwd has one, and this process's effective user.
 fn trusted_owners() -> Vec<u32> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let mut owners = vec![0, unsafe { libc::geteuid() }];
+    let mut owners = vec![0, rustix::process::geteuid().as_raw()];
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     owners.extend(passwd.lines().find_map(|line| {
         let mut fields = line.split(':');
