@@ -57,8 +57,11 @@ struct Queued {
 
 /// Requests waiting for responses above which no further requests are read.
 const MAX_QUEUED: usize = 64;
-/// Unsent output above which no further requests are read, so that a client that does
-/// not read its responses cannot make the server buffer without bound.
+/// Unsent output, with the finished responses waiting in line behind an unfinished one,
+/// above which no further requests are read, so that a client that does not read its
+/// responses cannot make the server buffer without bound. No more responses move from the
+/// line to the output above it either: a connection holds at most this plus one response,
+/// plus those still in the works when it was reached.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
 pub struct Connection {
@@ -71,8 +74,16 @@ pub struct Connection {
     /// Responses that cannot go to `output` yet; the front one has sequence number `front_seq`.
     queue: VecDeque<Queued>,
     front_seq: u32,
+    /// The bytes of the finished responses in `queue`, and the capacity of their buffers.
+    queued_len: usize,
+    queued_capacity: usize,
     /// How much of `output` has been sent.
     sent: usize,
+    /// Bytes sent since the connection opened (wrapping).
+    sent_total: u64,
+    /// The progress owed: everything unsent at that instant must be sent (`sent_total`
+    /// reach the mark) within [`Timeouts::send`]; `None` while nothing is unsent.
+    owed: Option<(Instant, u64)>,
     /// No further requests will be answered: the last response closes the connection.
     closing: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
@@ -98,7 +109,11 @@ impl Connection {
             output: Vec::new(),
             queue: VecDeque::new(),
             front_seq: 0,
+            queued_len: 0,
+            queued_capacity: 0,
             sent: 0,
+            sent_total: 0,
+            owed: None,
             closing: false,
             peer_eof: false,
             continued: false,
@@ -116,8 +131,10 @@ impl Connection {
         for queued in self.queue.drain(..) {
             buffers.give_back(queued.bytes);
         }
+        (self.queued_len, self.queued_capacity) = (0, 0);
         self.chunked = None;
         self.sent = 0;
+        self.owed = None;
     }
 
     /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer.
@@ -197,11 +214,7 @@ impl Connection {
                         if !done {
                             buffers.give_back(std::mem::take(&mut bytes));
                         }
-                        self.queue.push_back(Queued {
-                            response,
-                            done,
-                            bytes,
-                        });
+                        self.enqueue(response, done, bytes);
                     }
                     self.closing = !response.keep_alive();
                     chunked.clear();
@@ -247,6 +260,26 @@ impl Connection {
             true if consumed > 0 => Some(now),
             true => self.waiting_since.or(Some(now)),
         };
+        self.owe_progress(now);
+    }
+
+    /// Puts a response in line: in the works (`done` false, no buffer), or written.
+    fn enqueue(&mut self, response: Response, done: bool, bytes: Vec<u8>) {
+        self.queued_len += bytes.len();
+        self.queued_capacity += bytes.capacity();
+        self.queue.push_back(Queued {
+            response,
+            done,
+            bytes,
+        });
+    }
+
+    /// Starts the clock on what is unsent now, unless it already runs.
+    fn owe_progress(&mut self, now: Instant) {
+        if self.owed.is_none() && self.sent < self.output.len() {
+            let unsent = (self.output.len() - self.sent) as u64;
+            self.owed = Some((now, self.sent_total.wrapping_add(unsent)));
+        }
     }
 
     /// Answers with an error status and closes once it is sent.
@@ -256,11 +289,7 @@ impl Connection {
         } else {
             let mut bytes = buffers.take();
             Response::closing().write_error(&mut bytes, date, status);
-            self.queue.push_back(Queued {
-                response: Response::closing(),
-                done: true,
-                bytes,
-            });
+            self.enqueue(Response::closing(), true, bytes);
         }
         self.closing = true;
     }
@@ -291,16 +320,24 @@ impl Connection {
         queued
             .response
             .write(bytes, date, status, content_type, body);
+        let (len, capacity) = (bytes.len(), bytes.capacity());
         queued.done = true;
+        self.queued_len += len;
+        self.queued_capacity += capacity;
         self.last_active = now;
     }
 
-    /// Moves every finished response at the front of the line to the output.
+    /// Moves the finished responses at the front of the line to the output, while it is
+    /// under the high-water mark.
     pub fn collect(&mut self, buffers: &mut BufferPool) {
-        while self.queue.front().is_some_and(|queued| queued.done) {
+        while self.queue.front().is_some_and(|queued| queued.done)
+            && self.output.len() - self.sent < OUTPUT_HIGH_WATER
+        {
             let Some(queued) = self.queue.pop_front() else {
                 break;
             };
+            self.queued_len -= queued.bytes.len();
+            self.queued_capacity -= queued.bytes.capacity();
             if self.output.is_empty() {
                 // The response's buffer becomes the output: no copy.
                 let emptied = std::mem::replace(&mut self.output, queued.bytes);
@@ -345,6 +382,7 @@ impl Connection {
     /// `n` bytes of [`Connection::unsent`] went out; the kernel is done with them.
     pub fn mark_sent(&mut self, n: usize, now: Instant) {
         self.sent += n;
+        self.sent_total = self.sent_total.wrapping_add(n as u64);
         if n > 0 {
             self.last_active = now;
         }
@@ -352,11 +390,25 @@ impl Connection {
             self.output.clear();
             self.sent = 0;
         }
+        // What was owed is paid: the clock starts again on what is unsent now.
+        if let Some((_, mark)) = self.owed {
+            if self.sent_total.wrapping_sub(mark) as i64 >= 0 {
+                self.owed = None;
+                self.owe_progress(now);
+            }
+        }
     }
 
     /// Whether more responses may be produced now: the client is reading them.
     fn has_room(&self) -> bool {
-        self.output.len() - self.sent < OUTPUT_HIGH_WATER && self.queue.len() < MAX_QUEUED
+        self.output.len() - self.sent + self.queued_len < OUTPUT_HIGH_WATER
+            && self.queue.len() < MAX_QUEUED
+    }
+
+    /// The bytes of buffer memory the connection holds: its input, its output and the
+    /// responses waiting in line.
+    pub fn held(&self) -> usize {
+        self.input.capacity() + self.output.capacity() + self.queued_capacity
     }
 
     /// Whether the server should read more from this peer now.
@@ -364,9 +416,11 @@ impl Connection {
         !self.closing && !self.peer_eof && self.has_room()
     }
 
-    /// Complete requests wait in the input for the output to drain.
+    /// Complete requests wait in the input, or finished responses in line, for the output
+    /// to drain.
     pub fn has_backlog(&self) -> bool {
-        !self.closing && !self.input.is_empty() && self.waiting_since.is_none()
+        let requests = !self.closing && !self.input.is_empty() && self.waiting_since.is_none();
+        requests || self.queue.front().is_some_and(|queued| queued.done)
     }
 
     /// Everything is answered and sent and no more will be read.
@@ -374,10 +428,15 @@ impl Connection {
         self.closing && self.queue.is_empty() && self.sent == self.output.len()
     }
 
-    /// Whether the client took too long to send a request it began, or nothing moved in
-    /// either direction for too long (an idle keep-alive connection, or a client that does
-    /// not read its responses).
+    /// Whether the client took too long to send a request it began, or to read what was
+    /// unsent at some instant (a client that reads a few bytes now and then), or nothing
+    /// moved in either direction for too long (an idle keep-alive connection).
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        if let Some((since, _)) = self.owed {
+            if now.duration_since(since) > limits.send {
+                return true;
+            }
+        }
         if let Some(since) = self.waiting_since {
             return now.duration_since(since) > limits.request;
         }
@@ -393,16 +452,25 @@ fn lent<'a>(buffer: &'a mut Vec<u8>, buffers: &mut BufferPool) -> &'a mut Vec<u8
     buffer
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// Longest time a request may take to arrive once its first byte has.
     pub request: std::time::Duration,
     /// Longest keep-alive pause between requests.
     pub idle: std::time::Duration,
+    /// Longest time the output unsent at any instant may take to be sent.
+    pub send: std::time::Duration,
 }
+
+/// The default send timeout: what is unsent is at most the high-water mark and a response,
+/// about 300 KiB, which a client reading at 10 KB/s (80 kbit/s) takes 30 s to read; a client
+/// reading at full speed takes milliseconds, however long the pipelined load lasts.
+pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub const TIMEOUTS: Timeouts = Timeouts {
     request: std::time::Duration::from_secs(10),
     idle: std::time::Duration::from_secs(60),
+    send: SEND_TIMEOUT,
 };
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ fn core(connect_timeout: Duration) -> Core<TestService, u32> {
     };
     let threads = Arc::new(Threads::default());
     let pool = Pool::new(&target, STATEMENTS, &options, 1, &threads, Instant::now());
-    Core::new(TestService::default(), pool)
+    Core::new(TestService::default(), pool, Limits::default())
 }
 
 fn connect_order() -> LinkOrder {
