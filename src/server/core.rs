@@ -33,8 +33,9 @@ struct Slot<K> {
     conn: Connection,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
     lingering_since: Option<Instant>,
-    /// The buffer memory counted for it in [`Core::buffered`].
-    held: usize,
+    /// The buffer memory counted for it in [`Core::buffered`] (u32, so that the slot stays
+    /// small; a connection's buffers are bounded far below 4 GiB).
+    held: u32,
     /// Not read from because the worker is over its budget and it holds more than its
     /// share; the sweep looks at it again.
     paused: bool,
@@ -185,7 +186,7 @@ impl<S: Service, K> Core<S, K> {
     /// Whether the worker is over its budget and slot `index` holds more than its share.
     fn over_budget(&self, index: usize) -> bool {
         self.buffered > self.limits.max_buffered
-            && self.slots[index].held > self.limits.max_buffered / self.open_connections()
+            && self.slots[index].held as usize > self.limits.max_buffered / self.open_connections()
     }
 
     /// Brings the count of what slot `index` holds up to date.
@@ -584,8 +585,8 @@ impl<S: Service, K> Deliverer<'_, S, K> {
 
 /// Brings the count of what `slot` holds, and with it the worker's total, up to date.
 fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
-    let held = slot.conn.held();
-    *buffered = *buffered - slot.held + held;
+    let held = u32::try_from(slot.conn.held()).unwrap_or(u32::MAX);
+    *buffered = *buffered - slot.held as usize + held as usize;
     slot.held = held;
 }
 
