@@ -179,6 +179,20 @@ impl Connection {
         now: Instant,
         buffers: &mut BufferPool,
     ) {
+        self.process_within(handler, date, now, buffers, usize::MAX);
+    }
+
+    /// [`Connection::process`], with the high-water mark lowered to `share` (the worker's
+    /// budget shared among its connections, once it is spent).
+    pub fn process_within(
+        &mut self,
+        handler: &mut impl Handler,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+        share: usize,
+    ) {
+        let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
         // Chunked bodies are decoded here; memory is allocated only for them.
@@ -187,7 +201,7 @@ impl Connection {
             .take()
             .map_or_else(Chunked::default, |boxed| *boxed);
         let max_body = handler.max_body();
-        while !self.closing && self.has_room() {
+        while !self.closing && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &mut chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
@@ -332,10 +346,12 @@ impl Connection {
     }
 
     /// Moves the finished responses at the front of the line to the output, while it is
-    /// under the high-water mark.
-    pub fn collect(&mut self, buffers: &mut BufferPool) {
+    /// under the high-water mark (lowered to `share`, as for
+    /// [`Connection::process_within`]).
+    pub fn collect(&mut self, buffers: &mut BufferPool, share: usize) {
+        let high_water = share.min(OUTPUT_HIGH_WATER);
         while self.queue.front().is_some_and(|queued| queued.done)
-            && self.output.len() - self.sent < OUTPUT_HIGH_WATER
+            && self.output.len() - self.sent < high_water
         {
             let Some(queued) = self.queue.pop_front() else {
                 break;
@@ -402,8 +418,8 @@ impl Connection {
     }
 
     /// Whether more responses may be produced now: the client is reading them.
-    fn has_room(&self) -> bool {
-        self.output.len() - self.sent + (self.queued_len as usize) < OUTPUT_HIGH_WATER
+    fn has_room(&self, high_water: usize) -> bool {
+        self.output.len() - self.sent + (self.queued_len as usize) < high_water
             && self.queue.len() < MAX_QUEUED
     }
 
@@ -415,7 +431,7 @@ impl Connection {
 
     /// Whether the server should read more from this peer now.
     pub fn wants_input(&self) -> bool {
-        !self.closing && !self.peer_eof && self.has_room()
+        !self.closing && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
     }
 
     /// Complete requests wait in the input, or finished responses in line, for the output
@@ -555,7 +571,7 @@ mod tests {
         let ticket = handler.0.pop().unwrap();
         let (status, plain) = (Status::Ok, ContentType::Plain);
         conn.complete(ticket, &date, status, plain, b"later", now, &mut buffers);
-        conn.collect(&mut buffers);
+        conn.collect(&mut buffers, usize::MAX);
         assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
         assert!(!holds_buffers(&conn));
         // Every buffer lent came back: the input's and the output's, the second of which
@@ -589,7 +605,7 @@ mod tests {
                 &mut buffers,
             );
         }
-        conn.collect(&mut buffers);
+        conn.collect(&mut buffers, usize::MAX);
         conn.process(&mut handler, &date, now, &mut buffers);
         sent.extend(send_all(&mut conn, &mut buffers, now));
         (sent, conn.is_finished())
@@ -694,7 +710,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
             now,
             &mut buffers,
         );
-        conn.collect(&mut buffers);
+        conn.collect(&mut buffers, usize::MAX);
         conn.process(&mut handler, &date, now, &mut buffers);
         assert!(conn.unsent().len() < bound, "{}", conn.unsent().len());
         assert!(conn.output.len() + (conn.queued_len as usize) < 2 * bound);
@@ -702,7 +718,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
         let mut sent = Vec::new();
         while !conn.unsent().is_empty() {
             sent.extend(send_all(&mut conn, &mut buffers, now));
-            conn.collect(&mut buffers);
+            conn.collect(&mut buffers, usize::MAX);
             conn.process(&mut handler, &date, now, &mut buffers);
         }
         assert_eq!(

@@ -183,10 +183,30 @@ impl<S: Service, K> Core<S, K> {
         self.open_connections() >= self.limits.max_conns
     }
 
-    /// Whether the worker is over its budget and slot `index` holds more than its share.
+    /// What each connection may hold once the worker has spent its budget: an equal
+    /// share of it. Unbounded (the connection's own high-water mark) until then.
+    fn share(&self) -> usize {
+        match self.buffered > self.limits.max_buffered {
+            true => self.limits.max_buffered / self.open_connections().max(1),
+            false => usize::MAX,
+        }
+    }
+
+    /// Whether the worker is over its budget and the open connection in slot `index`
+    /// holds more than its share.
     fn over_budget(&self, index: usize) -> bool {
-        self.buffered > self.limits.max_buffered
-            && self.slots[index].held as usize > self.limits.max_buffered / self.open_connections()
+        self.slots[index].held as usize > self.share()
+    }
+
+    /// Notes whether slot `index` is held back for the budget: then it reads nothing and
+    /// answers none of the requests it holds until its output drains or the worker is
+    /// back under (a lingering connection only waits for the EOF: never held back).
+    fn hold_back(&mut self, index: usize) -> bool {
+        let slot = &self.slots[index];
+        let paused =
+            slot.socket.is_some() && slot.lingering_since.is_none() && self.over_budget(index);
+        self.slots[index].paused = paused;
+        paused
     }
 
     /// Brings the count of what slot `index` holds up to date.
@@ -195,18 +215,11 @@ impl<S: Service, K> Core<S, K> {
     }
 
     /// Whether the server should read from slot `index` now (a lingering one only waits
-    /// for the EOF); notes a connection paused for the budget.
+    /// for the EOF).
     fn may_read(&mut self, index: usize) -> bool {
         let slot = &self.slots[index];
-        if slot.lingering_since.is_some() {
-            return true;
-        }
-        if !slot.conn.wants_input() {
-            return false;
-        }
-        let paused = self.over_budget(index);
-        self.slots[index].paused = paused;
-        !paused
+        let wanted = slot.lingering_since.is_some() || slot.conn.wants_input();
+        !self.hold_back(index) && wanted
     }
 
     /// Takes a new HTTP connection into a slot and returns the slot's index.
@@ -318,9 +331,10 @@ impl<S: Service, K> Core<S, K> {
     /// `may_write` is false while the kernel sends from the connection's output (io_uring):
     /// then nothing is added to it.
     pub fn advance(&mut self, index: usize, may_write: bool) -> Next {
-        let next = match self.answer(index, may_write) {
-            Next::Keep { read } => Next::Keep {
-                read: read && self.may_read(index),
+        let paused = self.hold_back(index);
+        let next = match self.answer(index, may_write && !paused) {
+            Next::Keep { .. } => Next::Keep {
+                read: self.may_read(index),
             },
             next => next,
         };
@@ -330,7 +344,9 @@ impl<S: Service, K> Core<S, K> {
         next
     }
 
+    /// Answers what can be answered; `Keep` leaves whether to read to the caller.
     fn answer(&mut self, index: usize, may_write: bool) -> Next {
+        let share = self.share();
         let Core {
             service,
             pool,
@@ -352,7 +368,7 @@ impl<S: Service, K> Core<S, K> {
             };
         }
         if may_write {
-            slot.conn.collect(buffers);
+            slot.conn.collect(buffers, share);
             let mut serving = Serving {
                 service,
                 cx: Context {
@@ -362,7 +378,8 @@ impl<S: Service, K> Core<S, K> {
                     timers,
                 },
             };
-            slot.conn.process(&mut serving, date, *now, buffers);
+            slot.conn
+                .process_within(&mut serving, date, *now, buffers, share);
             if slot.conn.is_finished() {
                 if slot.conn.peer_eof() {
                     return Next::Close;
