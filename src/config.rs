@@ -77,7 +77,8 @@ fn usage(program: &str) -> String {
          --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
          /data/dataset.json); without it /json/{{count}} answers 503\n  \
          --max-buffered BYTES  buffer memory per thread for its clients; past it the\n                        \
-         connections holding the most are not read from (default {max_buffered})\n  \
+         connections holding the most are neither read nor answered\n                        \
+         (default {max_buffered})\n  \
          --max-conns N         connections per thread; beyond it accepts pause (default\n                        \
          {max_conns})\n  \
          --send-timeout MS     what is unsent at any instant must be sent within this, else\n                        \

@@ -36,8 +36,8 @@ struct Slot<K> {
     /// The buffer memory counted for it in [`Core::buffered`] (u32, so that the slot stays
     /// small; a connection's buffers are bounded far below 4 GiB).
     held: u32,
-    /// Not read from because the worker is over its budget and it holds more than its
-    /// share; the sweep looks at it again.
+    /// Neither read from nor answered because the worker is over its budget and it holds
+    /// more than its share; the sweep looks at it again.
     paused: bool,
 }
 
@@ -45,7 +45,8 @@ struct Slot<K> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Buffer memory held for all its connections (input, output, responses in line)
-    /// above which it stops reading from those that hold more than their share.
+    /// above which it stops reading from and answering those that hold more than an
+    /// equal share.
     pub max_buffered: usize,
     /// Connections open at once; beyond it, accepts pause until the next sweep.
     pub max_conns: usize,
@@ -58,7 +59,7 @@ impl Limits {
     /// their share, and only those that hold far more (clients that do not read) pause.
     pub const MAX_BUFFERED: usize = 64 * 1024 * 1024;
     /// 16,384: over twice the 7,000 per worker of 14,000 connections on two threads (and
-    /// HttpArena's 500); each costs a slot (under 200 bytes) and a kernel socket (a few
+    /// HttpArena's 500); each costs a slot (about 200 bytes) and a kernel socket (a few
     /// KiB idle), so the cap costs tens of MiB at most.
     pub const MAX_CONNS: usize = 16_384;
 }
