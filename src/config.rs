@@ -4,7 +4,8 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::http::MAX_BODY;
+use crate::http::{MAX_BODY, SEND_TIMEOUT, TIMEOUTS};
+use crate::server::Limits;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -27,6 +28,13 @@ pub struct Config {
     pub max_body: usize,
     /// HttpArena's json dataset, when given on the command line.
     pub dataset: Option<PathBuf>,
+    /// Buffer memory per thread for its clients; past it, the connections holding the
+    /// most are not read from.
+    pub max_buffered: usize,
+    /// Connections per thread; beyond it, accepts pause.
+    pub max_conns: usize,
+    /// What is unsent at any instant must be sent within this, or the connection closes.
+    pub send_timeout: Duration,
 }
 
 /// Connections of DATABASE_MAX_CONN's budget the worker threads leave free: one for the
@@ -48,7 +56,8 @@ fn usage(program: &str) -> String {
     format!(
         "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
          [--connect-timeout MS] [--max-db-requests N] [--pg-max-message BYTES]\n       \
-         [--pg-max-rows N] [--max-body BYTES] [--dataset FILE]\n\n  \
+         [--pg-max-rows N] [--max-body BYTES] [--dataset FILE]\n       \
+         [--max-buffered BYTES] [--max-conns N] [--send-timeout MS]\n\n  \
          --port N              TCP port to listen on, on all addresses (default 8080)\n  \
          --threads N           worker threads, one event loop each (default: one per core)\n  \
          --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
@@ -67,6 +76,13 @@ fn usage(program: &str) -> String {
          connection closes (default {MAX_BODY})\n  \
          --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
          /data/dataset.json); without it /json/{{count}} answers 503\n  \
+         --max-buffered BYTES  buffer memory per thread for its clients; past it the\n                        \
+         connections holding the most are neither read nor answered\n                        \
+         (default {max_buffered})\n  \
+         --max-conns N         connections per thread; beyond it accepts pause (default\n                        \
+         {max_conns})\n  \
+         --send-timeout MS     what is unsent at any instant must be sent within this, else\n                        \
+         the connection closes (default {send_timeout})\n  \
          --help                print this help\n\n\
          PostgreSQL is found through DATABASE_URL (postgres://user:password@host:port/database),\n\
          then PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE for what it leaves out;\n\
@@ -74,7 +90,10 @@ fn usage(program: &str) -> String {
          belong to root, postgres or this user), else tfb-database. The password is not sent\n\
          in clear text over TCP unless GNOSIS_ALLOW_CLEARTEXT=1. DATABASE_MAX_CONN=N lowers\n\
          --pg-conns so that threads x connections stays within N less {RESERVED_CONNECTIONS}\n\
-         (kept for the start-up cache load, replaced connections and administration).\n"
+         (kept for the start-up cache load, replaced connections and administration).\n",
+        max_buffered = Limits::MAX_BUFFERED,
+        max_conns = Limits::MAX_CONNS,
+        send_timeout = SEND_TIMEOUT.as_millis(),
     )
 }
 
@@ -119,6 +138,9 @@ impl Config {
             pg_max_rows: crate::pg::conn::MAX_ROWS,
             max_body: MAX_BODY,
             dataset: None,
+            max_buffered: Limits::MAX_BUFFERED,
+            max_conns: Limits::MAX_CONNS,
+            send_timeout: SEND_TIMEOUT,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -150,6 +172,9 @@ impl Config {
                 "--pg-max-rows" => config.pg_max_rows = parse_number(&value()?, &flag, &usage)?,
                 "--max-body" => config.max_body = parse_number(&value()?, &flag, &usage)?,
                 "--dataset" => config.dataset = Some(PathBuf::from(value()?)),
+                "--max-buffered" => config.max_buffered = parse_number(&value()?, &flag, &usage)?,
+                "--max-conns" => config.max_conns = parse_number(&value()?, &flag, &usage)?,
+                "--send-timeout" => config.send_timeout = millis(value()?)?,
                 other => {
                     return Err(CliExit::Invalid(format!(
                         "unknown argument '{other}'\n\n{}",
@@ -159,6 +184,18 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// What each worker lets its clients cost it.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_buffered: self.max_buffered,
+            max_conns: self.max_conns,
+            timeouts: crate::http::Timeouts {
+                send: self.send_timeout,
+                ..TIMEOUTS
+            },
+        }
     }
 
     /// Lowers `pg_conns` so that `threads` x `pg_conns` stays within `budget`
@@ -244,6 +281,10 @@ mod tests {
                 "--max-body=100",
                 "--dataset",
                 "/tmp/items.json",
+                "--max-buffered=1000000",
+                "--max-conns",
+                "50",
+                "--send-timeout=1500",
             ])
             .unwrap(),
             Config {
@@ -257,6 +298,9 @@ mod tests {
                 pg_max_rows: 12,
                 max_body: 100,
                 dataset: Some(PathBuf::from("/tmp/items.json")),
+                max_buffered: 1_000_000,
+                max_conns: 50,
+                send_timeout: Duration::from_millis(1500),
             }
         );
     }
@@ -312,6 +356,9 @@ mod tests {
             &["--max-db-requests", "x"],
             &["--pg-max-rows", "0"],
             &["--max-body", "0"],
+            &["--max-buffered", "0"],
+            &["--max-conns", "-1"],
+            &["--send-timeout", "0"],
             &["--dataset"],
             &["--bogus"],
         ] {

@@ -36,7 +36,7 @@ fn main() {
         config.pg_conns
     );
     let new_worker = gnosis::app::prepare(&config);
-    if let Err(err) = gnosis::server::run_uring(listeners, new_worker, options) {
+    if let Err(err) = gnosis::server::run_uring(listeners, new_worker, config.limits(), options) {
         eprintln!("gnosis-uring: {err}");
         std::process::exit(1);
     }

@@ -16,7 +16,7 @@ fn main() {
         config.port, config.threads, config.pg_conns
     );
     let new_worker = gnosis::app::prepare(&config);
-    if let Err(err) = gnosis::server::run_epoll(listeners, new_worker) {
+    if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits()) {
         eprintln!("gnosis: {err}");
         std::process::exit(1);
     }

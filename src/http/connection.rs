@@ -57,8 +57,11 @@ struct Queued {
 
 /// Requests waiting for responses above which no further requests are read.
 const MAX_QUEUED: usize = 64;
-/// Unsent output above which no further requests are read, so that a client that does
-/// not read its responses cannot make the server buffer without bound.
+/// Unsent output, with the finished responses waiting in line behind an unfinished one,
+/// above which no further requests are read, so that a client that does not read its
+/// responses cannot make the server buffer without bound. No more responses move from the
+/// line to the output above it either: a connection holds at most this plus one response,
+/// plus those still in the works when it was reached.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
 pub struct Connection {
@@ -71,8 +74,18 @@ pub struct Connection {
     /// Responses that cannot go to `output` yet; the front one has sequence number `front_seq`.
     queue: VecDeque<Queued>,
     front_seq: u32,
+    /// The bytes of the finished responses in `queue`, and the capacity of their buffers
+    /// (u32: a connection's slot stays small, and the line holds far less than 4 GiB).
+    queued_len: u32,
+    queued_capacity: u32,
     /// How much of `output` has been sent.
     sent: usize,
+    /// Bytes sent since the connection opened, wrapping.
+    sent_total: u32,
+    /// The progress owed: everything unsent at `owed_since` must be sent (`sent_total`
+    /// reach `owed_mark`) within [`Timeouts::send`]; `None` while nothing is unsent.
+    owed_since: Option<Instant>,
+    owed_mark: u32,
     /// No further requests will be answered: the last response closes the connection.
     closing: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
@@ -98,7 +111,12 @@ impl Connection {
             output: Vec::new(),
             queue: VecDeque::new(),
             front_seq: 0,
+            queued_len: 0,
+            queued_capacity: 0,
             sent: 0,
+            sent_total: 0,
+            owed_since: None,
+            owed_mark: 0,
             closing: false,
             peer_eof: false,
             continued: false,
@@ -116,8 +134,10 @@ impl Connection {
         for queued in self.queue.drain(..) {
             buffers.give_back(queued.bytes);
         }
+        (self.queued_len, self.queued_capacity) = (0, 0);
         self.chunked = None;
         self.sent = 0;
+        self.owed_since = None;
     }
 
     /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer.
@@ -159,6 +179,20 @@ impl Connection {
         now: Instant,
         buffers: &mut BufferPool,
     ) {
+        self.process_within(handler, date, now, buffers, usize::MAX);
+    }
+
+    /// [`Connection::process`], with the high-water mark lowered to `share` (the worker's
+    /// budget shared among its connections, once it is spent).
+    pub fn process_within(
+        &mut self,
+        handler: &mut impl Handler,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+        share: usize,
+    ) {
+        let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
         // Chunked bodies are decoded here; memory is allocated only for them.
@@ -167,7 +201,7 @@ impl Connection {
             .take()
             .map_or_else(Chunked::default, |boxed| *boxed);
         let max_body = handler.max_body();
-        while !self.closing && self.has_room() {
+        while !self.closing && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &mut chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
@@ -197,11 +231,7 @@ impl Connection {
                         if !done {
                             buffers.give_back(std::mem::take(&mut bytes));
                         }
-                        self.queue.push_back(Queued {
-                            response,
-                            done,
-                            bytes,
-                        });
+                        self.enqueue(response, done, bytes);
                     }
                     self.closing = !response.keep_alive();
                     chunked.clear();
@@ -247,6 +277,27 @@ impl Connection {
             true if consumed > 0 => Some(now),
             true => self.waiting_since.or(Some(now)),
         };
+        self.owe_progress(now);
+    }
+
+    /// Puts a response in line: in the works (`done` false, no buffer), or written.
+    fn enqueue(&mut self, response: Response, done: bool, bytes: Vec<u8>) {
+        self.queued_len += bytes.len() as u32;
+        self.queued_capacity += bytes.capacity() as u32;
+        self.queue.push_back(Queued {
+            response,
+            done,
+            bytes,
+        });
+    }
+
+    /// Starts the clock on what is unsent now, unless it already runs.
+    fn owe_progress(&mut self, now: Instant) {
+        if self.owed_since.is_none() && self.sent < self.output.len() {
+            let unsent = (self.output.len() - self.sent) as u32;
+            self.owed_since = Some(now);
+            self.owed_mark = self.sent_total.wrapping_add(unsent);
+        }
     }
 
     /// Answers with an error status and closes once it is sent.
@@ -256,11 +307,7 @@ impl Connection {
         } else {
             let mut bytes = buffers.take();
             Response::closing().write_error(&mut bytes, date, status);
-            self.queue.push_back(Queued {
-                response: Response::closing(),
-                done: true,
-                bytes,
-            });
+            self.enqueue(Response::closing(), true, bytes);
         }
         self.closing = true;
     }
@@ -291,16 +338,26 @@ impl Connection {
         queued
             .response
             .write(bytes, date, status, content_type, body);
+        let (len, capacity) = (bytes.len(), bytes.capacity());
         queued.done = true;
+        self.queued_len += len as u32;
+        self.queued_capacity += capacity as u32;
         self.last_active = now;
     }
 
-    /// Moves every finished response at the front of the line to the output.
-    pub fn collect(&mut self, buffers: &mut BufferPool) {
-        while self.queue.front().is_some_and(|queued| queued.done) {
+    /// Moves the finished responses at the front of the line to the output, while it is
+    /// under the high-water mark (lowered to `share`, as for
+    /// [`Connection::process_within`]).
+    pub fn collect(&mut self, buffers: &mut BufferPool, share: usize) {
+        let high_water = share.min(OUTPUT_HIGH_WATER);
+        while self.queue.front().is_some_and(|queued| queued.done)
+            && self.output.len() - self.sent < high_water
+        {
             let Some(queued) = self.queue.pop_front() else {
                 break;
             };
+            self.queued_len -= queued.bytes.len() as u32;
+            self.queued_capacity -= queued.bytes.capacity() as u32;
             if self.output.is_empty() {
                 // The response's buffer becomes the output: no copy.
                 let emptied = std::mem::replace(&mut self.output, queued.bytes);
@@ -345,6 +402,7 @@ impl Connection {
     /// `n` bytes of [`Connection::unsent`] went out; the kernel is done with them.
     pub fn mark_sent(&mut self, n: usize, now: Instant) {
         self.sent += n;
+        self.sent_total = self.sent_total.wrapping_add(n as u32);
         if n > 0 {
             self.last_active = now;
         }
@@ -352,21 +410,35 @@ impl Connection {
             self.output.clear();
             self.sent = 0;
         }
+        // What was owed is paid: the clock starts again on what is unsent now.
+        if self.owed_since.is_some() && self.sent_total.wrapping_sub(self.owed_mark) as i32 >= 0 {
+            self.owed_since = None;
+            self.owe_progress(now);
+        }
     }
 
     /// Whether more responses may be produced now: the client is reading them.
-    fn has_room(&self) -> bool {
-        self.output.len() - self.sent < OUTPUT_HIGH_WATER && self.queue.len() < MAX_QUEUED
+    fn has_room(&self, high_water: usize) -> bool {
+        self.output.len() - self.sent + (self.queued_len as usize) < high_water
+            && self.queue.len() < MAX_QUEUED
+    }
+
+    /// The bytes of buffer memory the connection holds: its input, its output and the
+    /// responses waiting in line.
+    pub fn held(&self) -> usize {
+        self.input.capacity() + self.output.capacity() + self.queued_capacity as usize
     }
 
     /// Whether the server should read more from this peer now.
     pub fn wants_input(&self) -> bool {
-        !self.closing && !self.peer_eof && self.has_room()
+        !self.closing && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
     }
 
-    /// Complete requests wait in the input for the output to drain.
+    /// Complete requests wait in the input, or finished responses in line, for the output
+    /// to drain.
     pub fn has_backlog(&self) -> bool {
-        !self.closing && !self.input.is_empty() && self.waiting_since.is_none()
+        let requests = !self.closing && !self.input.is_empty() && self.waiting_since.is_none();
+        requests || self.queue.front().is_some_and(|queued| queued.done)
     }
 
     /// Everything is answered and sent and no more will be read.
@@ -374,10 +446,15 @@ impl Connection {
         self.closing && self.queue.is_empty() && self.sent == self.output.len()
     }
 
-    /// Whether the client took too long to send a request it began, or nothing moved in
-    /// either direction for too long (an idle keep-alive connection, or a client that does
-    /// not read its responses).
+    /// Whether the client took too long to send a request it began, or to read what was
+    /// unsent at some instant (a client that reads a few bytes now and then), or nothing
+    /// moved in either direction for too long (an idle keep-alive connection).
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        if let Some(since) = self.owed_since {
+            if now.duration_since(since) > limits.send {
+                return true;
+            }
+        }
         if let Some(since) = self.waiting_since {
             return now.duration_since(since) > limits.request;
         }
@@ -393,16 +470,25 @@ fn lent<'a>(buffer: &'a mut Vec<u8>, buffers: &mut BufferPool) -> &'a mut Vec<u8
     buffer
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// Longest time a request may take to arrive once its first byte has.
     pub request: std::time::Duration,
     /// Longest keep-alive pause between requests.
     pub idle: std::time::Duration,
+    /// Longest time the output unsent at any instant may take to be sent.
+    pub send: std::time::Duration,
 }
+
+/// The default send timeout: what is unsent is at most the high-water mark and a response,
+/// about 300 KiB, which a client reading at 10 KB/s (80 kbit/s) takes 30 s to read; a client
+/// reading at full speed takes milliseconds, however long the pipelined load lasts.
+pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub const TIMEOUTS: Timeouts = Timeouts {
     request: std::time::Duration::from_secs(10),
     idle: std::time::Duration::from_secs(60),
+    send: SEND_TIMEOUT,
 };
 
 #[cfg(test)]
@@ -414,6 +500,8 @@ mod tests {
 
     /// Takes bodies of up to 16 bytes.
     const TEST_MAX_BODY: usize = 16;
+    /// The length of the answer to `/big`, as large as a `/cached-queries?count=500`.
+    const BIG: usize = 16 * 1024;
 
     impl Handler for Tickets {
         fn handle(
@@ -426,6 +514,10 @@ mod tests {
             if request.path == "/later" {
                 self.0.push(ticket);
                 return Reply::Later;
+            }
+            if request.path == "/big" {
+                out.resize(out.len() + BIG, b'b');
+                return Reply::Now;
             }
             out.extend_from_slice(b"now");
             out.extend_from_slice(request.body);
@@ -479,7 +571,7 @@ mod tests {
         let ticket = handler.0.pop().unwrap();
         let (status, plain) = (Status::Ok, ContentType::Plain);
         conn.complete(ticket, &date, status, plain, b"later", now, &mut buffers);
-        conn.collect(&mut buffers);
+        conn.collect(&mut buffers, usize::MAX);
         assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
         assert!(!holds_buffers(&conn));
         // Every buffer lent came back: the input's and the output's, the second of which
@@ -513,7 +605,7 @@ mod tests {
                 &mut buffers,
             );
         }
-        conn.collect(&mut buffers);
+        conn.collect(&mut buffers, usize::MAX);
         conn.process(&mut handler, &date, now, &mut buffers);
         sent.extend(send_all(&mut conn, &mut buffers, now));
         (sent, conn.is_finished())
@@ -579,5 +671,107 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
         let behind = [&b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..], head].concat();
         let (sent, _) = serve(&[&behind, b"12"]);
         assert_eq!(outline(&sent), "[200]later0now12");
+    }
+
+    /// One request waiting (for the database) and 63 answered at once behind it, on a
+    /// client that never reads: the answers in line count toward the high-water mark, so
+    /// the connection stops taking requests there, and the line moves to the output only up
+    /// to the mark.
+    #[test]
+    fn responses_in_line_count_toward_the_high_water_mark() {
+        let (date, now) = (HttpDate::new(), Instant::now());
+        let mut buffers = BufferPool::default();
+        let mut handler = Tickets(Vec::new());
+        let mut conn = Connection::new(0, now);
+        let requests = [
+            &b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..],
+            &b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n".repeat(63),
+        ]
+        .concat();
+        conn.input(&mut buffers).extend_from_slice(&requests);
+        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.give_back_idle(&mut buffers);
+        let bound = OUTPUT_HIGH_WATER + BIG;
+        assert!((conn.queued_len as usize) < bound, "{}", conn.queued_len);
+        assert!(conn.queue.len() < 20, "{} answered", conn.queue.len());
+        assert!(!conn.wants_input() && conn.buffered_input() > 0);
+        // Holds the line's buffers (each grown to fit one answer) and the input.
+        let held = conn.held();
+        assert!(held < 2 * bound, "{held}");
+        assert_eq!(held, conn.queued_capacity as usize + conn.input.capacity());
+
+        let ticket = handler.0.pop().unwrap();
+        conn.complete(
+            ticket,
+            &date,
+            Status::Ok,
+            ContentType::Plain,
+            b"x",
+            now,
+            &mut buffers,
+        );
+        conn.collect(&mut buffers, usize::MAX);
+        conn.process(&mut handler, &date, now, &mut buffers);
+        assert!(conn.unsent().len() < bound, "{}", conn.unsent().len());
+        assert!(conn.output.len() + (conn.queued_len as usize) < 2 * bound);
+        // Read at last, it gets every answer, in order.
+        let mut sent = Vec::new();
+        while !conn.unsent().is_empty() {
+            sent.extend(send_all(&mut conn, &mut buffers, now));
+            conn.collect(&mut buffers, usize::MAX);
+            conn.process(&mut handler, &date, now, &mut buffers);
+        }
+        assert_eq!(
+            sent.len() - sent.iter().filter(|&&b| b != b'b').count(),
+            63 * BIG
+        );
+        assert!(outline(&sent).starts_with("[200]x"));
+        assert_eq!((conn.queued_len, conn.queued_capacity), (0, 0));
+        conn.give_back_idle(&mut buffers);
+        assert_eq!(conn.held(), 0);
+    }
+
+    /// What is unsent at an instant must be sent within the send timeout: a client that
+    /// reads a byte a second is timed out, one that reads everything as it comes under
+    /// endless pipelined load never is (however long ago its first byte went out).
+    #[test]
+    fn unsent_output_must_be_sent_within_the_send_timeout() {
+        let date = HttpDate::new();
+        let start = Instant::now();
+        let second = std::time::Duration::from_secs(1);
+        let limits = Timeouts {
+            request: 10 * second,
+            idle: 1000 * second,
+            send: 5 * second,
+        };
+        let request = b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n".repeat(4);
+        let mut buffers = BufferPool::default();
+        let mut handler = Tickets(Vec::new());
+
+        let mut fast = Connection::new(0, start);
+        for tick in 0..100 {
+            let now = start + tick * second;
+            assert!(!fast.timed_out(now, &limits), "at {tick} s");
+            fast.input(&mut buffers).extend_from_slice(&request);
+            fast.process(&mut handler, &date, now, &mut buffers);
+            // Two halves, a second apart: some output is always pending.
+            let half = fast.unsent().len() / 2;
+            fast.mark_sent(half, now);
+            fast.mark_sent(fast.unsent().len(), now + second / 2);
+        }
+
+        let mut slow = Connection::new(1, start);
+        slow.input(&mut buffers).extend_from_slice(&request);
+        slow.process(&mut handler, &date, start, &mut buffers);
+        let mut timed_out_at = None;
+        for tick in 1..20 {
+            let now = start + tick * second;
+            slow.mark_sent(1, now);
+            if slow.timed_out(now, &limits) {
+                timed_out_at = Some(tick);
+                break;
+            }
+        }
+        assert_eq!(timed_out_at, Some(6));
     }
 }

@@ -10,7 +10,7 @@ mod request;
 mod response;
 
 pub use buffers::BufferPool;
-pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, TIMEOUTS};
+pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{parse, Chunked, Method, Parsed, Request, MAX_BODY, MAX_HEAD};
 pub use response::{ContentType, Response, Status};

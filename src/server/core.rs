@@ -10,7 +10,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::http::{BufferPool, Connection, HttpDate, Ticket, TIMEOUTS};
+use crate::http::{BufferPool, Connection, HttpDate, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, PgConn, Pool};
@@ -33,6 +33,54 @@ struct Slot<K> {
     conn: Connection,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
     lingering_since: Option<Instant>,
+    /// The buffer memory counted for it in [`Core::buffered`] (u32, so that the slot stays
+    /// small; a connection's buffers are bounded far below 4 GiB).
+    held: u32,
+    /// Neither read from nor answered because the worker is over its budget and it holds
+    /// more than its share; the sweep looks at it again.
+    paused: bool,
+}
+
+/// What a worker lets its clients cost it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Buffer memory held for all its connections (input, output, responses in line)
+    /// above which it stops reading from and answering those that hold more than an
+    /// equal share.
+    pub max_buffered: usize,
+    /// Connections open at once; beyond it, accepts pause until the next sweep.
+    pub max_conns: usize,
+    pub timeouts: Timeouts,
+}
+
+impl Limits {
+    /// 64 MiB: a busy connection holds two 4 KiB buffers (its input and its output), so
+    /// even 7,000 connections per worker (14,000 on two threads) each hold less than
+    /// their share, and only those that hold far more (clients that do not read) pause.
+    pub const MAX_BUFFERED: usize = 64 * 1024 * 1024;
+    /// 16,384: over twice the 7,000 per worker of 14,000 connections on two threads (and
+    /// HttpArena's 500); each costs a slot (about 200 bytes) and a kernel socket (a few
+    /// KiB idle), so the cap costs tens of MiB at most.
+    pub const MAX_CONNS: usize = 16_384;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_buffered: Self::MAX_BUFFERED,
+            max_conns: Self::MAX_CONNS,
+            timeouts: TIMEOUTS,
+        }
+    }
+}
+
+/// What the sweep found a connection needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Swept {
+    /// It idled, lingered or stalled too long: close it.
+    Expired,
+    /// It was paused for the budget and may read again: advance it.
+    Resumable,
 }
 
 /// What a connection needs from its backend after [`Core::advance`].
@@ -67,10 +115,13 @@ pub(super) struct Core<S, K> {
     next_sweep: Instant,
     /// Until the worker takes connections: the latest time to start.
     listen_by: Option<Instant>,
+    limits: Limits,
+    /// The buffer memory its connections hold: the sum of their slots' `held`.
+    buffered: usize,
 }
 
 impl<S: Service, K> Core<S, K> {
-    pub fn new(service: S, pool: Pool) -> Self {
+    pub fn new(service: S, pool: Pool, limits: Limits) -> Self {
         let now = Instant::now();
         Core {
             service,
@@ -84,6 +135,8 @@ impl<S: Service, K> Core<S, K> {
             timers: Timers::default(),
             next_sweep: now + SWEEP_EVERY,
             listen_by: Some(now + DATABASE_GRACE),
+            limits,
+            buffered: 0,
         }
     }
 
@@ -121,6 +174,55 @@ impl<S: Service, K> Core<S, K> {
 
     // The HTTP connections.
 
+    /// How many connections are open.
+    pub fn open_connections(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether the worker holds as many connections as it may: accept no more for now.
+    pub fn is_full(&self) -> bool {
+        self.open_connections() >= self.limits.max_conns
+    }
+
+    /// What each connection may hold once the worker has spent its budget: an equal
+    /// share of it. Unbounded (the connection's own high-water mark) until then.
+    fn share(&self) -> usize {
+        match self.buffered > self.limits.max_buffered {
+            true => self.limits.max_buffered / self.open_connections().max(1),
+            false => usize::MAX,
+        }
+    }
+
+    /// Whether the worker is over its budget and the open connection in slot `index`
+    /// holds more than its share.
+    fn over_budget(&self, index: usize) -> bool {
+        self.slots[index].held as usize > self.share()
+    }
+
+    /// Notes whether slot `index` is held back for the budget: then it reads nothing and
+    /// answers none of the requests it holds until its output drains or the worker is
+    /// back under (a lingering connection only waits for the EOF: never held back).
+    fn hold_back(&mut self, index: usize) -> bool {
+        let slot = &self.slots[index];
+        let paused =
+            slot.socket.is_some() && slot.lingering_since.is_none() && self.over_budget(index);
+        self.slots[index].paused = paused;
+        paused
+    }
+
+    /// Brings the count of what slot `index` holds up to date.
+    fn recount(&mut self, index: usize) {
+        recount(&mut self.slots[index], &mut self.buffered);
+    }
+
+    /// Whether the server should read from slot `index` now (a lingering one only waits
+    /// for the EOF).
+    fn may_read(&mut self, index: usize) -> bool {
+        let slot = &self.slots[index];
+        let wanted = slot.lingering_since.is_some() || slot.conn.wants_input();
+        !self.hold_back(index) && wanted
+    }
+
     /// Takes a new HTTP connection into a slot and returns the slot's index.
     pub fn open(&mut self, socket: K) -> usize {
         let index = match self.free.pop() {
@@ -133,6 +235,8 @@ impl<S: Service, K> Core<S, K> {
                     socket: None,
                     conn: Connection::new(self.slots.len() as u32, self.now),
                     lingering_since: None,
+                    held: 0,
+                    paused: false,
                 });
                 self.slots.len() - 1
             }
@@ -140,6 +244,7 @@ impl<S: Service, K> Core<S, K> {
         let slot = &mut self.slots[index];
         slot.socket = Some(socket);
         slot.lingering_since = None;
+        slot.paused = false;
         index
     }
 
@@ -149,6 +254,7 @@ impl<S: Service, K> Core<S, K> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
         slot.conn.give_back_all(&mut self.buffers);
+        self.recount(index);
         self.free.push(index);
         Some(socket)
     }
@@ -174,14 +280,14 @@ impl<S: Service, K> Core<S, K> {
     }
 
     /// Reads into the connection's input with `read`, which returns how many bytes it
-    /// appended (0: the peer's EOF). `None` when the connection wants no input now.
+    /// appended (0: the peer's EOF). `None` when the connection wants no input now, or
+    /// the worker is over its budget and the connection holds more than its share.
     pub fn read(
         &mut self,
         index: usize,
         read: impl FnOnce(&K, &mut Vec<u8>) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        let slot = self.slots.get(index)?;
-        if slot.lingering_since.is_none() && !slot.conn.wants_input() {
+        if index >= self.slots.len() || !self.may_read(index) {
             return None;
         }
         self.take_input(index, read)
@@ -212,6 +318,7 @@ impl<S: Service, K> Core<S, K> {
         if let Ok(0) = result {
             slot.conn.peer_closed();
         }
+        self.recount(index);
         Some(result)
     }
 
@@ -225,13 +332,22 @@ impl<S: Service, K> Core<S, K> {
     /// `may_write` is false while the kernel sends from the connection's output (io_uring):
     /// then nothing is added to it.
     pub fn advance(&mut self, index: usize, may_write: bool) -> Next {
-        let next = self.answer(index, may_write);
+        let paused = self.hold_back(index);
+        let next = match self.answer(index, may_write && !paused) {
+            Next::Keep { .. } => Next::Keep {
+                read: self.may_read(index),
+            },
+            next => next,
+        };
         // Whatever happened, a connection with nothing buffered holds no buffer.
         self.slots[index].conn.give_back_idle(&mut self.buffers);
+        self.recount(index);
         next
     }
 
+    /// Answers what can be answered; `Keep` leaves whether to read to the caller.
     fn answer(&mut self, index: usize, may_write: bool) -> Next {
+        let share = self.share();
         let Core {
             service,
             pool,
@@ -253,7 +369,7 @@ impl<S: Service, K> Core<S, K> {
             };
         }
         if may_write {
-            slot.conn.collect(buffers);
+            slot.conn.collect(buffers, share);
             let mut serving = Serving {
                 service,
                 cx: Context {
@@ -263,7 +379,8 @@ impl<S: Service, K> Core<S, K> {
                     timers,
                 },
             };
-            slot.conn.process(&mut serving, date, *now, buffers);
+            slot.conn
+                .process_within(&mut serving, date, *now, buffers, share);
             if slot.conn.is_finished() {
                 if slot.conn.peer_eof() {
                     return Next::Close;
@@ -272,20 +389,23 @@ impl<S: Service, K> Core<S, K> {
                 return Next::Linger;
             }
         }
-        Next::Keep {
-            read: slot.conn.wants_input(),
-        }
+        Next::Keep { read: true }
     }
 
     /// `n` bytes of the connection's [`Core::unsent`] went out: the kernel is done with
     /// them. Its output buffer goes back once all of it is sent. Returns whether advancing
-    /// it again could answer more: all is sent, and requests were held back while the
-    /// output was full, or the connection is finished.
+    /// it again could answer or read more: all is sent, and requests or responses were
+    /// held back while the output was full, or it was paused for the budget, or it is
+    /// finished.
     pub fn sent(&mut self, index: usize, n: usize) -> bool {
-        let conn = &mut self.slots[index].conn;
+        let slot = &mut self.slots[index];
+        let conn = &mut slot.conn;
         conn.mark_sent(n, self.now);
         conn.give_back_idle(&mut self.buffers);
-        conn.unsent().is_empty() && (conn.has_backlog() || conn.is_finished())
+        let again =
+            conn.unsent().is_empty() && (conn.has_backlog() || conn.is_finished() || slot.paused);
+        self.recount(index);
+        again
     }
 
     /// Moves the slots that received responses from the database since the last call into
@@ -295,9 +415,10 @@ impl<S: Service, K> Core<S, K> {
         std::mem::swap(into, &mut self.completed);
     }
 
-    /// Calls `expire` for every connection that idled, lingered or stalled too long, once a
-    /// second; returns whether it ran.
-    pub fn sweep(&mut self, mut expire: impl FnMut(&mut Self, usize)) -> bool {
+    /// Once a second, tells `found` of every connection that idled, lingered or stalled
+    /// too long, and of every one paused for the budget that may read again (one paused
+    /// with no output to drain would otherwise never be woken); returns whether it ran.
+    pub fn sweep(&mut self, mut found: impl FnMut(usize, Swept)) -> bool {
         if self.now < self.next_sweep {
             return false;
         }
@@ -309,10 +430,13 @@ impl<S: Service, K> Core<S, K> {
             }
             let expired = match slot.lingering_since {
                 Some(since) => self.now.duration_since(since) > LINGER,
-                None => slot.conn.timed_out(self.now, &TIMEOUTS),
+                None => slot.conn.timed_out(self.now, &self.limits.timeouts),
             };
             if expired {
-                expire(self, index);
+                found(index, Swept::Expired);
+            } else if slot.paused && !self.over_budget(index) {
+                self.slots[index].paused = false;
+                found(index, Swept::Resumable);
             }
         }
         true
@@ -420,6 +544,7 @@ impl<S: Service, K> Core<S, K> {
             slots: &mut self.slots,
             completed: &mut self.completed,
             buffers: &mut self.buffers,
+            buffered: &mut self.buffered,
             date: &self.date,
             now: self.now,
         };
@@ -433,6 +558,7 @@ struct Deliverer<'a, S, K> {
     slots: &'a mut [Slot<K>],
     completed: &'a mut Vec<usize>,
     buffers: &'a mut BufferPool,
+    buffered: &'a mut usize,
     date: &'a HttpDate,
     now: Instant,
 }
@@ -470,8 +596,16 @@ impl<S: Service, K> Deliverer<'_, S, K> {
             self.now,
             self.buffers,
         );
+        recount(slot, self.buffered);
         self.completed.push(index);
     }
+}
+
+/// Brings the count of what `slot` holds, and with it the worker's total, up to date.
+fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
+    let held = u32::try_from(slot.conn.held()).unwrap_or(u32::MAX);
+    *buffered = *buffered - slot.held as usize + held as usize;
+    slot.held = held;
 }
 
 /// Whether the connection `ticket` was given to is still open.

@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::OwnedFd;
 
-use super::core::{Core, LinkOrder, Next};
+use super::core::{Core, LinkOrder, Next, Swept};
 use crate::service::Service;
 use crate::sys::{self, Epoll, Events, ACCEPTABLE, HANGUP, READABLE, WRITABLE};
 
@@ -23,7 +23,7 @@ pub struct Worker<S> {
     epoll: Epoll,
     listener: OwnedFd,
     listening: bool,
-    /// Out of descriptors: no accepting until the next sweep.
+    /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
     /// The events registered for each HTTP slot.
     interest: Vec<u32>,
@@ -92,10 +92,13 @@ impl<S: Service> Worker<S> {
             self.core.on_timers();
             self.flush_links();
             self.deliver_completed();
-            let mut expired = Vec::new();
-            if self.core.sweep(|_, index| expired.push(index)) {
-                for index in expired {
-                    self.close(index);
+            let mut found = Vec::new();
+            if self.core.sweep(|index, swept| found.push((index, swept))) {
+                for (index, swept) in found {
+                    match swept {
+                        Swept::Expired => self.close(index),
+                        Swept::Resumable => self.flush(index),
+                    }
                 }
                 self.resume_accepting();
             }
@@ -104,16 +107,16 @@ impl<S: Service> Worker<S> {
 
     fn accept_all(&mut self) {
         loop {
+            if self.core.is_full() {
+                // The backlog waits until connections close (checked at the next sweep).
+                return self.pause_accepting();
+            }
             match sys::accept(&self.listener) {
                 Ok(Some(socket)) => self.open(socket),
                 Ok(None) => return,
                 Err(err) if sys::is_out_of_descriptors(&err) => {
-                    // Level-triggered epoll would wake us for the same backlog at once:
-                    // stop listening until the next sweep, when some may have closed.
                     crate::log!("cannot accept: {err}; pausing accepts for a second");
-                    self.accept_paused = true;
-                    let _ = self.epoll.modify(&self.listener, 0, LISTENER);
-                    return;
+                    return self.pause_accepting();
                 }
                 // The peer gave up before we took it (ECONNABORTED) and the like.
                 Err(_) => continue,
@@ -121,8 +124,16 @@ impl<S: Service> Worker<S> {
         }
     }
 
+    /// Level-triggered epoll would wake us for the same backlog at once: stop listening
+    /// until the next sweep, when some connections may have closed.
+    fn pause_accepting(&mut self) {
+        self.accept_paused = true;
+        let _ = self.epoll.modify(&self.listener, 0, LISTENER);
+    }
+
     fn resume_accepting(&mut self) {
         if self.accept_paused
+            && !self.core.is_full()
             && self
                 .epoll
                 .modify(&self.listener, ACCEPTABLE, LISTENER)

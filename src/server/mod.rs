@@ -9,6 +9,7 @@ mod epoll;
 mod supervisor;
 mod uring;
 
+pub use self::core::Limits;
 pub use uring::UringOptions;
 
 use self::core::Core;
@@ -32,27 +33,28 @@ pub fn listeners(port: u16, threads: usize) -> io::Result<Vec<OwnedFd>> {
 }
 
 /// Runs one epoll worker per listener, each with the service and database connections
-/// `new_worker` makes on its thread, until one stops: returns its cause.
-pub fn run_epoll<S, F>(listeners: Vec<OwnedFd>, new_worker: F) -> io::Result<()>
+/// `new_worker` makes on its thread and `limits`, until one stops: returns its cause.
+pub fn run_epoll<S, F>(listeners: Vec<OwnedFd>, new_worker: F, limits: Limits) -> io::Result<()>
 where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
     supervise("gnosis", listeners, move |listener, _| {
         let (service, pool) = new_worker();
-        match epoll::Worker::new(listener, Core::new(service, pool)) {
+        match epoll::Worker::new(listener, Core::new(service, pool, limits)) {
             Ok(worker) => worker.run(),
             Err(err) => err,
         }
     })
 }
 
-/// Runs one io_uring worker per listener, each with its own ring and the service and
-/// database connections `new_worker` makes on its thread, until one stops: returns its
-/// cause, at once, naming it, when io_uring cannot be used.
+/// Runs one io_uring worker per listener, each with its own ring, the service and
+/// database connections `new_worker` makes on its thread and `limits`, until one stops:
+/// returns its cause, at once, naming it, when io_uring cannot be used.
 pub fn run_uring<S, F>(
     listeners: Vec<OwnedFd>,
     new_worker: F,
+    limits: Limits,
     options: UringOptions,
 ) -> io::Result<()>
 where
@@ -62,7 +64,7 @@ where
     supervise("gnosis-uring", listeners, move |listener, started| {
         // The ring is made on the thread that uses it (SINGLE_ISSUER).
         let (service, pool) = new_worker();
-        match uring::Worker::new(listener, Core::new(service, pool), options) {
+        match uring::Worker::new(listener, Core::new(service, pool, limits), options) {
             Ok(worker) => {
                 started.ready(format!("rings ready ({})", worker.setup().describe()));
                 worker.run()

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use super::core::{Core, LinkOrder, Next};
+use super::core::{Core, LinkOrder, Next, Swept};
 use crate::service::Service;
 use crate::sys;
 
@@ -382,7 +382,7 @@ pub struct Worker<S> {
     core: Core<S, types::Fixed>,
     listener: OwnedFd,
     accept_armed: bool,
-    /// Out of descriptors: no accepting until the next sweep.
+    /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
@@ -457,12 +457,15 @@ impl<S: Service> Worker<S> {
             // Every buffer of the batch is back before any receive is re-armed.
             self.buffers.publish();
             self.core.on_timers();
-            let mut expired = Vec::new();
-            if self.core.sweep(|_, index| expired.push(index)) {
-                for index in expired {
-                    self.begin_close(index)?;
+            let mut found = Vec::new();
+            if self.core.sweep(|index, swept| found.push((index, swept))) {
+                for (index, swept) in found {
+                    match swept {
+                        Swept::Expired => self.begin_close(index)?,
+                        Swept::Resumable => self.mark_dirty(index),
+                    }
                 }
-                self.accept_paused = false;
+                self.accept_paused = self.core.is_full();
             }
             self.advance_dirty()?;
             self.send_links()?;
@@ -609,16 +612,26 @@ impl<S: Service> Worker<S> {
         }
         if sys::is_out_of_descriptors(&err) {
             crate::log!("cannot accept: {err}; pausing accepts for a second");
-            self.accept_paused = true;
-            if self.accept_armed {
-                let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
-                    .build()
-                    .user_data(user_data(CANCEL, 0, 0));
-                self.push_plain(entry)?;
-            }
+            return self.pause_accepting();
         }
         // Anything else (the peer gave up before we took it, ...) concerns one connection.
         Ok(())
+    }
+
+    /// Stops the multishot accept until the next sweep finds room (it is not re-armed
+    /// while paused); the backlog waits in the kernel.
+    fn pause_accepting(&mut self) -> io::Result<()> {
+        if self.accept_paused {
+            return Ok(());
+        }
+        self.accept_paused = true;
+        if !self.accept_armed {
+            return Ok(());
+        }
+        let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
+            .build()
+            .user_data(user_data(CANCEL, 0, 0));
+        self.push_plain(entry)
     }
 
     fn open(&mut self, socket: types::Fixed) -> io::Result<()> {
@@ -627,7 +640,12 @@ impl<S: Service> Worker<S> {
             self.io.resize_with(index + 1, SlotIo::default);
         }
         self.io[index] = SlotIo::default();
-        self.arm_recv(index)
+        self.arm_recv(index)?;
+        // Those the accept took before its cancel lands are served all the same.
+        if self.core.is_full() {
+            self.pause_accepting()?;
+        }
+        Ok(())
     }
 
     fn arm_recv(&mut self, index: usize) -> io::Result<()> {

@@ -82,6 +82,10 @@ const ADDRESS: &str = "127.0.0.1:5432";
 
 /// A core with one database connection to [`ADDRESS`] (a literal: nothing to resolve).
 fn core(connect_timeout: Duration) -> Core<TestService, u32> {
+    limited_core(connect_timeout, Limits::default())
+}
+
+fn limited_core(connect_timeout: Duration, limits: Limits) -> Core<TestService, u32> {
     let target = Target::new(Config {
         host: Host::Tcp("127.0.0.1".into()),
         port: 5432,
@@ -96,7 +100,7 @@ fn core(connect_timeout: Duration) -> Core<TestService, u32> {
     };
     let threads = Arc::new(Threads::default());
     let pool = Pool::new(&target, STATEMENTS, &options, 1, &threads, Instant::now());
-    Core::new(TestService::default(), pool)
+    Core::new(TestService::default(), pool, limits)
 }
 
 fn connect_order() -> LinkOrder {
@@ -136,9 +140,9 @@ fn ready_core() -> Core<TestService, u32> {
 #[test]
 fn a_slot_stays_small() {
     // Every connection ever open at once keeps its slot: it must stay far below the
-    // buffers an idle connection no longer holds.
+    // buffers an idle connection no longer holds (16,384 slots, the default cap: 3.3 MiB).
     assert!(
-        std::mem::size_of::<Slot<OwnedFd>>() <= 192,
+        std::mem::size_of::<Slot<OwnedFd>>() <= 208,
         "{}",
         std::mem::size_of::<Slot<OwnedFd>>()
     );
@@ -300,4 +304,117 @@ fn http_connections_answer_linger_and_close() {
     );
     core.received(slot, &[]);
     assert_eq!(core.advance(slot, true), Next::Close);
+}
+
+/// Bytes a client sends but never reads the answers to: enough requests that their answers
+/// hold tens of KiB.
+fn unread_requests() -> Vec<u8> {
+    b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n".repeat(400)
+}
+
+/// The worker's count of what its connections hold is the sum of what each holds, as bytes
+/// arrive, are answered, go out, and connections close.
+fn assert_counted(core: &Core<TestService, u32>) {
+    let held: usize = core
+        .slots
+        .iter()
+        .filter(|slot| slot.socket.is_some())
+        .map(|slot| slot.conn.held())
+        .sum();
+    assert_eq!(core.buffered, held);
+}
+
+/// Past its budget the worker stops reading from the connections that hold more than their
+/// share, and goes on reading from the others; a paused connection reads again once its
+/// output drains, or, with nothing to drain, once the sweep finds the worker back under.
+#[test]
+fn past_the_budget_the_connections_holding_most_stop_reading() {
+    let limits = Limits {
+        max_buffered: 96 * 1024,
+        ..Limits::default()
+    };
+    let mut core = limited_core(Duration::from_secs(5), limits);
+    let (a, b, small) = (core.open(1), core.open(2), core.open(3));
+    for hog in [a, b] {
+        core.received(hog, &unread_requests());
+        core.advance(hog, true);
+        assert_counted(&core);
+    }
+    assert!(core.buffered > limits.max_buffered, "{}", core.buffered);
+    assert!(core.slots[a].held as usize > limits.max_buffered / 3);
+    // Both hogs are paused, the small one is not.
+    assert_eq!(core.advance(a, true), Next::Keep { read: false });
+    assert!(core.read(b, |_, _| Ok(1)).is_none());
+    core.received(small, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(core.advance(small, true), Next::Keep { read: true });
+    assert_counted(&core);
+
+    // a's client reads everything: a holds nothing and reads again.
+    let len = core.unsent(a).len();
+    assert!(core.sent(a, len), "advance it again: it was paused");
+    assert_eq!(core.advance(a, true), Next::Keep { read: true });
+    assert_counted(&core);
+
+    // a fills up again, b closes: a has nothing to drain, and the sweep wakes it.
+    core.received(a, &unread_requests());
+    core.advance(a, true);
+    let b_holds = core.slots[b].held;
+    core.received(b, &unread_requests());
+    core.advance(b, true);
+    assert!(core.slots[b].held >= b_holds);
+    assert_eq!(core.advance(a, true), Next::Keep { read: false });
+    assert_eq!(core.release(b), Some(2));
+    assert_counted(&core);
+    assert!(core.buffered <= limits.max_buffered, "{}", core.buffered);
+    core.now = core.next_sweep;
+    let mut found = Vec::new();
+    assert!(core.sweep(|index, swept| found.push((index, swept))));
+    assert_eq!(found, [(a, Swept::Resumable)]);
+    assert_eq!(core.advance(a, true), Next::Keep { read: true });
+
+    // Everything closed: nothing counted.
+    core.release(a);
+    core.release(small);
+    assert_eq!(core.buffered, 0);
+}
+
+/// A database answer written into a connection's line is counted too.
+#[test]
+fn responses_from_the_database_are_counted() {
+    let mut core = ready_core();
+    let slot = core.open(7);
+    core.received(
+        slot,
+        b"GET /db HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    core.advance(slot, true);
+    assert_counted(&core);
+    send_all(&mut core);
+    let mut answer = script::bind_complete();
+    answer.extend(script::data_row(&[1]));
+    answer.extend(script::command_complete("SELECT 1"));
+    answer.extend(script::ready());
+    core.link_received(0, &answer);
+    assert!(core.buffered > 0);
+    assert_counted(&core);
+    core.advance(slot, true);
+    let len = core.unsent(slot).len();
+    core.sent(slot, len);
+    assert_counted(&core);
+    assert_eq!(core.buffered, 0);
+}
+
+#[test]
+fn the_worker_is_full_at_its_connection_cap() {
+    let limits = Limits {
+        max_conns: 2,
+        ..Limits::default()
+    };
+    let mut core = limited_core(Duration::from_secs(5), limits);
+    let first = core.open(1);
+    assert!(!core.is_full());
+    core.open(2);
+    assert!(core.is_full());
+    core.release(first);
+    assert!(!core.is_full());
 }
