@@ -7,7 +7,8 @@
 //!
 //! Start-up (StartupMessage, authentication, Parse + Describe of every statement, each in its
 //! own Sync group) happens inside the connection; a statement the database cannot prepare
-//! (its table is not there) is unavailable on that connection, the others serve. Afterwards
+//! (its table is not there) is unavailable on that connection, the others serve, and it is
+//! prepared again now and then (a schema loaded after the server started is found). Afterwards
 //! each `query` appends exactly Bind/Execute/Sync to the output, and the bytes the driver
 //! hands to `filled`/`receive` are decoded into each query's rows, then `Done` or `Failed`,
 //! delivered to the sink with the query's token, in order.
@@ -45,6 +46,12 @@ pub const BACKOFF_JITTER: f64 = 0.2;
 pub const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(100);
 /// How often to look whether a SCRAM key being derived on a helper thread is there.
 const SCRAM_POLL: Duration = Duration::from_millis(2);
+/// A statement the database could not prepare is tried again this long after, then at
+/// doubling intervals up to `REPREPARE_MAX`: a schema loaded just after the server started
+/// is found within a second or two, a table that never comes costs a refused Parse now and
+/// then (and a line in the database's log).
+pub const REPREPARE_MIN: Duration = Duration::from_secs(1);
+pub const REPREPARE_MAX: Duration = Duration::from_secs(30);
 /// While a failure lasts, a line that sums it up at most this often.
 const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
 /// Distinct reasons of failure logged in one outage; more are only counted.
@@ -237,7 +244,9 @@ enum Preparation {
 }
 
 struct Pending {
-    token: u64,
+    /// The query's token; `None` for the Parse + Describe of an unavailable statement
+    /// (see `reprepare`), whose answer goes to no sink.
+    token: Option<u64>,
     /// The statement's place in the connection's list (and so in `column_types`).
     statement: usize,
     /// When the query fails with `Timeout` if still unanswered.
@@ -279,6 +288,10 @@ pub struct PgConn {
     preparation: Preparation,
     /// While Preparing: each unavailable statement so far, with why.
     unavailable: Vec<(&'static str, String)>,
+    /// While Ready with statements unavailable: when to try preparing them again, and the
+    /// pause after that.
+    reprepare_at: Option<Instant>,
+    reprepare_every: Duration,
     /// Queries written to the output, oldest first; the front one is being answered.
     pending: VecDeque<Pending>,
     /// The ErrorResponse of the front query, delivered at its ReadyForQuery.
@@ -326,6 +339,8 @@ impl PgConn {
             column_types: Vec::with_capacity(statements.len()),
             preparation: Preparation::Waiting,
             unavailable: Vec::new(),
+            reprepare_at: None,
+            reprepare_every: REPREPARE_MIN,
             pending: VecDeque::with_capacity(1024),
             front_error: None,
             front_rows: 0,
@@ -380,7 +395,13 @@ impl PgConn {
                     (a, b) => a.or(b),
                 }
             }
-            Phase::Ready => self.pending.front().map(|query| query.deadline),
+            Phase::Ready => {
+                let front = self.pending.front().map(|query| query.deadline);
+                match (front, self.reprepare_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
         }
     }
 
@@ -408,9 +429,13 @@ impl PgConn {
                     // The connection stopped answering: every query held waited on it in
                     // vain, whether its own deadline has come or not.
                     while let Some(query) = self.pending.pop_front() {
-                        sink(query.token, Event::Failed(&TIMED_OUT));
+                        if let Some(token) = query.token {
+                            sink(token, Event::Failed(&TIMED_OUT));
+                        }
                     }
                     self.fail(DbError::Timeout, now, sink);
+                } else if passed(self.reprepare_at) {
+                    self.reprepare(now);
                 }
             }
         }
@@ -554,7 +579,7 @@ impl PgConn {
         protocol::execute(&mut self.output);
         protocol::sync(&mut self.output);
         self.pending.push_back(Pending {
-            token,
+            token: Some(token),
             statement: index,
             deadline: now + self.options.query_timeout,
         });
@@ -704,7 +729,7 @@ impl PgConn {
                 }
                 Message::ErrorResponse(fields) => self.preparation_refused(DbError::server(fields)),
                 Message::ReadyForQuery(_) if self.column_types.len() < self.statements.len() => {
-                    self.statement_prepared()
+                    self.statement_prepared(now)
                 }
                 other => Err(unexpected(&other, "while preparing statements")),
             },
@@ -725,6 +750,9 @@ impl PgConn {
                 let Some(front) = self.pending.front() else {
                     return Err(DbError::Protocol("a row with no query in flight".into()));
                 };
+                let Some(token) = front.token else {
+                    return Err(DbError::Protocol("a row in answer to a Describe".into()));
+                };
                 self.front_rows += 1;
                 self.front_bytes += data.size();
                 let too_much = if self.front_rows > self.options.max_rows {
@@ -738,13 +766,13 @@ impl PgConn {
                     // A broken or hostile server: the query fails, and the connection is
                     // replaced rather than drained, which could take unbounded time.
                     let error = DbError::Protocol(format!("a query answered more than {limit}"));
-                    sink(front.token, Event::Failed(&error));
+                    sink(token, Event::Failed(&error));
                     self.pending.pop_front();
                     return Err(error);
                 }
                 if self.front_error.is_none() {
                     let types = self.column_types[front.statement].as_deref().unwrap_or(&[]);
-                    sink(front.token, Event::Row(Row { data, types }));
+                    sink(token, Event::Row(Row { data, types }));
                 }
             }
             Message::ErrorResponse(fields) => {
@@ -764,13 +792,21 @@ impl PgConn {
                 };
                 self.front_rows = 0;
                 self.front_bytes = 0;
-                match self.front_error.take() {
-                    None => sink(front.token, Event::Done),
-                    Some(error) => sink(front.token, Event::Failed(&error)),
+                match (front.token, self.front_error.take()) {
+                    (Some(token), None) => sink(token, Event::Done),
+                    (Some(token), Some(error)) => sink(token, Event::Failed(&error)),
+                    (None, error) => self.reprepared(front.statement, error, now),
                 }
                 if !self.proven {
                     self.proven_now(now);
                 }
+            }
+            Message::ParseComplete | Message::ParameterDescription if self.repreparing() => {}
+            Message::RowDescription(description) if self.repreparing() => {
+                self.preparation = Preparation::Described(description.type_oids());
+            }
+            Message::NoData if self.repreparing() => {
+                self.preparation = Preparation::Described(Vec::new());
             }
             Message::BindComplete
             | Message::CommandComplete
@@ -782,6 +818,66 @@ impl PgConn {
             other => return Err(unexpected(&other, "in a query's answer")),
         }
         Ok(())
+    }
+
+    /// Whether the answer being read is that of a statement prepared again.
+    fn repreparing(&self) -> bool {
+        self.pending
+            .front()
+            .is_some_and(|front| front.token.is_none())
+    }
+
+    /// Parse + Describe + Sync again for each statement still unavailable, queued behind
+    /// the queries like one of them; `reprepared` takes each answer.
+    fn reprepare(&mut self, now: Instant) {
+        self.reprepare_at = None;
+        for (index, statement) in self.statements.iter().enumerate() {
+            if self.column_types[index].is_some() {
+                continue;
+            }
+            let written = protocol::parse(
+                &mut self.output,
+                statement.name,
+                statement.sql,
+                statement.param_types,
+            )
+            .and_then(|()| protocol::describe_statement(&mut self.output, statement.name));
+            if written.is_err() {
+                // It was encoded once at start-up; it cannot fail now.
+                continue;
+            }
+            protocol::sync(&mut self.output);
+            self.pending.push_back(Pending {
+                token: None,
+                statement: index,
+                deadline: now + self.options.query_timeout,
+            });
+        }
+    }
+
+    /// The answer to a statement prepared again: described, it is available from now on; if
+    /// refused, it is tried again later (any error: a statement that prepared once at
+    /// start-up elsewhere is no reason to give up the connection).
+    fn reprepared(&mut self, index: usize, error: Option<DbError>, now: Instant) {
+        let preparation = std::mem::replace(&mut self.preparation, Preparation::Waiting);
+        if let (None, Preparation::Described(types)) = (error, preparation) {
+            self.column_types[index] = Some(types);
+            if self.logging {
+                let name = self.statements[index].name;
+                let line = format!(
+                    "PostgreSQL database {} has what statement {name} needs now: prepared",
+                    self.target
+                );
+                if first_time(line.clone()) {
+                    crate::log!("{line}");
+                }
+            }
+        }
+        let waiting = self.pending.iter().any(|query| query.token.is_none());
+        if !waiting && self.column_types.iter().any(Option::is_none) {
+            self.reprepare_every = (self.reprepare_every * 2).min(REPREPARE_MAX);
+            self.reprepare_at = Some(now + self.reprepare_every);
+        }
     }
 
     /// The first query answered on this connection: the database works, so a failure from
@@ -947,7 +1043,7 @@ impl PgConn {
 
     /// The ReadyForQuery that ends one statement's Sync group; after the last, the
     /// connection is ready.
-    fn statement_prepared(&mut self) -> Result<(), DbError> {
+    fn statement_prepared(&mut self, now: Instant) -> Result<(), DbError> {
         let statement = &self.statements[self.column_types.len()];
         match std::mem::replace(&mut self.preparation, Preparation::Waiting) {
             Preparation::Waiting => {
@@ -966,6 +1062,8 @@ impl PgConn {
             self.phase = Phase::Ready;
             self.startup_deadline = None;
             self.last_error = None;
+            self.reprepare_every = REPREPARE_MIN;
+            self.reprepare_at = (!self.unavailable.is_empty()).then(|| now + REPREPARE_MIN);
             if let Some(line) = unavailable_line(&self.target, &self.unavailable) {
                 if self.logging && first_time(line.clone()) {
                     crate::log!("{line}");
@@ -1031,8 +1129,12 @@ impl PgConn {
             // Grown for one large message: not kept for the next connection.
             self.read_buf = vec![0; READ_BUF_INITIAL];
         }
+        self.reprepare_at = None;
+        self.preparation = Preparation::Waiting;
         while let Some(query) = self.pending.pop_front() {
-            sink(query.token, Event::Failed(&CONNECTION_LOST));
+            if let Some(token) = query.token {
+                sink(token, Event::Failed(&CONNECTION_LOST));
+            }
         }
     }
 }

@@ -512,6 +512,80 @@ fn a_statement_the_database_cannot_prepare_is_unavailable_and_the_others_serve()
     assert_eq!(logged(), lines);
 }
 
+/// A statement found unavailable is prepared again after `REPREPARE_MIN`, queued behind the
+/// queries in flight like one of them; refused again, the pause doubles; once its table is
+/// there (a schema loaded after the server started) it serves, and nothing is tried again.
+#[test]
+fn an_unavailable_statement_is_prepared_again_until_its_table_is_there() {
+    let mut answers = described(&[INT4_OID], Some(&[INT4_OID, INT4_OID]));
+    answers.extend(undefined_table("t"));
+    let mut s = Script::new("");
+    start_answering(&mut s, &answers);
+    assert_eq!(s.conn.deadline(), Some(s.now + REPREPARE_MIN));
+    s.query(PAIR, 1, 1);
+    s.output();
+
+    s.advance(REPREPARE_MIN);
+    s.timer();
+    let tags: Vec<u8> = frontend(&s.output(), false)
+        .iter()
+        .map(|(tag, _)| *tag)
+        .collect();
+    assert_eq!(
+        tags, b"PDS",
+        "a Parse, a Describe and a Sync for touch alone"
+    );
+    assert_eq!(s.conn.queued(), 2);
+    // The query before it is answered first, to its own token; then the refusal.
+    s.receive(&answer(&[&[1, 2]]));
+    s.receive(&undefined_table("t"));
+    assert_eq!(
+        s.take_events(),
+        [(1, "row 1,2".to_string()), (1, "done".to_string())]
+    );
+    assert!(s.conn.is_ready());
+    assert_eq!(
+        s.conn.query(TOUCH, &[], 2, s.now),
+        Err(QueryError::Unavailable("touch"))
+    );
+    assert_eq!(s.conn.deadline(), Some(s.now + 2 * REPREPARE_MIN));
+
+    s.advance(2 * REPREPARE_MIN);
+    s.timer();
+    assert_eq!(frontend(&s.output(), false).len(), 3);
+    s.receive(&described(&[], None));
+    assert_eq!(s.conn.deadline(), None, "nothing left to prepare");
+    s.query(TOUCH, 0, 3);
+    s.output();
+    let mut updated = script::bind_complete();
+    updated.extend(script::command_complete("UPDATE 1"));
+    updated.extend(script::ready());
+    s.receive(&updated);
+    assert_eq!(s.take_events(), [(3, "done".to_string())]);
+}
+
+/// A lost connection forgets a preparation under way: the next start-up prepares afresh.
+#[test]
+fn a_preparation_again_under_way_is_dropped_with_the_connection() {
+    let mut answers = described(&[INT4_OID], Some(&[INT4_OID, INT4_OID]));
+    answers.extend(undefined_table("t"));
+    let mut s = Script::new("");
+    start_answering(&mut s, &answers);
+    s.advance(REPREPARE_MIN);
+    s.timer();
+    s.output();
+    s.fail(refused());
+    assert_eq!(s.conn.queued(), 0);
+    assert!(s.take_events().is_empty(), "no token to fail");
+    s.next_attempt();
+    let mut answers = described(&[INT4_OID], Some(&[INT4_OID, INT4_OID]));
+    answers.extend(described(&[], None));
+    start_answering(&mut s, &answers);
+    assert!(s.conn.is_ready());
+    assert_eq!(s.conn.deadline(), None);
+    s.query(TOUCH, 0, 4);
+}
+
 /// While preparing, an error that is not about what the database has (here, out of memory)
 /// fails the start-up as before, and so does a group that ends without a description or an
 /// error (a broken server); the next attempt is scheduled.
