@@ -35,6 +35,8 @@ pub struct Config {
     pub max_conns: usize,
     /// What is unsent at any instant must be sent within this, or the connection closes.
     pub send_timeout: Duration,
+    /// A keep-alive connection that sends nothing for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 /// Connections of DATABASE_MAX_CONN's budget the worker threads leave free: one for the
@@ -57,7 +59,8 @@ fn usage(program: &str) -> String {
         "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
          [--connect-timeout MS] [--max-db-requests N] [--pg-max-message BYTES]\n       \
          [--pg-max-rows N] [--max-body BYTES] [--dataset FILE]\n       \
-         [--max-buffered BYTES] [--max-conns N] [--send-timeout MS]\n\n  \
+         [--max-buffered BYTES] [--max-conns N] [--send-timeout MS]\n       \
+         [--idle-timeout MS]\n\n  \
          --port N              TCP port to listen on, on all addresses (default 8080)\n  \
          --threads N           worker threads, one event loop each (default: one per core)\n  \
          --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
@@ -83,6 +86,8 @@ fn usage(program: &str) -> String {
          {max_conns})\n  \
          --send-timeout MS     what is unsent at any instant must be sent within this, else\n                        \
          the connection closes (default {send_timeout})\n  \
+         --idle-timeout MS     a keep-alive connection that sends nothing this long is\n                        \
+         closed (default {idle_timeout})\n  \
          --help                print this help\n\n\
          PostgreSQL is found through DATABASE_URL (postgres://user:password@host:port/database),\n\
          then PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE for what it leaves out;\n\
@@ -94,6 +99,7 @@ fn usage(program: &str) -> String {
         max_buffered = Limits::MAX_BUFFERED,
         max_conns = Limits::MAX_CONNS,
         send_timeout = SEND_TIMEOUT.as_millis(),
+        idle_timeout = TIMEOUTS.idle.as_millis(),
     )
 }
 
@@ -141,6 +147,7 @@ impl Config {
             max_buffered: Limits::MAX_BUFFERED,
             max_conns: Limits::MAX_CONNS,
             send_timeout: SEND_TIMEOUT,
+            idle_timeout: TIMEOUTS.idle,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -175,6 +182,7 @@ impl Config {
                 "--max-buffered" => config.max_buffered = parse_number(&value()?, &flag, &usage)?,
                 "--max-conns" => config.max_conns = parse_number(&value()?, &flag, &usage)?,
                 "--send-timeout" => config.send_timeout = millis(value()?)?,
+                "--idle-timeout" => config.idle_timeout = millis(value()?)?,
                 other => {
                     return Err(CliExit::Invalid(format!(
                         "unknown argument '{other}'\n\n{}",
@@ -193,6 +201,7 @@ impl Config {
             max_conns: self.max_conns,
             timeouts: crate::http::Timeouts {
                 send: self.send_timeout,
+                idle: self.idle_timeout,
                 ..TIMEOUTS
             },
         }
@@ -285,6 +294,8 @@ mod tests {
                 "--max-conns",
                 "50",
                 "--send-timeout=1500",
+                "--idle-timeout",
+                "90000",
             ])
             .unwrap(),
             Config {
@@ -301,6 +312,7 @@ mod tests {
                 max_buffered: 1_000_000,
                 max_conns: 50,
                 send_timeout: Duration::from_millis(1500),
+                idle_timeout: Duration::from_secs(90),
             }
         );
     }
@@ -359,6 +371,7 @@ mod tests {
             &["--max-buffered", "0"],
             &["--max-conns", "-1"],
             &["--send-timeout", "0"],
+            &["--idle-timeout", "0"],
             &["--dataset"],
             &["--bogus"],
         ] {

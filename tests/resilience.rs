@@ -122,8 +122,10 @@ fn survives(binary: &str, name: &str, outage: impl FnOnce(&Cluster)) {
             "{} answered {status}",
             sample.target
         );
+        // Well under the 5 s query timeout: it failed with its connection, not by waiting
+        // for an answer (the bound leaves room for a loaded machine's scheduling).
         assert!(
-            sample.took < Duration::from_secs(1),
+            sample.took < Duration::from_millis(2500),
             "{} took {:?} to fail",
             sample.target,
             sample.took
