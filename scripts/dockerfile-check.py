@@ -11,8 +11,9 @@ scripts/export-tfb.sh writes for the TFB pull request:
      stage's directory; WORKDIR and ENV are applied; RUN steps run in the mapped WORKDIR;
   3. start its ENTRYPOINT/CMD with the environment TFB gives: no PG* variables, the database as
      host tfb-database port 5432 (a private PostgreSQL from scripts/pg.sh, with no Unix socket
-     a client could find), nothing else;
-  4. wait for :8080 and run scripts/verify.py with the tests that dockerfile's test lists.
+     a client could find, or scripts/bench.py's, the same, when it runs there), nothing else;
+  4. wait for :8080 (with --port N appended when 8080 is taken on this machine, by
+     scripts/run.sh say) and run scripts/verify.py with the tests that dockerfile's test lists.
 With --httparena, the same for each folder scripts/export-httparena.sh writes (default: both):
 its Dockerfile is followed with the folder as context, its command started as HttpArena's
 validate.sh starts it (no arguments, the dataset it mounts at /data/dataset.json
@@ -44,7 +45,8 @@ DATASET = os.path.join(ROOT, "data", "dataset.json")
 PORT = 8080
 PG_PORT = 5432
 PG_DIR = "/tmp/gnosis-pg-tfb"
-PG_SOCKET_DIR = PG_DIR + "/socket"
+# scripts/bench.py's cluster for the anchors: TFB's set-up on the same port.
+BENCH_PG_DIR = "/tmp/gnosis-pg-5432"
 # Where a libpq-style client looks for a socket when PGHOST is unset.
 DEFAULT_SOCKET_DIRS = ["/var/run/postgresql", "/tmp"]
 TFB_DB_ENV = {
@@ -349,16 +351,25 @@ def visible_sockets(port):
             if os.path.exists(os.path.join(directory, ".s.PGSQL.%d" % port))]
 
 
-def pg_sh(action):
-    env = dict(os.environ, GNOSIS_PG_PORT=str(PG_PORT), GNOSIS_PG_DIR=PG_DIR,
-               GNOSIS_PG_SOCKET_DIRS=PG_SOCKET_DIR)
-    completed = subprocess.run([os.path.join(ROOT, "scripts", "pg.sh"), action], env=env)
-    if completed.returncode != 0:
+def pg_sh(action, directory=PG_DIR, quiet=False):
+    env = dict(os.environ, GNOSIS_PG_PORT=str(PG_PORT), GNOSIS_PG_DIR=directory,
+               GNOSIS_PG_SOCKET_DIRS=directory + "/socket")
+    completed = subprocess.run([os.path.join(ROOT, "scripts", "pg.sh"), action], env=env,
+                               capture_output=quiet)
+    if completed.returncode != 0 and not quiet:
         raise CheckFailed("scripts/pg.sh %s failed" % action)
+    return completed.returncode == 0
 
 
 def start_database():
+    """Starts the check's own PostgreSQL and returns True; or returns False when the
+    project's benchmark cluster (scripts/bench.py's, the same set-up on the same port, its
+    socket out of the default directories) already runs there: it is used and left running."""
     sockets = visible_sockets(PG_PORT)
+    if not sockets and pg_sh("status", BENCH_PG_DIR, quiet=True):
+        ensure_tfb_database_host()
+        say("using the PostgreSQL of scripts/bench.py already running in %s" % BENCH_PG_DIR)
+        return False
     if port_in_use(PG_PORT) or sockets:
         raise CheckFailed("port %d or a socket %s is already in use: stop that PostgreSQL "
                           "first (the check needs its own, reachable only as tfb-database; a "
@@ -370,6 +381,7 @@ def start_database():
     if sockets:
         raise CheckFailed("the check's PostgreSQL left a socket a client could find (%s); the "
                           "binary must reach tfb-database over TCP" % ", ".join(sockets))
+    return True
 
 
 def psql_tfb(sql):
@@ -387,13 +399,24 @@ def tfb_environment(stage):
     return env
 
 
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def start_server(stage, env, log_path):
-    """Runs the final stage's command as the container would, and waits for it on PORT."""
+    """Runs the final stage's command as the container would, and waits for it; returns the
+    server and its port: PORT, or, when something else (scripts/run.sh, say) holds PORT on
+    this machine, a free one given with --port (in a container PORT would be its own)."""
     if str(PORT) not in stage.exposed:
         raise CheckFailed("the final stage does not EXPOSE %d" % PORT)
-    if port_in_use(PORT):
-        raise CheckFailed("port %d is already in use; stop whatever listens there" % PORT)
     argv, mapped = command_line(stage)
+    port = PORT
+    if port_in_use(PORT):
+        port = free_port()
+        mapped = mapped + ["--port", str(port)]
+        say("port %d is in use on this machine: the server gets --port %d" % (PORT, port))
     say("CMD %s   (runs as %s)" % (json.dumps(argv), " ".join(shlex.quote(w) for w in mapped)))
     with open(log_path, "wb") as log:
         try:
@@ -404,27 +427,27 @@ def start_server(stage, env, log_path):
             raise CheckFailed("cannot start %s: %s" % (json.dumps(argv), error)) from error
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while not port_in_use(PORT):
+        while not port_in_use(port):
             if server.poll() is not None:
                 raise CheckFailed("the server exited with %d before listening on %d:\n%s"
-                                  % (server.returncode, PORT, tail(log_path)))
+                                  % (server.returncode, port, tail(log_path)))
             if time.monotonic() > deadline:
                 raise CheckFailed("nothing listens on %d after %d s:\n%s"
-                                  % (PORT, START_TIMEOUT, tail(log_path)))
+                                  % (port, START_TIMEOUT, tail(log_path)))
             time.sleep(0.2)
     except BaseException:
         stop(server)
         raise
-    say("the server listens on %d (pid %d)" % (PORT, server.pid))
-    return server
+    say("the server listens on %d (pid %d)" % (port, server.pid))
+    return server, port
 
 
 def run_and_verify(stage, test, settings, config_path, work):
     log_path = os.path.join(work, "server-%s.log" % test)
-    server = start_server(stage, tfb_environment(stage), log_path)
+    server, port = start_server(stage, tfb_environment(stage), log_path)
     try:
         verify = [sys.executable, os.path.join(ROOT, "scripts", "verify.py"),
-                  "--url", "http://127.0.0.1:%d" % PORT, "--config", config_path,
+                  "--url", "http://127.0.0.1:%d" % port, "--config", config_path,
                   "--entry", test]
         completed = subprocess.run(verify, env=dict(os.environ, **TFB_DB_ENV))
         if settings.get("database", "None") != "None":
@@ -496,7 +519,7 @@ def check_tfb(names, work):
         for test in tests]
 
     results = {}
-    database_started = False
+    database_checked = database_started = False
     try:
         for name in names:
             say("==== %s (context %s)" % (name, context))
@@ -507,9 +530,9 @@ def check_tfb(names, work):
                 settings = tests[test]
                 stage = build(os.path.join(context, name), context,
                               os.path.join(work, name.replace(".", "-")))
-                if settings.get("database", "None") != "None" and not database_started:
-                    start_database()
-                    database_started = True
+                if settings.get("database", "None") != "None" and not database_checked:
+                    database_started = start_database()
+                    database_checked = True
                 run_and_verify(stage, test, settings, config_path, work)
                 results[name] = "PASS"
             except CheckFailed as error:
@@ -559,9 +582,9 @@ def run_and_validate(stage, name, meta, work):
     # validate.sh starts a PostgreSQL beside an entry that subscribes to these.
     database_url = (arena_database_url() if {"async-db", "fortunes"} & set(meta["tests"])
                     else None)
-    server = start_server(stage, httparena_environment(stage, database_url), log_path)
+    server, port = start_server(stage, httparena_environment(stage, database_url), log_path)
     try:
-        completed = subprocess.run([sys.executable, VALIDATOR, "--port", str(PORT),
+        completed = subprocess.run([sys.executable, VALIDATOR, "--port", str(port),
                                     "--profiles", ",".join(meta["tests"])]
                                    + (["--database-url", database_url] if database_url else []))
         if server.poll() is not None:

@@ -835,6 +835,7 @@ impl PgConn {
             if self.column_types[index].is_some() {
                 continue;
             }
+            let start = self.output.len();
             let written = protocol::parse(
                 &mut self.output,
                 statement.name,
@@ -843,7 +844,9 @@ impl PgConn {
             )
             .and_then(|()| protocol::describe_statement(&mut self.output, statement.name));
             if written.is_err() {
-                // It was encoded once at start-up; it cannot fail now.
+                // Encoded once at start-up, it cannot fail now; were it to, nothing half
+                // written stays in the output.
+                self.output.truncate(start);
                 continue;
             }
             protocol::sync(&mut self.output);
