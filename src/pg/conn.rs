@@ -383,24 +383,21 @@ impl PgConn {
     }
 
     /// When `on_timer` must be called next: the backoff's end, the start-up deadline, the
-    /// oldest query's deadline, or a short poll while a SCRAM key is derived.
+    /// oldest query's deadline, a short poll while a SCRAM key is derived, or the next try
+    /// at preparing an unavailable statement.
     pub fn deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Idle if self.parked => None,
             Phase::Idle => self.retry_at,
             Phase::Connect => None,
-            Phase::Connecting | Phase::Authenticating | Phase::Preparing => {
-                match (self.startup_deadline, self.scram_poll) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
-            }
+            Phase::Connecting | Phase::Authenticating | Phase::Preparing => self
+                .startup_deadline
+                .into_iter()
+                .chain(self.scram_poll)
+                .min(),
             Phase::Ready => {
                 let front = self.pending.front().map(|query| query.deadline);
-                match (front, self.reprepare_at) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                front.into_iter().chain(self.reprepare_at).min()
             }
         }
     }
