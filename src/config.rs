@@ -4,7 +4,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::http::{MAX_BODY, SEND_TIMEOUT, TIMEOUTS};
+use crate::http::{LARGEST_MAX_BODY, MAX_BODY, SEND_TIMEOUT, TIMEOUTS};
 use crate::server::Limits;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ fn usage(program: &str) -> String {
          --pg-max-rows N       rows a query may answer; past it the request fails with 500\n                        \
          and the connection is replaced (default 16384)\n  \
          --max-body BYTES      the largest request body taken; larger gets 413 and the\n                        \
-         connection closes (default {MAX_BODY})\n  \
+         connection closes (default {MAX_BODY}, at most 1 GiB)\n  \
          --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
          /data/dataset.json); without it /json/{{count}} answers 503\n  \
          --max-buffered BYTES  buffer memory per thread for its clients; past it the\n                        \
@@ -177,7 +177,15 @@ impl Config {
                     config.pg_max_message = parse_number(&value()?, &flag, &usage)?
                 }
                 "--pg-max-rows" => config.pg_max_rows = parse_number(&value()?, &flag, &usage)?,
-                "--max-body" => config.max_body = parse_number(&value()?, &flag, &usage)?,
+                "--max-body" => {
+                    config.max_body = parse_number(&value()?, &flag, &usage)?;
+                    if config.max_body > LARGEST_MAX_BODY {
+                        return Err(CliExit::Invalid(format!(
+                            "--max-body is at most {LARGEST_MAX_BODY} (1 GiB)\n\n{}",
+                            usage()
+                        )));
+                    }
+                }
                 "--dataset" => config.dataset = Some(PathBuf::from(value()?)),
                 "--max-buffered" => config.max_buffered = parse_number(&value()?, &flag, &usage)?,
                 "--max-conns" => config.max_conns = parse_number(&value()?, &flag, &usage)?,
@@ -368,6 +376,7 @@ mod tests {
             &["--max-db-requests", "x"],
             &["--pg-max-rows", "0"],
             &["--max-body", "0"],
+            &["--max-body", "1073741825"],
             &["--max-buffered", "0"],
             &["--max-conns", "-1"],
             &["--send-timeout", "0"],

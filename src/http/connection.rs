@@ -92,9 +92,9 @@ pub struct Connection {
     peer_eof: bool,
     /// `100 Continue` went out for the request at the front of the input.
     continued: bool,
-    /// The chunked body of the request at the front of the input, decoded so far, while it
-    /// has not all arrived; boxed, so that connections without one pay a pointer.
-    chunked: Option<Box<Chunked>>,
+    /// How far the chunked body of the request at the front of the input is decoded (in
+    /// the input itself) while it has not all arrived.
+    chunked: Chunked,
     /// Since when the client owes the rest of a request it has begun; `None` while there is
     /// no partial request, or while the server itself holds the input back.
     waiting_since: Option<Instant>,
@@ -120,7 +120,7 @@ impl Connection {
             closing: false,
             peer_eof: false,
             continued: false,
-            chunked: None,
+            chunked: Chunked::default(),
             waiting_since: None,
             last_active: now,
         }
@@ -135,7 +135,7 @@ impl Connection {
             buffers.give_back(queued.bytes);
         }
         (self.queued_len, self.queued_capacity) = (0, 0);
-        self.chunked = None;
+        self.chunked = Chunked::default();
         self.sent = 0;
         self.owed_since = None;
     }
@@ -195,14 +195,9 @@ impl Connection {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
-        // Chunked bodies are decoded here; memory is allocated only for them.
-        let mut chunked = self
-            .chunked
-            .take()
-            .map_or_else(Chunked::default, |boxed| *boxed);
         let max_body = handler.max_body();
         while !self.closing && self.has_room(high_water) {
-            match parse(&self.input[consumed..], max_body, &mut chunked) {
+            match parse(&self.input[consumed..], max_body, &self.chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
                     self.continued = false;
@@ -234,7 +229,22 @@ impl Connection {
                         self.enqueue(response, done, bytes);
                     }
                     self.closing = !response.keep_alive();
-                    chunked.clear();
+                    self.chunked = Chunked::default();
+                }
+                Parsed::ChunkedBody { body_at } => {
+                    let body = &mut self.input[consumed + body_at..];
+                    match self.chunked.decode(body, max_body) {
+                        // All of it is in: parse again, to take the request.
+                        Ok(true) => {}
+                        Ok(false) => {
+                            partial = true;
+                            break;
+                        }
+                        Err(status) => {
+                            self.fail(status, date, buffers);
+                            consumed = self.input.len();
+                        }
+                    }
                 }
                 Parsed::Partial => {
                     partial = consumed < self.input.len();
@@ -255,8 +265,8 @@ impl Connection {
                 }
             }
         }
-        if chunked.in_progress() && !self.closing {
-            self.chunked = Some(Box::new(chunked));
+        if self.closing {
+            self.chunked = Chunked::default();
         }
         self.input.drain(..consumed);
         if consumed > 0 {
@@ -448,7 +458,8 @@ impl Connection {
 
     /// Whether the client took too long to send a request it began, or to read what was
     /// unsent at some instant (a client that reads a few bytes now and then), or nothing
-    /// moved in either direction for too long (an idle keep-alive connection).
+    /// moved in either direction for too long (an idle keep-alive connection). A connection
+    /// that waits for an answer the server owes it (a timer, the database) is not idle.
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
         if let Some(since) = self.owed_since {
             if now.duration_since(since) > limits.send {
@@ -458,7 +469,7 @@ impl Connection {
         if let Some(since) = self.waiting_since {
             return now.duration_since(since) > limits.request;
         }
-        now.duration_since(self.last_active) > limits.idle
+        self.queue.is_empty() && now.duration_since(self.last_active) > limits.idle
     }
 }
 
@@ -773,5 +784,40 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
             }
         }
         assert_eq!(timed_out_at, Some(6));
+    }
+
+    /// A connection waiting for an answer the server owes it is not idle, however long the
+    /// answer takes; once it is sent the idle clock runs again.
+    #[test]
+    fn a_connection_owed_an_answer_is_not_idle() {
+        let (date, start) = (HttpDate::new(), Instant::now());
+        let second = std::time::Duration::from_secs(1);
+        let limits = Timeouts {
+            request: 10 * second,
+            idle: 2 * second,
+            send: 30 * second,
+        };
+        let mut buffers = BufferPool::default();
+        let mut handler = Tickets(Vec::new());
+        let mut conn = Connection::new(0, start);
+        conn.input(&mut buffers)
+            .extend_from_slice(b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n");
+        conn.process(&mut handler, &date, start, &mut buffers);
+        assert!(!conn.timed_out(start + 60 * second, &limits));
+        let answered = start + 61 * second;
+        let ticket = handler.0.pop().unwrap();
+        conn.complete(
+            ticket,
+            &date,
+            Status::Ok,
+            ContentType::Plain,
+            b"late",
+            answered,
+            &mut buffers,
+        );
+        conn.collect(&mut buffers, usize::MAX);
+        send_all(&mut conn, &mut buffers, answered);
+        assert!(!conn.timed_out(answered + second, &limits));
+        assert!(conn.timed_out(answered + 3 * second, &limits));
     }
 }

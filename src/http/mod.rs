@@ -12,5 +12,8 @@ mod response;
 pub use buffers::BufferPool;
 pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
-pub use request::{parse, Chunked, Method, Parsed, Request, MAX_BODY, MAX_HEAD};
+pub use request::{
+    longest_request, parse, Chunked, Method, Parsed, Request, LARGEST_MAX_BODY, MAX_BODY,
+    MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
+};
 pub use response::{ContentType, Response, Status};

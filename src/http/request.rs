@@ -10,10 +10,25 @@ pub const MAX_HEAD: usize = 8 * 1024;
 /// bounds what one connection can make the server hold: 4,096 connections sending the
 /// largest head and body at once hold under 300 MiB. HttpArena's bodies are a few digits.
 pub const MAX_BODY: usize = 64 * 1024;
+/// The largest `--max-body` there may be: a body is held whole in memory, and a chunked
+/// one's decoding keeps its offsets in 32 bits.
+pub const LARGEST_MAX_BODY: usize = 1 << 30;
 /// More header lines than this gets 431.
 const MAX_HEADERS: usize = 64;
 /// A chunk-size line (size and extensions) longer than this is refused with 400.
-const MAX_CHUNK_LINE: usize = 1024;
+pub const MAX_CHUNK_LINE: usize = 1024;
+/// The bytes a chunked body's framing may take beyond its data (size lines, extensions and
+/// the CRLFs after the data), so that what a connection holds for a request stays within
+/// the body limit plus a constant however the body is chunked: 1-byte chunks with 1 KiB
+/// extensions would otherwise make the server hold a thousand times the body
+/// (CVE-2023-39326's class). Past it, 413 and close. Trailers are held to [`MAX_HEAD`].
+pub const MAX_CHUNK_FRAMING: usize = 16 * 1024;
+
+/// The most bytes one request may take with a body of at most `max_body`: its head, its
+/// body with the chunked framing's overhead, and trailers.
+pub fn longest_request(max_body: usize) -> usize {
+    MAX_HEAD + max_body + MAX_CHUNK_FRAMING + MAX_HEAD
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -23,8 +38,7 @@ pub enum Method {
     Other,
 }
 
-/// A parsed request, borrowing from the connection's read buffer (and, for a chunked body,
-/// from the [`Chunked`] it was decoded into).
+/// A parsed request, borrowing from the connection's read buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Request<'a> {
     pub method: Method,
@@ -49,29 +63,79 @@ pub enum Parsed<'a> {
     /// More bytes are needed: the head is in, the body has not begun, and the client waits
     /// for `100 Continue` before it sends it (`Expect: 100-continue`).
     ExpectsContinue,
+    /// The head is in and announces a chunked body, which begins `body_at` bytes into the
+    /// buffer: decode it in place with [`Chunked::decode`], then parse again.
+    ChunkedBody { body_at: usize },
     /// The request cannot be served: answer with this status and close.
     Invalid(Status),
 }
 
-/// A chunked body decoded so far: the data of its complete chunks, and how many bytes of its
-/// encoding they took. Kept from one read to the next while the request is incomplete, so
-/// that a body arriving a chunk at a time is decoded once, not again on every read.
-#[derive(Debug, Default)]
+/// How far the chunked body of the request at the front of the input is decoded. The data
+/// of each chunk is moved, in the input itself, down to the end of the data before it, so
+/// that the body lies whole at the front of its place once the last chunk is in: no copy
+/// elsewhere, no allocation. Kept from one read to the next while the body is incomplete,
+/// so that a body arriving a chunk at a time is decoded once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Chunked {
-    data: Vec<u8>,
-    encoded: usize,
+    /// The body's bytes decoded so far, at the front of its place.
+    decoded: u32,
+    /// The bytes of its encoding taken so far (every complete chunk).
+    encoded: u32,
+    /// The last chunk and the trailers are in: `encoded` is the whole encoding.
+    done: bool,
 }
 
 impl Chunked {
-    /// Forgets the request decoded so far: the next parse begins a new one.
-    pub fn clear(&mut self) {
-        self.data.clear();
-        self.encoded = 0;
-    }
-
-    /// Whether a body is decoded in part.
-    pub fn in_progress(&self) -> bool {
-        self.encoded > 0
+    /// Decodes in `body`, the bytes of the input from where the chunked body begins, as
+    /// much as has arrived (RFC 9112, 7.1): `Ok(true)` once the last chunk and the trailers
+    /// are in, `Ok(false)` while more is needed. Every line must end in CRLF (a bare LF or
+    /// CR in the framing is where two parsers can disagree); extensions must be as the
+    /// grammar says, and are skipped; trailer fields are checked and dropped.
+    pub fn decode(&mut self, body: &mut [u8], max_body: usize) -> Result<bool, Status> {
+        let mut at = self.encoded as usize;
+        let mut decoded = self.decoded as usize;
+        loop {
+            let Some(line) = line_at(body, at, MAX_CHUNK_LINE, Status::BadRequest)? else {
+                return Ok(false);
+            };
+            let size = chunk_size(line).ok_or(Status::BadRequest)?;
+            let data_at = at + line.len() + 2;
+            if size > max_body - decoded || data_at - decoded > MAX_CHUNK_FRAMING {
+                return Err(Status::PayloadTooLarge);
+            }
+            if size == 0 {
+                at = data_at;
+                break;
+            }
+            let Some(data) = body.get(data_at..data_at + size + 2) else {
+                return Ok(false);
+            };
+            if !data.ends_with(b"\r\n") {
+                return Err(Status::BadRequest);
+            }
+            body.copy_within(data_at..data_at + size, decoded);
+            decoded += size;
+            at = data_at + size + 2;
+            // Both fit in u32: the input holds at most a head, the body limit and the
+            // framing limit, and the body limit is checked to be far below 4 GiB.
+            (self.decoded, self.encoded) = (decoded as u32, at as u32);
+        }
+        // The trailer section: field lines up to an empty line, held to the head's limit.
+        let trailers_start = at;
+        loop {
+            let room = MAX_HEAD - (at - trailers_start);
+            let Some(line) = line_at(body, at, room, Status::HeaderTooLarge)? else {
+                return Ok(false);
+            };
+            at += line.len() + 2;
+            if line.is_empty() {
+                (self.encoded, self.done) = (at as u32, true);
+                return Ok(true);
+            }
+            if !is_field_line(line) {
+                return Err(Status::BadRequest);
+            }
+        }
     }
 }
 
@@ -82,10 +146,10 @@ enum Framing {
 }
 
 /// Parses the request at the front of `buf`. A body longer than `max_body` is refused with
-/// 413. A `Content-Length` body is handed out where it lies in `buf`; a chunked one is
-/// decoded into `chunked`, which must be the one given for the same request before (after
-/// [`Parsed::Partial`]) or cleared.
-pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Parsed<'a> {
+/// 413. A `Content-Length` body is handed out where it lies in `buf`; a chunked one once
+/// `chunked`, which must be the one given for the same request before or a new one, has
+/// decoded it ([`Parsed::ChunkedBody`]).
+pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a> {
     let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     // The head must fit in MAX_HEAD bytes, however much has arrived: the answer must not
@@ -110,22 +174,19 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Pa
     };
     let http10 = minor == 0;
 
-    let mut keep_alive = !http10;
+    let (mut says_close, mut says_keep_alive) = (false, false);
     let mut content_length: Option<usize> = None;
     let mut transfer_encodings = 0;
     let mut says_chunked = false;
-    let mut has_host = false;
+    let mut hosts = 0;
     let mut expects_continue = false;
     for header in req.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("connection") {
             for token in header.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    keep_alive = false;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") && http10 {
-                    keep_alive = true;
-                }
+                says_close |= token.eq_ignore_ascii_case(b"close");
+                says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         } else if name.eq_ignore_ascii_case("content-length") {
             let Some(length) = parse_content_length(header.value) else {
@@ -140,7 +201,10 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Pa
             transfer_encodings += 1;
             says_chunked = header.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
         } else if name.eq_ignore_ascii_case("host") {
-            has_host = true;
+            if !is_host(header.value.trim_ascii()) {
+                return Parsed::Invalid(Status::BadRequest);
+            }
+            hosts += 1;
         } else if name.eq_ignore_ascii_case("expect") {
             expects_continue = header
                 .value
@@ -148,6 +212,9 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Pa
                 .eq_ignore_ascii_case(b"100-continue");
         }
     }
+    // `close` wins over `keep-alive`, wherever each stands (RFC 9112, 9.6); HTTP/1.0 closes
+    // unless it asks to keep the connection.
+    let keep_alive = !says_close && (!http10 || says_keep_alive);
     // Only one coding is understood, chunked, alone and once: anything else (another
     // coding, chunked twice or not last, chunked in HTTP/1.0, both framing headers at
     // once) leaves the body's end in doubt, the shape of request smuggling (RFC 9112, 6.1).
@@ -156,7 +223,8 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Pa
         (1, None) if says_chunked && !http10 => Framing::Chunked,
         _ => return Parsed::Invalid(Status::BadRequest),
     };
-    if !has_host && !http10 {
+    // HTTP/1.1 needs exactly one Host line; HTTP/1.0 at most one (RFC 9112, 3.2).
+    if hosts > 1 || (hosts == 0 && !http10) {
         return Parsed::Invalid(Status::BadRequest);
     }
     let arrived = &buf[head_len..];
@@ -171,12 +239,14 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &'a mut Chunked) -> Pa
             }
         }
         Framing::Length(length) => (&arrived[..length], head_len + length),
-        Framing::Chunked => match decode_chunked(arrived, max_body, chunked) {
-            Err(status) => return Parsed::Invalid(status),
-            Ok(None) if expects_continue && arrived.is_empty() => return Parsed::ExpectsContinue,
-            Ok(None) => return Parsed::Partial,
-            Ok(Some(chunked_len)) => (&chunked.data[..], head_len + chunked_len),
-        },
+        Framing::Chunked if chunked.done => (
+            &arrived[..chunked.decoded as usize],
+            head_len + chunked.encoded as usize,
+        ),
+        Framing::Chunked if expects_continue && arrived.is_empty() => {
+            return Parsed::ExpectsContinue
+        }
+        Framing::Chunked => return Parsed::ChunkedBody { body_at: head_len },
     };
 
     let method = match method {
@@ -208,50 +278,51 @@ fn parse_content_length(value: &[u8]) -> Option<usize> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-/// Decodes the chunked body at the front of `buf` (RFC 9112, 7.1) into `chunked`, from
-/// where it got to: the length of its encoding once the last chunk and the trailers are
-/// in, `None` while more is needed. Chunk extensions are skipped, trailer fields read and dropped. Every line
-/// must end in CRLF: a bare LF in the framing is where two parsers can disagree.
-fn decode_chunked(
-    buf: &[u8],
-    max_body: usize,
-    chunked: &mut Chunked,
-) -> Result<Option<usize>, Status> {
-    let mut at = chunked.encoded;
-    loop {
-        let Some(line) = line_at(buf, at, MAX_CHUNK_LINE, Status::BadRequest)? else {
-            return Ok(None);
+/// A Host value as RFC 9110 (7.2) reads it: `uri-host [ ":" port ]` (RFC 3986, 3.2.2), or
+/// empty when the target has no authority. An IP literal's inside is taken as hexadecimal
+/// digits, colons and dots. Anything else (blanks, a slash, an `@`, a bad escape) is a
+/// value that a proxy and an origin could read as different hosts.
+fn is_host(value: &[u8]) -> bool {
+    let (host, port) = match value.strip_prefix(b"[") {
+        Some(literal) => match literal.iter().position(|&b| b == b']') {
+            Some(end)
+                if literal[..end]
+                    .iter()
+                    .all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b)) =>
+            {
+                (&b""[..], &literal[end + 1..])
+            }
+            _ => return false,
+        },
+        None => {
+            let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
+            value.split_at(end)
+        }
+    };
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    port_ok && is_reg_name(host)
+}
+
+/// `*( unreserved / pct-encoded / sub-delims )` (RFC 3986, 3.2.2).
+fn is_reg_name(name: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(&b) = name.get(at) {
+        at += match b {
+            b'%' if name
+                .get(at + 1..at + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) =>
+            {
+                3
+            }
+            b if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b) => 1,
+            _ => return false,
         };
-        let size = chunk_size(line).ok_or(Status::BadRequest)?;
-        at += line.len() + 2;
-        if size > max_body - chunked.data.len() {
-            return Err(Status::PayloadTooLarge);
-        }
-        if size == 0 {
-            break;
-        }
-        let Some(data) = buf.get(at..at + size + 2) else {
-            return Ok(None);
-        };
-        if !data.ends_with(b"\r\n") {
-            return Err(Status::BadRequest);
-        }
-        chunked.data.extend_from_slice(&data[..size]);
-        at += size + 2;
-        chunked.encoded = at;
     }
-    // The trailer section: field lines up to an empty line, held to the head's limit.
-    let trailers_start = at;
-    loop {
-        let room = MAX_HEAD - (at - trailers_start);
-        let Some(line) = line_at(buf, at, room, Status::HeaderTooLarge)? else {
-            return Ok(None);
-        };
-        at += line.len() + 2;
-        if line.is_empty() {
-            return Ok(Some(at));
-        }
-    }
+    true
 }
 
 /// The line at `buf[at..]` without its CRLF, once it is in; `too_long` if it is longer
@@ -267,25 +338,111 @@ fn line_at(buf: &[u8], at: usize, max: usize, too_long: Status) -> Result<Option
     }
 }
 
-/// A chunk-size line's size: hexadecimal digits, then nothing or extensions after
-/// optional blanks and a `;`. No sign, no leading blanks, no overflow.
+/// A chunk-size line's size (RFC 9112, 7.1): `1*HEXDIG *( BWS ";" BWS ext-name
+/// [ BWS "=" BWS ext-value ] )`, with no sign, no leading or trailing blanks, no overflow.
 fn chunk_size(line: &[u8]) -> Option<usize> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    let rest = line[digits..].trim_ascii_start();
-    if digits == 0 || !(rest.is_empty() || rest[0] == b';') || rest.contains(&b'\r') {
+    if digits == 0 || !are_chunk_extensions(&line[digits..]) {
         return None;
     }
     let digits = std::str::from_utf8(&line[..digits]).ok()?;
     usize::from_str_radix(digits, 16).ok()
 }
 
+/// Whether `rest` is a run of chunk extensions, each `BWS ";" BWS token [ BWS "=" BWS
+/// ( token / quoted-string ) ]`.
+fn are_chunk_extensions(mut rest: &[u8]) -> bool {
+    while !rest.is_empty() {
+        let Some(after) = skip_blanks(rest).strip_prefix(b";") else {
+            return false;
+        };
+        let after = skip_blanks(after);
+        let name = token_len(after);
+        if name == 0 {
+            return false;
+        }
+        rest = &after[name..];
+        if let Some(value) = skip_blanks(rest).strip_prefix(b"=") {
+            let value = skip_blanks(value);
+            let len = match value.first() {
+                Some(b'"') => quoted_string_len(value),
+                _ => token_len(value),
+            };
+            if len == 0 {
+                return false;
+            }
+            rest = &value[len..];
+        }
+    }
+    true
+}
+
+/// A trailer field line: `field-name ":" field-value`, the name a token, the value free of
+/// controls but tabs (RFC 9110, 5.5).
+fn is_field_line(line: &[u8]) -> bool {
+    let name = token_len(line);
+    name > 0
+        && line[name..].first() == Some(&b':')
+        && line[name + 1..]
+            .iter()
+            .all(|&b| b == b'\t' || !b.is_ascii_control())
+}
+
+/// Optional blanks (`BWS`): spaces and tabs.
+fn skip_blanks(bytes: &[u8]) -> &[u8] {
+    let blanks = bytes
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    &bytes[blanks..]
+}
+
+/// The length of the token at the front of `bytes` (RFC 9110, 5.6.2).
+fn token_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .take_while(|&&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        .count()
+}
+
+/// The length of the quoted string at the front of `bytes`, both quotes included, or 0
+/// if it is not one (RFC 9110, 5.6.4).
+fn quoted_string_len(bytes: &[u8]) -> usize {
+    let text = |b: u8| b == b'\t' || b == b' ' || (b > 0x20 && b != 0x7f);
+    let mut at = 1;
+    while let Some(&b) = bytes.get(at) {
+        match b {
+            b'"' => return at + 1,
+            b'\\' if bytes.get(at + 1).is_some_and(|&next| text(next)) => at += 2,
+            b'\\' => return 0,
+            b if text(b) => at += 1,
+            _ => return 0,
+        }
+    }
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `parse` with the default body limit, from scratch.
-    fn parse(buf: &[u8]) -> Parsed<'_> {
-        super::parse(buf, MAX_BODY, Box::leak(Box::default()))
+    /// `parse` with the default body limit, from scratch, as a connection does it: a
+    /// chunked body decoded in place (in a copy of `buf`), then parsed again.
+    fn parse(buf: &[u8]) -> Parsed<'static> {
+        parse_within(buf, MAX_BODY)
+    }
+
+    fn parse_within(buf: &[u8], max_body: usize) -> Parsed<'static> {
+        let mut owned = buf.to_vec();
+        let mut chunked = Chunked::default();
+        if let Parsed::ChunkedBody { body_at } = super::parse(&owned, max_body, &chunked) {
+            match chunked.decode(&mut owned[body_at..], max_body) {
+                Err(status) => return Parsed::Invalid(status),
+                Ok(false) => return Parsed::Partial,
+                Ok(true) => {}
+            }
+        }
+        super::parse(owned.leak(), max_body, &chunked)
     }
 
     const WRK_REQUEST: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\nAccept: text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7\r\nConnection: keep-alive\r\n\r\n";
@@ -408,7 +565,10 @@ mod tests {
     #[test]
     fn a_content_length_body_is_handed_out_where_it_lies() {
         let buf = b"POST /sum?a=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n20GET";
-        let (request, len) = complete(buf);
+        let Parsed::Complete { request, len } = super::parse(buf, MAX_BODY, &Chunked::default())
+        else {
+            panic!("a complete request");
+        };
         assert_eq!((request.method, request.body), (Method::Post, &b"20"[..]));
         assert_eq!(len, buf.len() - 3);
         assert!(std::ptr::eq(request.body.as_ptr(), &buf[len - 2]));
@@ -433,22 +593,30 @@ mod tests {
 
     #[test]
     fn a_chunked_body_arriving_in_pieces_is_decoded_from_where_it_got_to() {
-        let buf = chunked(b"3\r\nabc\r\n2;x\r\nde\r\n1\r\nf\r\n0\r\n\r\nGET");
+        let whole = chunked(b"3\r\nabc\r\n2;x\r\nde\r\n1\r\nf\r\n0\r\n\r\nGET");
+        let body_at = CHUNKED_HEAD.len();
+        // The input as a connection holds it: what has arrived, decoded in place as it goes.
+        let mut input = Vec::new();
         let mut state = Chunked::default();
         let mut decoded_at = Vec::new();
-        for cut in 0..buf.len() - 3 {
-            assert_eq!(
-                super::parse(&buf[..cut], MAX_BODY, &mut state),
-                Parsed::Partial
-            );
-            decoded_at.push(state.data.len());
+        for &byte in &whole[..whole.len() - 3] {
+            input.push(byte);
+            match super::parse(&input, MAX_BODY, &state) {
+                Parsed::Partial => continue,
+                Parsed::ChunkedBody { body_at: at } => assert_eq!(at, body_at),
+                other => panic!("{other:?}"),
+            }
+            let done = state.decode(&mut input[body_at..], MAX_BODY).unwrap();
+            assert_eq!(done, input.len() == whole.len() - 3);
+            decoded_at.push(state.decoded);
         }
-        // Each chunk is decoded once, when its last byte is in.
+        // Each chunk is decoded once, when its last byte is in, and moved into place.
         assert!(decoded_at.windows(2).all(|w| w[0] <= w[1]));
         assert_eq!(decoded_at.last(), Some(&6));
-        match super::parse(&buf, MAX_BODY, &mut state) {
+        input.extend_from_slice(b"GET");
+        match super::parse(&input, MAX_BODY, &state) {
             Parsed::Complete { request, len } => {
-                assert_eq!((request.body, len), (&b"abcdef"[..], buf.len() - 3));
+                assert_eq!((request.body, len), (&b"abcdef"[..], whole.len() - 3));
             }
             other => panic!("{other:?}"),
         }
@@ -493,6 +661,109 @@ mod tests {
         // Many small chunks add up past the limit too.
         let many = chunked(&b"1\r\na\r\n".repeat(MAX_BODY + 1));
         assert_eq!(parse(&many), Parsed::Invalid(Status::PayloadTooLarge));
+    }
+
+    #[test]
+    fn chunk_lines_are_read_as_the_grammar_says() {
+        // Blanks only before a `;`, never trailing; no CR but the line's end.
+        let bad: &[&[u8]] = &[
+            b"3 \t\r\nabc\r\n0\r\n\r\n",
+            b"3\r\r\nabc\r\n0\r\n\r\n",
+            b"3\r;x\r\nabc\r\n0\r\n\r\n",
+            b"3;\r\nabc\r\n0\r\n\r\n",
+            b"3;x=\r\nabc\r\n0\r\n\r\n",
+            b"3;x \r\nabc\r\n0\r\n\r\n",
+            b"3;x=\"a\r\nabc\r\n0\r\n\r\n",
+            b"3;x=a b\r\nabc\r\n0\r\n\r\n",
+            b"3;x=\"\x01\"\r\nabc\r\n0\r\n\r\n",
+            b"3\r\nabc\r\n0\r\nno colon\r\n\r\n",
+            b"3\r\nabc\r\n0\r\n: no name\r\n\r\n",
+            b"3\r\nabc\r\n0 \r\n\r\n",
+        ];
+        for encoding in bad {
+            let buf = chunked(encoding);
+            let parsed = parse(&buf);
+            assert_eq!(
+                parsed,
+                Parsed::Invalid(Status::BadRequest),
+                "{}",
+                String::from_utf8_lossy(encoding)
+            );
+        }
+        let good: &[&[u8]] = &[
+            b"3 ;x\r\nabc\r\n0\r\n\r\n",
+            b"3\t; x = y ;z\r\nabc\r\n0\r\n\r\n",
+            b"3;x=\"a \\\" ;b\"\r\nabc\r\n0\r\n\r\n",
+            b"3;x=\"\"\r\nabc\r\n0;y\r\nT:\r\nU: \tv\r\n\r\n",
+        ];
+        for encoding in good {
+            assert_eq!(
+                complete(&chunked(encoding)).0.body,
+                b"abc",
+                "{}",
+                String::from_utf8_lossy(encoding)
+            );
+        }
+    }
+
+    #[test]
+    fn chunk_framing_beyond_its_limit_is_413_however_small_the_body() {
+        // 1-byte chunks with 1,000-byte extensions: 30 bytes of body in 30 KB.
+        let mut extension = b";x=".to_vec();
+        extension.resize(1000, b'e');
+        let one = [&b"1"[..], &extension, b"\r\na\r\n"].concat();
+        let buf = chunked(&one.repeat(30));
+        assert_eq!(parse(&buf), Parsed::Invalid(Status::PayloadTooLarge));
+        // Refused as soon as the framing passes the limit, not when the body ends.
+        let cut = CHUNKED_HEAD.len() + MAX_CHUNK_FRAMING + one.len();
+        assert_eq!(parse(&buf[..cut]), Parsed::Invalid(Status::PayloadTooLarge));
+        // A body of the largest size in 1 KiB chunks is well within it.
+        let kib = [&b"400;n=v\r\n"[..], &[b'k'; 1024], b"\r\n"].concat();
+        let whole = chunked(&[&kib.repeat(MAX_BODY / 1024)[..], b"0\r\n\r\n"].concat());
+        assert_eq!(complete(&whole).0.body.len(), MAX_BODY);
+    }
+
+    #[test]
+    fn one_host_line_is_needed_and_it_must_be_a_host() {
+        assert_all_bad_requests(&[
+            b"GET / HTTP/1.1\r\nHost: p\r\nHost: q\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: p\r\nhost: p\r\n\r\n",
+            b"GET / HTTP/1.0\r\nHost: p\r\nHost: q\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a%g0\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
+        ]);
+        for host in [
+            "a",
+            "localhost:8080",
+            "127.0.0.1",
+            "[::1]:80",
+            "",
+            "x%41.y",
+            "a:",
+        ] {
+            let buf = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            complete(buf.as_bytes());
+        }
+    }
+
+    #[test]
+    fn close_wins_over_keep_alive_wherever_each_stands() {
+        for connection in [
+            "close, keep-alive",
+            "keep-alive, close",
+            "keep-alive\r\nConnection: close",
+            "close\r\nConnection: keep-alive",
+        ] {
+            for version in ["1.1", "1.0"] {
+                let buf =
+                    format!("GET / HTTP/{version}\r\nHost: a\r\nConnection: {connection}\r\n\r\n");
+                assert!(!complete(buf.as_bytes()).0.keep_alive, "{buf}");
+            }
+        }
     }
 
     #[test]

@@ -142,7 +142,7 @@ mod tests {
     use crate::http::{parse, Parsed};
 
     fn response_to(raw: &[u8]) -> Response {
-        match parse(raw, crate::http::MAX_BODY, &mut Default::default()) {
+        match parse(raw, crate::http::MAX_BODY, &Default::default()) {
             Parsed::Complete { request, .. } => Response::to(&request),
             other => panic!("{other:?}"),
         }

@@ -274,6 +274,12 @@ impl<S: Service, K> Core<S, K> {
         self.slots[index].lingering_since.is_some()
     }
 
+    /// The most bytes one request may take: a connection must be able to hold that much
+    /// unanswered input.
+    pub fn longest_request(&self) -> usize {
+        crate::http::longest_request(self.service.max_body())
+    }
+
     /// Received bytes the connection has not answered yet.
     pub fn buffered_input(&self, index: usize) -> usize {
         self.slots[index].conn.buffered_input()

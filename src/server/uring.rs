@@ -6,6 +6,7 @@
 //! appended to the connection's input and the buffer goes straight back to the kernel;
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -25,8 +26,14 @@ const COMPLETION_ENTRIES: u32 = 16 * 1024;
 const BUFFER_SIZE: usize = 4096;
 const BUFFER_GROUP: u16 = 0;
 /// Received but unanswered bytes above which a connection stops receiving until its
-/// responses have gone out.
+/// responses have gone out (a multishot receive delivers while a send is in flight, when
+/// nothing is answered), unless the request at the front may be longer: it must be able to
+/// arrive whole (`Core::longest_request`).
 const MAX_BUFFERED_INPUT: usize = 64 * 1024;
+/// Connections the multishot accept took past the connection cap before its cancel landed,
+/// held unserved (as the backlog holds them for epoll) until slots free; beyond this many,
+/// closed at once.
+const MAX_WAITING: usize = 1024;
 /// The most entries of a ring's file table, which holds its HTTP connections' sockets as
 /// direct descriptors (no `fget` per operation, no descriptor in the process's table). The
 /// open-files limit caps it, as it caps descriptors; when it is full, accepts pause as
@@ -384,6 +391,8 @@ pub struct Worker<S> {
     accept_armed: bool,
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
+    /// Accepted past the cap: opened in arrival order as slots free.
+    waiting: VecDeque<types::Fixed>,
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
@@ -413,6 +422,7 @@ impl<S: Service> Worker<S> {
             listener,
             accept_armed: false,
             accept_paused: false,
+            waiting: VecDeque::new(),
             io: Vec::new(),
             links,
             dirty: Vec::new(),
@@ -464,6 +474,12 @@ impl<S: Service> Worker<S> {
                         Swept::Expired => self.begin_close(index)?,
                         Swept::Resumable => self.mark_dirty(index),
                     }
+                }
+                while !self.core.is_full() {
+                    let Some(socket) = self.waiting.pop_front() else {
+                        break;
+                    };
+                    self.open(socket)?;
                 }
                 self.accept_paused = self.core.is_full();
             }
@@ -604,7 +620,12 @@ impl<S: Service> Worker<S> {
         }
         if result >= 0 {
             // The new socket's entry in the file table (with TCP_NODELAY from the listener).
-            return self.open(types::Fixed(result as u32));
+            let socket = types::Fixed(result as u32);
+            // Those the accept took before its cancel landed wait for a slot.
+            if self.core.is_full() {
+                return self.wait_for_slot(socket);
+            }
+            return self.open(socket);
         }
         let err = io::Error::from_raw_os_error(-result);
         if result == -libc::EINVAL {
@@ -641,11 +662,23 @@ impl<S: Service> Worker<S> {
         }
         self.io[index] = SlotIo::default();
         self.arm_recv(index)?;
-        // Those the accept took before its cancel lands are served all the same.
         if self.core.is_full() {
             self.pause_accepting()?;
         }
         Ok(())
+    }
+
+    /// Holds a connection accepted past the cap until a slot frees, or closes it if too
+    /// many already wait.
+    fn wait_for_slot(&mut self, socket: types::Fixed) -> io::Result<()> {
+        if self.waiting.len() < MAX_WAITING {
+            self.waiting.push_back(socket);
+            return self.pause_accepting();
+        }
+        let entry = opcode::Close::new(socket)
+            .build()
+            .user_data(user_data(CLOSE, 0, 0));
+        self.push_plain(entry)
     }
 
     fn arm_recv(&mut self, index: usize) -> io::Result<()> {
@@ -792,7 +825,8 @@ impl<S: Service> Worker<S> {
         }
         let wants_input = read
             && (self.core.is_lingering(index)
-                || self.core.buffered_input(index) < MAX_BUFFERED_INPUT);
+                || self.core.buffered_input(index)
+                    < MAX_BUFFERED_INPUT.max(self.core.longest_request()));
         let io = &mut self.io[index];
         if wants_input && !io.recv_armed {
             self.arm_recv(index)?;
