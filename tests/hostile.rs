@@ -37,7 +37,12 @@ fn still_serving(server: &mut Server) {
 
 fn bad_framing_and_bad_bytes_get_4xx_and_close(binary: &str) {
     let mut server = start(binary);
-    let cases: [(&[u8], u16); 12] = [
+    let cases: [(&[u8], u16); 17] = [
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5 \t\r\nhello\r\n0\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\r\nhello\r\n0\r\n\r\n", 400),
+        (b"POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r;x\r\nhello\r\n0\r\n\r\n", 400),
+        (b"GET /json HTTP/1.1\r\nHost: p\r\nHost: q\r\n\r\n", 400),
+        (b"GET /json HTTP/1.1\r\nHost: p q\r\n\r\n", 400),
         (b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
         (b"G@T /json HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         (b"GET /js\0on HTTP/1.1\r\nHost: a\r\n\r\n", 400),
@@ -226,6 +231,170 @@ fn fresh_connections_after_error_closes_are_all_answered(binary: &str) {
     );
 }
 
+/// `POST /baseline11?a=1&b=2` with a body of `len` bytes: blanks, then `7` (the sum is 10
+/// only if every byte arrived and was taken).
+fn padded_body(len: usize) -> Vec<u8> {
+    let mut body = vec![b' '; len - 1];
+    body.push(b'7');
+    body
+}
+
+/// Writes `pieces` with a pause between them, as a real network delivers them.
+fn send_spaced(client: &mut Client, pieces: impl IntoIterator<Item = Vec<u8>>) {
+    for piece in pieces {
+        client.send(&piece);
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Bodies of 64 KiB, 100 KB and the body limit, sent in spaced pieces with a length or
+/// chunked, are answered (io_uring stopped receiving at 64 KiB of input and never did).
+fn bodies_arriving_in_spaced_pieces_are_answered(binary: &str) {
+    let limit = 1024 * 1024;
+    let no_database = [("PGHOST", "/nonexistent-gnosis-test-database".to_string())];
+    let limit_arg = limit.to_string();
+    let mut server = Server::start_with_env(binary, &["--max-body", &limit_arg], &no_database);
+    let mut client = server.connect();
+    for (len, piece) in [(65536, 4096), (100_000, 8192), (limit, 16384)] {
+        let body = padded_body(len);
+        let head = format!(
+            "POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nContent-Length: {len}\r\n\r\n"
+        );
+        client.send(head.as_bytes());
+        send_spaced(&mut client, body.chunks(piece).map(<[u8]>::to_vec));
+        let response = client.response().unwrap();
+        assert_eq!(
+            (response.status, response.text()),
+            (200, "10"),
+            "{len} bytes in {piece}-byte pieces"
+        );
+
+        client.send(
+            b"POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        let chunks = body
+            .chunks(piece)
+            .map(|chunk| [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat());
+        send_spaced(&mut client, chunks.chain([b"0\r\n\r\n".to_vec()]));
+        let response = client.response().unwrap();
+        assert_eq!(
+            (response.status, response.text()),
+            (200, "10"),
+            "{len} bytes chunked by {piece}"
+        );
+    }
+    still_serving(&mut server);
+}
+
+/// Tiny chunks with long extensions: what a connection makes the server hold stays within
+/// the body limit plus a constant (the framing past 16 KiB is 413), on 20 connections at
+/// once that each send 2 MB of it for a few dozen bytes of body.
+fn chunk_extensions_cannot_make_a_body_cost_more_than_its_limit(binary: &str) {
+    let mut server = start(binary);
+    let rss_before = rss_kib(server.pid());
+    let mut extension = b";x=".to_vec();
+    extension.resize(1000, b'e');
+    let chunk = [&b"1"[..], &extension, b"\r\na\r\n"].concat();
+    let flood = chunk.repeat(2 * 1024 * 1024 / chunk.len());
+    let mut clients: Vec<Client> = (0..20).map(|_| server.connect()).collect();
+    for client in &mut clients {
+        let mut stream = client.stream().try_clone().unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let _ = stream.write_all(
+            b"POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        // The server stops taking it once the framing passes the limit.
+        let _ = stream.write_all(&flood);
+    }
+    let grown = rss_kib(server.pid()).saturating_sub(rss_before);
+    for client in &mut clients {
+        let response = client.response().unwrap();
+        assert_eq!(response.status, 413);
+        assert!(client.is_closed_by_server(Duration::from_secs(5)));
+    }
+    assert!(
+        grown < 12 * 1024,
+        "the server grew by {grown} KiB for 20 clients"
+    );
+    still_serving(&mut server);
+}
+
+/// `close` wins over `keep-alive` in the same header or in two: answered, then closed.
+fn connection_close_wins_over_keep_alive(binary: &str) {
+    let server = start(binary);
+    for connection in [
+        "close, keep-alive",
+        "keep-alive, close",
+        "keep-alive\r\nConnection: close",
+    ] {
+        let mut client = server.connect();
+        client.send(
+            format!("GET /plaintext HTTP/1.1\r\nHost: a\r\nConnection: {connection}\r\n\r\n")
+                .as_bytes(),
+        );
+        let response = client.response().unwrap();
+        assert_eq!(
+            (response.status, response.header("connection")),
+            (200, Some("close"))
+        );
+        assert!(
+            client.is_closed_by_server(Duration::from_secs(3)),
+            "{connection}"
+        );
+    }
+}
+
+/// With `--max-conns 20` on two threads, a burst of 300 connections is served 40 at a time:
+/// the others wait unanswered (epoll: in the backlog; io_uring: accepted before its accept's
+/// cancel landed, held unserved), and are served as the first ones close.
+fn the_connection_cap_holds_under_a_burst(binary: &str) {
+    let no_database = [("PGHOST", "/nonexistent-gnosis-test-database".to_string())];
+    let server = Server::start_with_env(
+        binary,
+        &["--threads", "2", "--max-conns", "20"],
+        &no_database,
+    );
+    common::raise_open_files_limit(1024);
+    let mut clients: Vec<Client> = (0..300).map(|_| server.connect()).collect();
+    for client in &mut clients {
+        client.send(get_request("/plaintext").as_bytes());
+    }
+    // Who is answered within a second and a half: at most the cap.
+    let answered = |clients: &mut Vec<Client>| -> Vec<usize> {
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let mut answered = Vec::new();
+        for (index, client) in clients.iter_mut().enumerate() {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            client.stream().set_read_timeout(Some(left)).unwrap();
+            if client.response().is_ok() {
+                answered.push(index);
+            }
+        }
+        answered
+    };
+    let first = answered(&mut clients);
+    assert!(
+        !first.is_empty() && first.len() <= 40,
+        "{} of a burst of 300 served at a cap of 2 x 20",
+        first.len()
+    );
+    // The first ones leave: others are served in their place, still within the cap.
+    for index in first.into_iter().rev() {
+        drop(clients.remove(index));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let second = answered(&mut clients);
+    assert!(
+        !second.is_empty() && second.len() <= 40,
+        "{} served after the first left",
+        second.len()
+    );
+}
+
 test_both_binaries! {
     gnosis, gnosis_uring;
     bad_framing_and_bad_bytes_get_4xx_and_close,
@@ -236,4 +405,8 @@ test_both_binaries! {
     a_client_that_does_not_read_is_not_buffered_without_bound,
     many_clients_vanishing_mid_request_leave_nothing_behind,
     fresh_connections_after_error_closes_are_all_answered,
+    bodies_arriving_in_spaced_pieces_are_answered,
+    chunk_extensions_cannot_make_a_body_cost_more_than_its_limit,
+    connection_close_wins_over_keep_alive,
+    the_connection_cap_holds_under_a_burst,
 }

@@ -348,6 +348,16 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(binary: &str) 
     assert_eq!(busy.get("/plaintext").status, 200);
 }
 
+/// A connection waiting for an answer the server owes it (`/delay`) is not idle: with a
+/// 1 s idle timeout, a 2.5 s delay is answered, and the connection closes once idle after it.
+fn the_idle_timeout_spares_a_connection_owed_an_answer(binary: &str) {
+    let server = Server::start(binary, &["--idle-timeout", "1000"]);
+    let mut client = server.connect();
+    let response = client.get("/delay/2500");
+    assert_eq!((response.status, response.text()), (200, "2500"));
+    assert!(client.is_closed_by_server(Duration::from_secs(5)));
+}
+
 fn help_and_bad_arguments(binary: &str) {
     let help = std::process::Command::new(binary)
         .arg("--help")
@@ -367,6 +377,7 @@ test_both_binaries! {
     gnosis, gnosis_uring;
     json_follows_the_spec,
     an_idle_keep_alive_connection_is_closed_after_the_idle_timeout,
+    the_idle_timeout_spares_a_connection_owed_an_answer,
     plaintext_follows_the_spec,
     sixteen_pipelined_requests_are_answered_in_order,
     many_pipelined_batches_on_many_connections,
