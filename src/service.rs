@@ -8,9 +8,7 @@
 
 use std::time::Instant;
 
-use crate::http::{
-    ContentType, Handler, HttpDate, Reply, Request, Response, Status, Ticket, MAX_BODY,
-};
+use crate::http::{ContentType, HttpDate, Reply, Request, Response, Status, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
 use crate::timers::Timers;
 
@@ -65,28 +63,4 @@ pub struct Finished<'a> {
     pub status: Status,
     pub content_type: ContentType,
     pub body: &'a [u8],
-}
-
-/// A service as an HTTP connection's handler, with the thread's clock, `Date` and database
-/// connections at hand.
-pub struct Serving<'a, S> {
-    pub service: &'a mut S,
-    pub cx: Context<'a>,
-}
-
-impl<S: Service> Handler for Serving<'_, S> {
-    fn handle(
-        &mut self,
-        request: &Request<'_>,
-        response: Response,
-        ticket: Ticket,
-        out: &mut Vec<u8>,
-    ) -> Reply {
-        self.service
-            .handle(request, response, ticket, out, &mut self.cx)
-    }
-
-    fn max_body(&self) -> usize {
-        self.service.max_body()
-    }
 }

@@ -12,11 +12,11 @@ use std::time::Instant;
 use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
 use gnosis::http::{
-    parse, BufferPool, Chunked, Connection, HttpDate, Parsed, Status, MAX_BODY, MAX_CHUNK_FRAMING,
-    MAX_CHUNK_LINE, MAX_HEAD,
+    parse, BufferPool, Chunked, Connection, HttpDate, Parsed, Request, Status, MAX_BODY,
+    MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };
 use gnosis::pg::Pool;
-use gnosis::service::{Context, Serving};
+use gnosis::service::{Context, Service};
 use gnosis::timers::Timers;
 use proptest::prelude::*;
 
@@ -32,16 +32,17 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
     for chunk in chunks {
         conn.input(&mut buffers).extend_from_slice(chunk);
         let now = Instant::now();
-        let mut handler = Serving {
-            service: &mut app,
-            cx: Context {
-                date,
-                now,
-                db: &mut db,
-                timers: &mut timers,
-            },
+        let mut cx = Context {
+            date,
+            now,
+            db: &mut db,
+            timers: &mut timers,
         };
-        conn.process(&mut handler, date, now, &mut buffers);
+        let max_body = app.max_body();
+        let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
+            app.handle(request, response, ticket, out, &mut cx)
+        };
+        conn.process(handle, max_body, date, now, &mut buffers);
         let unsent = conn.unsent().to_vec();
         conn.mark_sent(unsent.len(), now);
         conn.give_back_idle(&mut buffers);

@@ -15,23 +15,9 @@ use std::time::Instant;
 
 use super::{parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, Status};
 
-/// Answers requests. Each worker thread owns one.
-pub trait Handler {
-    /// Appends the whole response to `request` to `out` and returns [`Reply::Now`], or starts
-    /// work whose response arrives later through [`Connection::complete`] with `ticket`.
-    fn handle(
-        &mut self,
-        request: &Request<'_>,
-        response: Response,
-        ticket: Ticket,
-        out: &mut Vec<u8>,
-    ) -> Reply;
-
-    /// The largest request body taken; a larger one is answered 413 and the connection
-    /// closes.
-    fn max_body(&self) -> usize;
-}
-
+/// How a request was answered by the `handle` given to [`Connection::process`], which
+/// appends the whole response to the request to its output and returns `Now`, or starts
+/// work whose response arrives later through [`Connection::complete`] with its ticket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
     Now,
@@ -172,21 +158,24 @@ impl Connection {
     /// ends the connection. A request whose client waits for `100 Continue` before sending
     /// the body gets it, once, when no earlier response is still waiting in line (the
     /// client sends the body anyway after a pause).
+    /// Bodies of more than `max_body` bytes are answered 413 and close the connection.
     pub fn process(
         &mut self,
-        handler: &mut impl Handler,
+        handle: impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply,
+        max_body: usize,
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,
     ) {
-        self.process_within(handler, date, now, buffers, usize::MAX);
+        self.process_within(handle, max_body, date, now, buffers, usize::MAX);
     }
 
     /// [`Connection::process`], with the high-water mark lowered to `share` (the worker's
     /// budget shared among its connections, once it is spent).
     pub fn process_within(
         &mut self,
-        handler: &mut impl Handler,
+        mut handle: impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply,
+        max_body: usize,
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,
@@ -195,7 +184,6 @@ impl Connection {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
-        let max_body = handler.max_body();
         while !self.closing && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &self.chunked) {
                 Parsed::Complete { request, len } => {
@@ -209,7 +197,7 @@ impl Connection {
                     };
                     if self.queue.is_empty() {
                         let output = lent(&mut self.output, buffers);
-                        let reply = handler.handle(&request, response, ticket, output);
+                        let reply = handle(&request, response, ticket, output);
                         if reply == Reply::Later {
                             // No buffer until the response comes: a request held for
                             // seconds (a timer, a slow query) costs its entry alone.
@@ -221,7 +209,7 @@ impl Connection {
                         }
                     } else {
                         let mut bytes = buffers.take();
-                        let reply = handler.handle(&request, response, ticket, &mut bytes);
+                        let reply = handle(&request, response, ticket, &mut bytes);
                         let done = reply == Reply::Now;
                         if !done {
                             buffers.give_back(std::mem::take(&mut bytes));
@@ -514,29 +502,24 @@ mod tests {
     /// The length of the answer to `/big`, as large as a `/cached-queries?count=500`.
     const BIG: usize = 16 * 1024;
 
-    impl Handler for Tickets {
-        fn handle(
+    impl Tickets {
+        /// The `handle` for [`Connection::process`].
+        fn serve(
             &mut self,
-            request: &Request<'_>,
-            _response: Response,
-            ticket: Ticket,
-            out: &mut Vec<u8>,
-        ) -> Reply {
-            if request.path == "/later" {
-                self.0.push(ticket);
-                return Reply::Later;
+        ) -> impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply + '_ {
+            |request, _response, ticket, out| {
+                if request.path == "/later" {
+                    self.0.push(ticket);
+                    return Reply::Later;
+                }
+                if request.path == "/big" {
+                    out.resize(out.len() + BIG, b'b');
+                    return Reply::Now;
+                }
+                out.extend_from_slice(b"now");
+                out.extend_from_slice(request.body);
+                Reply::Now
             }
-            if request.path == "/big" {
-                out.resize(out.len() + BIG, b'b');
-                return Reply::Now;
-            }
-            out.extend_from_slice(b"now");
-            out.extend_from_slice(request.body);
-            Reply::Now
-        }
-
-        fn max_body(&self) -> usize {
-            TEST_MAX_BODY
         }
     }
 
@@ -564,7 +547,7 @@ mod tests {
 
         let request = b"GET /now HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\n";
         conn.input(&mut buffers).extend_from_slice(request);
-        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
         conn.give_back_idle(&mut buffers);
         // Half a request waits in the input; a response waits to be sent.
         assert!(conn.input.capacity() > 0 && conn.unsent() == b"now");
@@ -573,7 +556,7 @@ mod tests {
 
         conn.input(&mut buffers)
             .extend_from_slice(b"Host: a\r\n\r\n");
-        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
         conn.give_back_idle(&mut buffers);
         // A response in the works holds no buffer until it comes.
         assert!(!holds_buffers(&conn));
@@ -601,7 +584,7 @@ mod tests {
         let mut sent = Vec::new();
         for chunk in chunks {
             conn.input(&mut buffers).extend_from_slice(chunk);
-            conn.process(&mut handler, &date, now, &mut buffers);
+            conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
             sent.extend(send_all(&mut conn, &mut buffers, now));
         }
         for (n, ticket) in handler.0.drain(..).enumerate().rev() {
@@ -617,7 +600,7 @@ mod tests {
             );
         }
         conn.collect(&mut buffers, usize::MAX);
-        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
         sent.extend(send_all(&mut conn, &mut buffers, now));
         (sent, conn.is_finished())
     }
@@ -700,7 +683,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
         ]
         .concat();
         conn.input(&mut buffers).extend_from_slice(&requests);
-        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
         conn.give_back_idle(&mut buffers);
         let bound = OUTPUT_HIGH_WATER + BIG;
         assert!((conn.queued_len as usize) < bound, "{}", conn.queued_len);
@@ -722,7 +705,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
             &mut buffers,
         );
         conn.collect(&mut buffers, usize::MAX);
-        conn.process(&mut handler, &date, now, &mut buffers);
+        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
         assert!(conn.unsent().len() < bound, "{}", conn.unsent().len());
         assert!(conn.output.len() + (conn.queued_len as usize) < 2 * bound);
         // Read at last, it gets every answer, in order.
@@ -730,7 +713,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
         while !conn.unsent().is_empty() {
             sent.extend(send_all(&mut conn, &mut buffers, now));
             conn.collect(&mut buffers, usize::MAX);
-            conn.process(&mut handler, &date, now, &mut buffers);
+            conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
         }
         assert_eq!(
             sent.len() - sent.iter().filter(|&&b| b != b'b').count(),
@@ -764,7 +747,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
             let now = start + tick * second;
             assert!(!fast.timed_out(now, &limits), "at {tick} s");
             fast.input(&mut buffers).extend_from_slice(&request);
-            fast.process(&mut handler, &date, now, &mut buffers);
+            fast.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
             // Two halves, a second apart: some output is always pending.
             let half = fast.unsent().len() / 2;
             fast.mark_sent(half, now);
@@ -773,7 +756,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
 
         let mut slow = Connection::new(1, start);
         slow.input(&mut buffers).extend_from_slice(&request);
-        slow.process(&mut handler, &date, start, &mut buffers);
+        slow.process(handler.serve(), TEST_MAX_BODY, &date, start, &mut buffers);
         let mut timed_out_at = None;
         for tick in 1..20 {
             let now = start + tick * second;
@@ -802,7 +785,7 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
         let mut conn = Connection::new(0, start);
         conn.input(&mut buffers)
             .extend_from_slice(b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n");
-        conn.process(&mut handler, &date, start, &mut buffers);
+        conn.process(handler.serve(), TEST_MAX_BODY, &date, start, &mut buffers);
         assert!(!conn.timed_out(start + 60 * second, &limits));
         let answered = start + 61 * second;
         let ticket = handler.0.pop().unwrap();

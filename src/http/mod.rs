@@ -10,7 +10,7 @@ mod request;
 mod response;
 
 pub use buffers::BufferPool;
-pub use connection::{Connection, Handler, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
+pub use connection::{Connection, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{
     longest_request, parse, Chunked, Method, Parsed, Request, LARGEST_MAX_BODY, MAX_BODY,

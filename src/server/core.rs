@@ -10,11 +10,11 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::http::{BufferPool, Connection, HttpDate, Ticket, Timeouts, TIMEOUTS};
+use crate::http::{BufferPool, Connection, HttpDate, Request, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, PgConn, Pool};
-use crate::service::{Context, Finished, Service, Serving};
+use crate::service::{Context, Finished, Service};
 
 use crate::timers::Timers;
 
@@ -376,17 +376,18 @@ impl<S: Service, K> Core<S, K> {
         }
         if may_write {
             slot.conn.collect(buffers, share);
-            let mut serving = Serving {
-                service,
-                cx: Context {
-                    date,
-                    now: *now,
-                    db: pool,
-                    timers,
-                },
+            let max_body = service.max_body();
+            let mut cx = Context {
+                date,
+                now: *now,
+                db: pool,
+                timers,
+            };
+            let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
+                service.handle(request, response, ticket, out, &mut cx)
             };
             slot.conn
-                .process_within(&mut serving, date, *now, buffers, share);
+                .process_within(handle, max_body, date, *now, buffers, share);
             if slot.conn.is_finished() {
                 if slot.conn.peer_eof() {
                     return Next::Close;
