@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::param;
+use super::query::param;
 use crate::http::{ContentType, Reply, Response, Status, Ticket};
 use crate::service::Context;
 

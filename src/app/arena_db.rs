@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::num::IntErrorKind;
 
-use super::param;
+use super::query::param;
 use crate::pg::protocol::Jsonb;
 use crate::pg::{DbError, Param, Row};
 

@@ -8,6 +8,7 @@ mod connection;
 mod date;
 mod request;
 mod response;
+mod status;
 
 pub use buffers::BufferPool;
 pub use connection::{Connection, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
@@ -16,4 +17,5 @@ pub use request::{
     longest_request, parse, Chunked, Method, Parsed, Request, LARGEST_MAX_BODY, MAX_BODY,
     MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };
-pub use response::{ContentType, Response, Status};
+pub use response::{ContentType, Response};
+pub use status::Status;

@@ -1,0 +1,49 @@
+//! The statuses gnosis answers with: the status line and a short reason for error bodies.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    UriTooLong,
+    HeaderTooLarge,
+    InternalServerError,
+    ServiceUnavailable,
+    GatewayTimeout,
+}
+
+impl Status {
+    /// The status line, with the headers that go with the status.
+    pub(super) fn line(self) -> &'static [u8] {
+        match self {
+            Status::Ok => b"HTTP/1.1 200 OK\r\n",
+            Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
+            Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
+            Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n",
+            Status::PayloadTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
+            Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
+            Status::HeaderTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+            Status::InternalServerError => b"HTTP/1.1 500 Internal Server Error\r\n",
+            Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
+            Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
+        }
+    }
+
+    /// A short plain-text body for error answers.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::BadRequest => "Bad Request",
+            Status::NotFound => "Not Found",
+            Status::MethodNotAllowed => "Method Not Allowed",
+            Status::PayloadTooLarge => "Content Too Large",
+            Status::UriTooLong => "URI Too Long",
+            Status::HeaderTooLarge => "Request Header Fields Too Large",
+            Status::InternalServerError => "Internal Server Error",
+            Status::ServiceUnavailable => "Service Unavailable",
+            Status::GatewayTimeout => "Gateway Timeout",
+        }
+    }
+}
