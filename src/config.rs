@@ -54,53 +54,195 @@ pub enum CliExit {
     Invalid(String),
 }
 
+/// One command-line option: its flag, the value it takes, what it means, how it reads its
+/// value into a [`Config`], and how its default reads (from [`Config::default`]: each
+/// default is written once). `--help` and the README's table are made from these.
+struct Opt {
+    flag: &'static str,
+    value: &'static str,
+    help: &'static str,
+    set: fn(&mut Config, &str) -> Result<(), String>,
+    default: fn(&Config) -> String,
+}
+
+const OPTIONS: &[Opt] = &[
+    Opt {
+        flag: "--port",
+        value: "N",
+        help: "TCP port to listen on, on all addresses",
+        set: |config, text| assign(&mut config.port, number(text)),
+        default: |config| config.port.to_string(),
+    },
+    Opt {
+        flag: "--threads",
+        value: "N",
+        help: "worker threads, one event loop each",
+        set: |config, text| assign(&mut config.threads, number(text)),
+        default: |_| "one per core".to_string(),
+    },
+    Opt {
+        flag: "--pg-conns",
+        value: "N",
+        help: "PostgreSQL connections per thread",
+        set: |config, text| assign(&mut config.pg_conns, number(text)),
+        default: |config| config.pg_conns.to_string(),
+    },
+    Opt {
+        flag: "--query-timeout",
+        value: "MS",
+        help: "a query unanswered this long fails its request with 504 and its connection is \
+               replaced",
+        set: |config, text| assign(&mut config.query_timeout, millis(text)),
+        default: |config| config.query_timeout.as_millis().to_string(),
+    },
+    Opt {
+        flag: "--connect-timeout",
+        value: "MS",
+        help: "connecting, authenticating and preparing must finish within this",
+        set: |config, text| assign(&mut config.connect_timeout, millis(text)),
+        default: |config| config.connect_timeout.as_millis().to_string(),
+    },
+    Opt {
+        flag: "--max-db-requests",
+        value: "N",
+        help: "requests waiting on the database per thread; beyond it, 503 at once",
+        set: |config, text| assign(&mut config.max_db_requests, number(text)),
+        default: |config| config.max_db_requests.to_string(),
+    },
+    Opt {
+        flag: "--pg-max-message",
+        value: "BYTES",
+        help: "the longest PostgreSQL message taken; a longer one replaces its connection",
+        set: |config, text| assign(&mut config.pg_max_message, number(text)),
+        default: |config| config.pg_max_message.to_string(),
+    },
+    Opt {
+        flag: "--pg-max-rows",
+        value: "N",
+        help: "rows a query may answer; past it the request fails with 500 and the \
+               connection is replaced",
+        set: |config, text| assign(&mut config.pg_max_rows, number(text)),
+        default: |config| config.pg_max_rows.to_string(),
+    },
+    Opt {
+        flag: "--max-body",
+        value: "BYTES",
+        help: "the largest request body taken, at most 1 GiB; larger gets 413 and the \
+               connection closes",
+        set: |config, text| {
+            config.max_body = number(text)?;
+            match config.max_body <= LARGEST_MAX_BODY {
+                true => Ok(()),
+                false => Err(format!("at most {LARGEST_MAX_BODY} (1 GiB), not '{text}'")),
+            }
+        },
+        default: |config| config.max_body.to_string(),
+    },
+    Opt {
+        flag: "--dataset",
+        value: "FILE",
+        help: "HttpArena's json dataset; without it /json/{count} answers 503",
+        set: |config, text| assign(&mut config.dataset, Ok(Some(PathBuf::from(text)))),
+        default: |_| "$DATASET_PATH, else /data/dataset.json".to_string(),
+    },
+    Opt {
+        flag: "--max-buffered",
+        value: "BYTES",
+        help: "buffer memory per thread for its clients; past it the connections holding \
+               the most are neither read nor answered",
+        set: |config, text| assign(&mut config.max_buffered, number(text)),
+        default: |config| config.max_buffered.to_string(),
+    },
+    Opt {
+        flag: "--max-conns",
+        value: "N",
+        help: "connections per thread; beyond it accepts pause",
+        set: |config, text| assign(&mut config.max_conns, number(text)),
+        default: |config| config.max_conns.to_string(),
+    },
+    Opt {
+        flag: "--send-timeout",
+        value: "MS",
+        help: "what is unsent at any instant must be sent within this, else the connection \
+               closes",
+        set: |config, text| assign(&mut config.send_timeout, millis(text)),
+        default: |config| config.send_timeout.as_millis().to_string(),
+    },
+    Opt {
+        flag: "--idle-timeout",
+        value: "MS",
+        help: "a keep-alive connection that sends nothing this long is closed",
+        set: |config, text| assign(&mut config.idle_timeout, millis(text)),
+        default: |config| config.idle_timeout.as_millis().to_string(),
+    },
+];
+
+/// The help: a synopsis, then each option with its meaning and default, wrapped to 80
+/// columns, then where PostgreSQL is found.
 fn usage(program: &str) -> String {
-    format!(
-        "usage: {program} [--port N] [--threads N] [--pg-conns N] [--query-timeout MS]\n       \
-         [--connect-timeout MS] [--max-db-requests N] [--pg-max-message BYTES]\n       \
-         [--pg-max-rows N] [--max-body BYTES] [--dataset FILE]\n       \
-         [--max-buffered BYTES] [--max-conns N] [--send-timeout MS]\n       \
-         [--idle-timeout MS]\n\n  \
-         --port N              TCP port to listen on, on all addresses (default 8080)\n  \
-         --threads N           worker threads, one event loop each (default: one per core)\n  \
-         --pg-conns N          PostgreSQL connections per thread (default 2)\n  \
-         --query-timeout MS    a query unanswered this long fails its request with 504 and\n                        \
-         its connection is replaced (default 5000)\n  \
-         --connect-timeout MS  connecting, authenticating and preparing must finish within\n                        \
-         this (default 5000)\n  \
-         --max-db-requests N   requests waiting on the database per thread; beyond it, 503\n                        \
-         at once (default 4096)\n  \
-         --pg-max-message BYTES\n                        \
-         the longest PostgreSQL message taken; a longer one replaces\n                        \
-         its connection (default 65536)\n  \
-         --pg-max-rows N       rows a query may answer; past it the request fails with 500\n                        \
-         and the connection is replaced (default 16384)\n  \
-         --max-body BYTES      the largest request body taken; larger gets 413 and the\n                        \
-         connection closes (default {MAX_BODY}, at most 1 GiB)\n  \
-         --dataset FILE        HttpArena's json dataset (default: $DATASET_PATH, else\n                        \
-         /data/dataset.json); without it /json/{{count}} answers 503\n  \
-         --max-buffered BYTES  buffer memory per thread for its clients; past it the\n                        \
-         connections holding the most are neither read nor answered\n                        \
-         (default {max_buffered})\n  \
-         --max-conns N         connections per thread; beyond it accepts pause (default\n                        \
-         {max_conns})\n  \
-         --send-timeout MS     what is unsent at any instant must be sent within this, else\n                        \
-         the connection closes (default {send_timeout})\n  \
-         --idle-timeout MS     a keep-alive connection that sends nothing this long is\n                        \
-         closed (default {idle_timeout})\n  \
-         --help                print this help\n\n\
+    let defaults = Config::default();
+    let mut text = format!("usage: {program}");
+    let mut column = text.len();
+    for opt in OPTIONS {
+        let word = format!(" [{} {}]", opt.flag, opt.value);
+        if column + word.len() > 80 {
+            text.push_str("\n      ");
+            column = 6;
+        }
+        text.push_str(&word);
+        column += word.len();
+    }
+    text.push_str("\n\n");
+    for opt in OPTIONS {
+        let name = format!("  {} {}", opt.flag, opt.value);
+        let help = format!("{} (default {})", opt.help, (opt.default)(&defaults));
+        let mut line = match name.len() < 24 {
+            true => format!("{name:<24}"),
+            false => format!("{name}\n{:24}", ""),
+        };
+        for word in help.split(' ') {
+            if line.rsplit('\n').next().unwrap().len() + word.len() >= 80 {
+                line.push_str(&format!("\n{:24}", ""));
+            } else if !line.ends_with(' ') {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "  --help                print this help\n\n\
          PostgreSQL is found through DATABASE_URL (postgres://user:password@host:port/database),\n\
          then PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE for what it leaves out;\n\
          without a host, a local socket in /var/run/postgresql or /tmp (if it and its directory\n\
          belong to root, postgres or this user), else tfb-database. The password is not sent\n\
          in clear text over TCP unless GNOSIS_ALLOW_CLEARTEXT=1. DATABASE_MAX_CONN=N lowers\n\
          --pg-conns so that threads x connections stays within N less {RESERVED_CONNECTIONS}\n\
-         (kept for the start-up cache load, replaced connections and administration).\n",
-        max_buffered = Limits::MAX_BUFFERED,
-        max_conns = Limits::MAX_CONNS,
-        send_timeout = SEND_TIMEOUT.as_millis(),
-        idle_timeout = TIMEOUTS.idle.as_millis(),
-    )
+         (kept for the start-up cache load, replaced connections and administration).\n"
+    ));
+    text
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 8080,
+            threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+            pg_conns: 2,
+            query_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            max_db_requests: 4096,
+            pg_max_message: crate::pg::protocol::MAX_MESSAGE_LEN,
+            pg_max_rows: crate::pg::conn::MAX_ROWS,
+            max_body: MAX_BODY,
+            dataset: None,
+            max_buffered: Limits::MAX_BUFFERED,
+            max_conns: Limits::MAX_CONNS,
+            send_timeout: SEND_TIMEOUT,
+            idle_timeout: TIMEOUTS.idle,
+        }
+    }
 }
 
 impl Config {
@@ -132,72 +274,24 @@ impl Config {
         program: &str,
         args: impl IntoIterator<Item = String>,
     ) -> Result<Config, CliExit> {
-        let usage = || usage(program);
-        let mut config = Config {
-            port: 8080,
-            threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
-            pg_conns: 2,
-            query_timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(5),
-            max_db_requests: 4096,
-            pg_max_message: crate::pg::protocol::MAX_MESSAGE_LEN,
-            pg_max_rows: crate::pg::conn::MAX_ROWS,
-            max_body: MAX_BODY,
-            dataset: None,
-            max_buffered: Limits::MAX_BUFFERED,
-            max_conns: Limits::MAX_CONNS,
-            send_timeout: SEND_TIMEOUT,
-            idle_timeout: TIMEOUTS.idle,
-        };
+        let invalid = |text: String| CliExit::Invalid(format!("{text}\n\n{}", usage(program)));
+        let mut config = Config::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
+            if arg == "--help" || arg == "-h" {
+                return Err(CliExit::Help(usage(program)));
+            }
             let (flag, inline) = match arg.split_once('=') {
                 Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
                 None => (arg, None),
             };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| CliExit::Invalid(format!("{flag} needs a value\n\n{}", usage())))
+            let Some(opt) = OPTIONS.iter().find(|opt| opt.flag == flag) else {
+                return Err(invalid(format!("unknown argument '{flag}'")));
             };
-            let millis =
-                |text: String| parse_number::<u64>(&text, &flag, &usage).map(Duration::from_millis);
-            match flag.as_str() {
-                "--help" | "-h" => return Err(CliExit::Help(usage())),
-                "--port" => config.port = parse_number(&value()?, &flag, &usage)?,
-                "--threads" => config.threads = parse_number(&value()?, &flag, &usage)?,
-                "--pg-conns" => config.pg_conns = parse_number(&value()?, &flag, &usage)?,
-                "--query-timeout" => config.query_timeout = millis(value()?)?,
-                "--connect-timeout" => config.connect_timeout = millis(value()?)?,
-                "--max-db-requests" => {
-                    config.max_db_requests = parse_number(&value()?, &flag, &usage)?
-                }
-                "--pg-max-message" => {
-                    config.pg_max_message = parse_number(&value()?, &flag, &usage)?
-                }
-                "--pg-max-rows" => config.pg_max_rows = parse_number(&value()?, &flag, &usage)?,
-                "--max-body" => {
-                    config.max_body = parse_number(&value()?, &flag, &usage)?;
-                    if config.max_body > LARGEST_MAX_BODY {
-                        return Err(CliExit::Invalid(format!(
-                            "--max-body is at most {LARGEST_MAX_BODY} (1 GiB)\n\n{}",
-                            usage()
-                        )));
-                    }
-                }
-                "--dataset" => config.dataset = Some(PathBuf::from(value()?)),
-                "--max-buffered" => config.max_buffered = parse_number(&value()?, &flag, &usage)?,
-                "--max-conns" => config.max_conns = parse_number(&value()?, &flag, &usage)?,
-                "--send-timeout" => config.send_timeout = millis(value()?)?,
-                "--idle-timeout" => config.idle_timeout = millis(value()?)?,
-                other => {
-                    return Err(CliExit::Invalid(format!(
-                        "unknown argument '{other}'\n\n{}",
-                        usage()
-                    )))
-                }
-            }
+            let Some(value) = inline.or_else(|| args.next()) else {
+                return Err(invalid(format!("{flag} needs a value")));
+            };
+            (opt.set)(&mut config, &value).map_err(|why| invalid(format!("{flag} takes {why}")))?;
         }
         Ok(config)
     }
@@ -227,7 +321,12 @@ impl Config {
         let Some(text) = budget.filter(|text| !text.is_empty()) else {
             return Ok(None);
         };
-        let budget: usize = parse_number(text, "DATABASE_MAX_CONN", &|| usage(program))?;
+        let budget: usize = number(text).map_err(|why| {
+            CliExit::Invalid(format!(
+                "DATABASE_MAX_CONN takes {why}\n\n{}",
+                usage(program)
+            ))
+        })?;
         let share = budget.saturating_sub(RESERVED_CONNECTIONS) / self.threads;
         self.pg_conns = self.pg_conns.min(share).max(1);
         let total = self.pg_conns * self.threads;
@@ -244,19 +343,23 @@ impl Config {
     }
 }
 
+/// Sets `field` to `value`, if it was read.
+fn assign<T>(field: &mut T, value: Result<T, String>) -> Result<(), String> {
+    *field = value?;
+    Ok(())
+}
+
 /// A whole number of at least 1.
-fn parse_number<T: std::str::FromStr + PartialOrd + From<u8>>(
-    text: &str,
-    flag: &str,
-    usage: &dyn Fn() -> String,
-) -> Result<T, CliExit> {
+fn number<T: std::str::FromStr + PartialOrd + From<u8>>(text: &str) -> Result<T, String> {
     match text.parse::<T>() {
         Ok(n) if n >= T::from(1) => Ok(n),
-        _ => Err(CliExit::Invalid(format!(
-            "{flag} takes a whole number of at least 1, not '{text}'\n\n{}",
-            usage()
-        ))),
+        _ => Err(format!("a whole number of at least 1, not '{text}'")),
     }
+}
+
+/// A whole number of milliseconds, at least 1.
+fn millis(text: &str) -> Result<Duration, String> {
+    number(text).map(Duration::from_millis)
 }
 
 #[cfg(test)]
@@ -387,5 +490,31 @@ mod tests {
             assert!(matches!(parse(args), Err(CliExit::Invalid(_))), "{args:?}");
         }
         assert!(matches!(parse(&["--help"]), Err(CliExit::Help(_))));
+    }
+
+    /// The README's table of options says what `--help` says: the same options, each with
+    /// its default.
+    #[test]
+    fn the_readme_table_has_every_option_with_its_default() {
+        let readme = include_str!("../README.md");
+        let rows: Vec<(String, String)> = readme
+            .lines()
+            .filter_map(|line| {
+                let mut cells = line.strip_prefix("| `--")?.split(" | ");
+                let flag = format!("--{}", cells.next()?.strip_suffix('`')?);
+                Some((flag, cells.next()?.replace('`', "")))
+            })
+            .collect();
+        let defaults = Config::default();
+        let flags: Vec<&str> = rows.iter().map(|(flag, _)| flag.as_str()).collect();
+        let expected: Vec<&str> = OPTIONS.iter().map(|opt| opt.flag).collect();
+        assert_eq!(flags, expected, "the README's options, in order");
+        for ((flag, default), opt) in rows.iter().zip(OPTIONS) {
+            let wanted = (opt.default)(&defaults);
+            assert!(
+                default.starts_with(&wanted),
+                "{flag}: README says {default:?}, the code {wanted:?}"
+            );
+        }
     }
 }
