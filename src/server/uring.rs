@@ -6,25 +6,21 @@
 //! appended to the connection's input and the buffer goes straight back to the kernel;
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
+mod ring;
+
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, types};
 
+use self::ring::{send_entry, unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
+pub use self::ring::{RingSetup, UringOptions};
 use super::core::{Core, LinkOrder, Next, Swept};
 use crate::service::Service;
 use crate::sys;
 
-const SUBMISSION_ENTRIES: u32 = 2048;
-/// Room for a receive and a send completion from thousands of connections per wait; more
-/// are held by the kernel (overflow) and delivered on the next wait, never dropped.
-const COMPLETION_ENTRIES: u32 = 16 * 1024;
-/// The size of each receive buffer: a pipelined batch of 16 TFB requests is about 2.7 KB.
-const BUFFER_SIZE: usize = 4096;
-const BUFFER_GROUP: u16 = 0;
 /// Received but unanswered bytes above which a connection stops receiving until its
 /// responses have gone out (a multishot receive delivers while a send is in flight, when
 /// nothing is answered), unless the request at the front may be longer: it must be able to
@@ -65,266 +61,6 @@ fn decode(user_data: u64) -> (u64, u32, usize) {
         (user_data >> 32) as u32 & GENERATION_MASK,
         (user_data & 0xffff_ffff) as usize,
     )
-}
-
-/// The io_uring server's own settings, from the environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UringOptions {
-    /// A kernel thread per ring polls the submission queue (`GNOSIS_SQPOLL=1`).
-    pub sqpoll: bool,
-    /// Receive buffers of 4 KiB per thread (`GNOSIS_URING_BUFFERS`): a power of two up to
-    /// 32,768. More than the connections whose data arrive between two waits is
-    /// wasted memory; fewer costs re-arming receives.
-    pub buffers: u16,
-}
-
-impl UringOptions {
-    pub const DEFAULT_BUFFERS: u16 = 1024;
-
-    /// Reads the settings through `var` (the environment, or a test's stand-in).
-    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let sqpoll = match var("GNOSIS_SQPOLL").as_deref() {
-            None | Some("" | "0") => false,
-            Some("1") => true,
-            Some(other) => return Err(format!("GNOSIS_SQPOLL must be 0 or 1, not '{other}'")),
-        };
-        let buffers = match var("GNOSIS_URING_BUFFERS") {
-            None => Self::DEFAULT_BUFFERS,
-            Some(text) => match text.parse::<u16>() {
-                Ok(n) if n.is_power_of_two() && n <= 32_768 => n,
-                _ => {
-                    return Err(format!(
-                        "GNOSIS_URING_BUFFERS must be a power of two from 1 to 32768, not '{text}'"
-                    ))
-                }
-            },
-        };
-        Ok(UringOptions { sqpoll, buffers })
-    }
-}
-
-/// How the rings are set up, and what the kernel accepted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RingSetup {
-    SingleIssuerDeferTaskrun,
-    SingleIssuerCoopTaskrun,
-    Plain,
-    SqpollSingleIssuer,
-    Sqpoll,
-}
-
-impl RingSetup {
-    pub fn describe(self) -> &'static str {
-        match self {
-            RingSetup::SingleIssuerDeferTaskrun => "SINGLE_ISSUER | DEFER_TASKRUN",
-            RingSetup::SingleIssuerCoopTaskrun => "SINGLE_ISSUER | COOP_TASKRUN",
-            RingSetup::Plain => "plain flags",
-            RingSetup::SqpollSingleIssuer => "SQPOLL | SINGLE_ISSUER",
-            RingSetup::Sqpoll => "SQPOLL",
-        }
-    }
-
-    /// Best first; a kernel that does not know a flag rejects it with EINVAL and the next
-    /// is tried.
-    fn candidates(sqpoll: bool) -> &'static [RingSetup] {
-        if sqpoll {
-            &[RingSetup::SqpollSingleIssuer, RingSetup::Sqpoll]
-        } else {
-            &[
-                RingSetup::SingleIssuerDeferTaskrun,
-                RingSetup::SingleIssuerCoopTaskrun,
-                RingSetup::Plain,
-            ]
-        }
-    }
-
-    fn build(self) -> io::Result<IoUring> {
-        let mut builder = IoUring::builder();
-        builder.setup_cqsize(COMPLETION_ENTRIES);
-        match self {
-            RingSetup::SingleIssuerDeferTaskrun => {
-                builder.setup_single_issuer().setup_defer_taskrun();
-            }
-            RingSetup::SingleIssuerCoopTaskrun => {
-                builder.setup_single_issuer().setup_coop_taskrun();
-            }
-            RingSetup::Plain => {}
-            RingSetup::SqpollSingleIssuer => {
-                builder.setup_sqpoll(1000).setup_single_issuer();
-            }
-            RingSetup::Sqpoll => {
-                builder.setup_sqpoll(1000);
-            }
-        }
-        builder.build(SUBMISSION_ENTRIES)
-    }
-}
-
-/// Creates this thread's ring with the best flags the kernel takes.
-fn new_ring(sqpoll: bool) -> io::Result<(IoUring, RingSetup)> {
-    for &setup in RingSetup::candidates(sqpoll) {
-        match setup.build() {
-            Ok(ring) => {
-                let params = ring.params();
-                // Both came before provided-buffer rings, so only a strange kernel lacks them.
-                if !params.is_feature_nodrop() || !params.is_feature_ext_arg() {
-                    return Err(unusable(
-                        "set-up",
-                        io::Error::from_raw_os_error(libc::EINVAL),
-                    ));
-                }
-                return Ok((ring, setup));
-            }
-            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => continue,
-            Err(err) => return Err(unusable("set-up", err)),
-        }
-    }
-    Err(unusable(
-        "set-up",
-        io::Error::from_raw_os_error(libc::EINVAL),
-    ))
-}
-
-/// Names the likely cause of an io_uring failure in words an operator can act on.
-fn unusable(step: &str, err: io::Error) -> io::Error {
-    let cause = match err.raw_os_error() {
-        Some(libc::ENOSYS) => "this kernel has no io_uring (too old, or built without it)",
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            "io_uring is forbidden here: a seccomp profile blocks it (Docker's default \
-             profile does; run privileged or allow io_uring_setup, io_uring_enter and \
-             io_uring_register) or the sysctl kernel.io_uring_disabled is set"
-        }
-        Some(libc::ENOMEM) => {
-            "not enough locked memory for the rings: raise RLIMIT_MEMLOCK (ulimit -l) or \
-             the memory limit"
-        }
-        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => {
-            "this kernel lacks an io_uring feature gnosis-uring needs (provided-buffer \
-             rings, multishot accept and receive: Linux 6.0 or newer)"
-        }
-        _ => "unexpected failure",
-    };
-    io::Error::new(
-        err.kind(),
-        format!(
-            "cannot use io_uring ({step} failed: {err}): {cause}. \
-             gnosis, the epoll server, serves the same tests without io_uring"
-        ),
-    )
-}
-
-/// One descriptor of the provided-buffer ring, as the kernel lays it out (`struct
-/// io_uring_buf`). The first descriptor's `resv` is the ring's tail, which the kernel reads
-/// while we write the others: the ring is only ever written field by field through raw
-/// pointers, never through a reference to a whole descriptor.
-#[repr(C)]
-struct BufDescriptor {
-    addr: u64,
-    len: u32,
-    bid: u16,
-    resv: u16,
-}
-
-const _: () = assert!(std::mem::size_of::<BufDescriptor>() == 16);
-
-/// The provided buffers a multishot receive takes from: a ring of descriptors shared with
-/// the kernel, and the buffers themselves.
-///
-/// Both allocations are leaked on purpose: a worker lives as long as the process, and
-/// memory that is never freed can never be written by the kernel after it was freed,
-/// whatever order the ring is torn down in.
-struct BufferRing {
-    /// A power of two.
-    count: u16,
-    descriptors: *mut BufDescriptor,
-    buffers: *mut u8,
-    /// Our copy of the tail: descriptors up to it are written, not yet all published.
-    tail: u16,
-}
-
-impl BufferRing {
-    fn register(ring: &IoUring, count: u16) -> io::Result<Self> {
-        let layout = std::alloc::Layout::from_size_align(
-            usize::from(count) * std::mem::size_of::<BufDescriptor>(),
-            4096,
-        )
-        .map_err(io::Error::other)?;
-        // SAFETY: the layout has a non-zero size (`count` is at least 1); the result is
-        // checked for null.
-        let descriptors: *mut BufDescriptor = unsafe { std::alloc::alloc_zeroed(layout) }.cast();
-        if descriptors.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        let buffers =
-            Box::leak(vec![0u8; usize::from(count) * BUFFER_SIZE].into_boxed_slice()).as_mut_ptr();
-        // SAFETY: `descriptors` is page-aligned, zeroed, `count` entries long and never
-        // freed, so it stays valid for as long as the ring may use it.
-        unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                descriptors as u64,
-                count,
-                BUFFER_GROUP,
-                0,
-            )
-        }
-        .map_err(|err| unusable("registering the receive buffers", err))?;
-        let mut ring = BufferRing {
-            count,
-            descriptors,
-            buffers,
-            tail: 0,
-        };
-        for id in 0..count {
-            ring.give_back(id);
-        }
-        ring.publish();
-        Ok(ring)
-    }
-
-    /// The first `len` bytes of buffer `id`, which a completion says the kernel filled.
-    fn filled(&self, id: u16, len: usize) -> &[u8] {
-        if id >= self.count {
-            return &[];
-        }
-        // SAFETY: buffer `id` lies inside the leaked allocation, and the kernel does not
-        // touch it again until `give_back` returns it, which needs `&mut self`.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.buffers.add(usize::from(id) * BUFFER_SIZE),
-                len.min(BUFFER_SIZE),
-            )
-        }
-    }
-
-    /// Returns buffer `id` to the kernel; it may use it once [`publish`](Self::publish)ed.
-    fn give_back(&mut self, id: u16) {
-        if id >= self.count {
-            return;
-        }
-        let slot = usize::from(self.tail & (self.count - 1));
-        let address = self.buffers as u64 + u64::from(id) * BUFFER_SIZE as u64;
-        // SAFETY: `slot` is within the descriptor ring, which is never freed. The kernel
-        // reads only the descriptors between its head and the published tail, which this
-        // one is not, and the tail (the first descriptor's `resv`) is left alone: each
-        // field is written through a raw pointer, so no reference covers what the kernel
-        // may be reading.
-        unsafe {
-            let descriptor = self.descriptors.add(slot);
-            (&raw mut (*descriptor).addr).write(address);
-            (&raw mut (*descriptor).len).write(BUFFER_SIZE as u32);
-            (&raw mut (*descriptor).bid).write(id);
-        }
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    /// Lets the kernel use every buffer given back so far.
-    fn publish(&self) {
-        // SAFETY: the first descriptor's `resv` is the ring's tail: a valid, aligned u16
-        // for as long as the ring lives (never freed), which the kernel reads concurrently
-        // and nothing here reads or writes but through this atomic.
-        let tail = unsafe { AtomicU16::from_ptr(&raw mut (*self.descriptors).resv) };
-        tail.store(self.tail, Ordering::Release);
-    }
 }
 
 /// The io_uring state of one HTTP connection (same index as the core's slot).
@@ -383,8 +119,7 @@ impl LinkIo {
 
 pub struct Worker<S> {
     /// Declared first so that it is dropped first.
-    ring: IoUring,
-    setup: RingSetup,
+    ring: Ring,
     buffers: BufferRing,
     core: Core<S, types::Fixed>,
     listener: OwnedFd,
@@ -397,8 +132,6 @@ pub struct Worker<S> {
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
     completed: Vec<usize>,
-    /// Completions reaped and not handled yet.
-    completions: Vec<cqueue::Entry>,
 }
 
 impl<S: Service> Worker<S> {
@@ -407,16 +140,12 @@ impl<S: Service> Worker<S> {
         core: Core<S, types::Fixed>,
         options: UringOptions,
     ) -> io::Result<Self> {
-        let (ring, setup) = new_ring(options.sqpoll)?;
-        let buffers = BufferRing::register(&ring, options.buffers)?;
         let direct_sockets = sys::open_files_limit()?.min(MAX_DIRECT_SOCKETS) as u32;
-        ring.submitter()
-            .register_files_sparse(direct_sockets)
-            .map_err(|err| unusable("registering the file table", err))?;
+        let ring = Ring::new(options.sqpoll, direct_sockets)?;
+        let buffers = BufferRing::register(&ring, options.buffers)?;
         let links = (0..core.links()).map(|_| LinkIo::default()).collect();
         Ok(Worker {
             ring,
-            setup,
             buffers,
             core,
             listener,
@@ -427,12 +156,11 @@ impl<S: Service> Worker<S> {
             links,
             dirty: Vec::new(),
             completed: Vec::new(),
-            completions: Vec::with_capacity(COMPLETION_ENTRIES as usize),
         })
     }
 
     pub fn setup(&self) -> RingSetup {
-        self.setup
+        self.ring.setup()
     }
 
     /// Serves until something fails that the worker cannot recover from, and returns it.
@@ -450,12 +178,17 @@ impl<S: Service> Worker<S> {
                 self.arm_accept()?;
             }
             self.sync_links()?;
-            self.wait()?;
+            let timeout = self
+                .core
+                .next_wake()
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            self.ring.wait(timeout)?;
             self.core.refresh();
-            self.reap()?;
+            self.ring.reap()?;
             // Completions reaped while handling these (to make room for submissions) are
             // the next batch's.
-            std::mem::swap(&mut batch, &mut self.completions);
+            self.ring.take_completions(&mut batch);
             for completion in &batch {
                 self.on_completion(
                     completion.user_data(),
@@ -488,20 +221,6 @@ impl<S: Service> Worker<S> {
         }
     }
 
-    /// Moves the completions the kernel posted into `completions`; fails if it had to drop
-    /// any. (With `FEAT_NODROP` it holds what does not fit, and drops only when it cannot
-    /// allocate: then an operation's end is lost, with a buffer or a connection that would
-    /// wait for it forever, and the worker ends rather than serve on with a leak.)
-    fn reap(&mut self) -> io::Result<()> {
-        let mut queue = self.ring.completion();
-        let dropped = queue.overflow();
-        self.completions.extend(&mut queue);
-        match dropped {
-            0 => Ok(()),
-            n => Err(completions_dropped(n)),
-        }
-    }
-
     /// Brings every connection touched in this batch up to date, including those that
     /// received responses from the database.
     fn advance_dirty(&mut self) -> io::Result<()> {
@@ -520,79 +239,12 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    /// Submits what is queued and waits for a completion or the core's next timer; does
-    /// not wait while completions reaped earlier wait to be handled.
-    fn wait(&mut self) -> io::Result<()> {
-        let submitted = if self.completions.is_empty() {
-            let timeout = self
-                .core
-                .next_wake()
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1));
-            let timeout = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&timeout);
-            self.ring.submitter().submit_with_args(1, &args)
-        } else {
-            self.ring.submit()
-        };
-        match submitted {
-            Ok(_) => Ok(()),
-            Err(err) if err.raw_os_error() == Some(libc::ETIME) || is_transient(&err) => Ok(()),
-            Err(err) if err.raw_os_error() == Some(libc::EBADR) => {
-                Err(completions_dropped(self.ring.completion().overflow()))
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Queues an operation. When the queue is full, submits what is queued; when the
-    /// kernel will not take it before completions are reaped (`EBUSY`), reaps them (they
-    /// are handled with the next batch), so that the queue never stays full.
-    ///
-    /// # Safety
-    ///
-    /// Whatever memory `entry` points to must stay valid until its last completion.
-    unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
-        loop {
-            // SAFETY: the caller keeps the entry's memory valid.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                return Ok(());
-            }
-            let made_room = if self.ring.params().is_setup_sqpoll() {
-                self.ring.submitter().squeue_wait()
-            } else {
-                self.ring.submit()
-            };
-            match made_room {
-                Ok(_) => {}
-                Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
-                Err(err) if is_transient(&err) => {
-                    let before = self.completions.len();
-                    self.reap()?;
-                    if self.completions.len() == before {
-                        // Short of memory rather than of room: give the kernel a moment.
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-                Err(err) => return Err(err),
-            }
-        }
-    }
-
-    /// Queues an operation that points at no memory of ours (accepts and receives into
-    /// the provided buffers, polls, shutdowns, cancels): nothing to keep alive.
-    fn push_plain(&mut self, entry: squeue::Entry) -> io::Result<()> {
-        // SAFETY: the entry points at no memory; the provided buffers a receive may fill
-        // are leaked, so they outlive every operation.
-        unsafe { self.push(entry) }
-    }
-
     fn arm_accept(&mut self) -> io::Result<()> {
         let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
             .allocate_file_index(true)
             .build()
             .user_data(user_data(ACCEPT, 0, 0));
-        self.push_plain(entry)?;
+        self.ring.push_plain(entry)?;
         self.accept_armed = true;
         Ok(())
     }
@@ -652,7 +304,7 @@ impl<S: Service> Worker<S> {
         let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
             .build()
             .user_data(user_data(CANCEL, 0, 0));
-        self.push_plain(entry)
+        self.ring.push_plain(entry)
     }
 
     fn open(&mut self, socket: types::Fixed) -> io::Result<()> {
@@ -678,7 +330,7 @@ impl<S: Service> Worker<S> {
         let entry = opcode::Close::new(socket)
             .build()
             .user_data(user_data(CLOSE, 0, 0));
-        self.push_plain(entry)
+        self.ring.push_plain(entry)
     }
 
     fn arm_recv(&mut self, index: usize) -> io::Result<()> {
@@ -691,7 +343,7 @@ impl<S: Service> Worker<S> {
         let io = &mut self.io[index];
         io.recv_armed = true;
         io.recv_cancelled = false;
-        self.push_plain(entry)
+        self.ring.push_plain(entry)
     }
 
     /// The slot `index`, if it still belongs to the connection of `generation`.
@@ -810,7 +462,7 @@ impl<S: Service> Worker<S> {
                     .build()
                     .user_data(user_data(SHUTDOWN, generation, index));
                 self.io[index].shutting_down = true;
-                self.push_plain(entry)?;
+                self.ring.push_plain(entry)?;
                 true
             }
             Next::Keep { read } => read,
@@ -821,7 +473,7 @@ impl<S: Service> Worker<S> {
             self.io[index].sending = true;
             // SAFETY: the output is left alone while `sending` is set, and the slot (and
             // with it the connection's buffers) is not reused before the send completes.
-            unsafe { self.push(entry) }?;
+            unsafe { self.ring.push(entry) }?;
         }
         let wants_input = read
             && (self.core.is_lingering(index)
@@ -836,7 +488,7 @@ impl<S: Service> Worker<S> {
             let entry = opcode::AsyncCancel::new(user_data(RECV, generation, index))
                 .build()
                 .user_data(user_data(CANCEL, generation, index));
-            self.push_plain(entry)?;
+            self.ring.push_plain(entry)?;
         }
         Ok(())
     }
@@ -857,7 +509,7 @@ impl<S: Service> Worker<S> {
             let entry = opcode::Close::new(socket)
                 .build()
                 .user_data(user_data(CLOSE, generation, index));
-            return self.push_plain(entry);
+            return self.ring.push_plain(entry);
         }
         if io.cancelling || !(io.recv_armed || io.sending) {
             // Cancelled already, or only a shutdown to wait for: the completions bring it
@@ -868,7 +520,7 @@ impl<S: Service> Worker<S> {
         let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(socket).all())
             .build()
             .user_data(user_data(CANCEL_ALL, generation, index));
-        self.push_plain(entry)
+        self.ring.push_plain(entry)
     }
 
     // The PostgreSQL links: the core orders, this moves the bytes.
@@ -897,7 +549,7 @@ impl<S: Service> Worker<S> {
                                 connecting: true,
                                 ..LinkIo::default()
                             };
-                            self.push_plain(entry)?;
+                            self.ring.push_plain(entry)?;
                         }
                         Err(err) => self.core.link_connected(index, Err(err)),
                     },
@@ -936,7 +588,7 @@ impl<S: Service> Worker<S> {
         let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
             .build()
             .user_data(user_data(LINK_CANCEL, 0, index));
-        self.push_plain(entry)
+        self.ring.push_plain(entry)
     }
 
     /// An operation on link `index` ended: a closing link may close now.
@@ -976,7 +628,7 @@ impl<S: Service> Worker<S> {
             .build()
             .user_data(user_data(LINK_RECV, 0, index));
         link.recv_armed = true;
-        self.push_plain(entry)
+        self.ring.push_plain(entry)
     }
 
     fn on_link_recv(&mut self, index: usize, result: i32, flags: u32) -> io::Result<()> {
@@ -1052,100 +704,15 @@ impl<S: Service> Worker<S> {
             // SAFETY: the core leaves the link's unsent bytes as they are until they are
             // reported sent or the socket closed, and the socket closes only once this
             // send has completed.
-            unsafe { self.push(entry) }?;
+            unsafe { self.ring.push(entry) }?;
         }
         Ok(())
     }
 }
 
-/// A send of `bytes` that raises no SIGPIPE when the peer is gone; more than 4 GiB goes out
-/// in part (the completion says how much). The entry points into `bytes`: the caller keeps
-/// them in place until the send completes.
-fn send_entry(socket: impl Into<Socket>, bytes: &[u8], data: u64) -> squeue::Entry {
-    let (pointer, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
-    let send = match socket.into() {
-        Socket::Fixed(socket) => opcode::Send::new(socket, pointer, len),
-        Socket::Fd(fd) => opcode::Send::new(fd, pointer, len),
-    };
-    send.flags(libc::MSG_NOSIGNAL).build().user_data(data)
-}
-
-/// What a send goes to: an HTTP connection (an entry of the ring's file table) or a
-/// PostgreSQL link (a descriptor).
-enum Socket {
-    Fixed(types::Fixed),
-    Fd(types::Fd),
-}
-
-impl From<types::Fixed> for Socket {
-    fn from(socket: types::Fixed) -> Socket {
-        Socket::Fixed(socket)
-    }
-}
-
-impl From<types::Fd> for Socket {
-    fn from(fd: types::Fd) -> Socket {
-        Socket::Fd(fd)
-    }
-}
-
-/// The kernel dropped `count` completions: it could not allocate room for them.
-fn completions_dropped(count: u32) -> io::Error {
-    io::Error::other(format!(
-        "the kernel dropped {count} io_uring completion(s) (out of memory): the operations \
-         they ended would never end, leaking connections and buffers"
-    ))
-}
-
-/// Interrupted, or the kernel wants completions reaped first: try again.
-fn is_transient(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn options(vars: &[(&str, &str)]) -> Result<UringOptions, String> {
-        UringOptions::from_env(|name| {
-            vars.iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| value.to_string())
-        })
-    }
-
-    #[test]
-    fn options_default_to_no_sqpoll_and_1024_buffers() {
-        assert_eq!(
-            options(&[]),
-            Ok(UringOptions {
-                sqpoll: false,
-                buffers: 1024
-            })
-        );
-        assert_eq!(
-            options(&[("GNOSIS_SQPOLL", "1"), ("GNOSIS_URING_BUFFERS", "32768")]),
-            Ok(UringOptions {
-                sqpoll: true,
-                buffers: 32_768
-            })
-        );
-    }
-
-    #[test]
-    fn options_reject_what_the_kernel_would() {
-        for vars in [
-            [("GNOSIS_SQPOLL", "yes")],
-            [("GNOSIS_URING_BUFFERS", "1000")],
-            [("GNOSIS_URING_BUFFERS", "0")],
-            [("GNOSIS_URING_BUFFERS", "65536")],
-        ] {
-            assert!(options(&vars).is_err(), "{vars:?}");
-        }
-    }
 
     #[test]
     fn user_data_round_trips() {

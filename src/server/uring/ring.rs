@@ -1,0 +1,474 @@
+//! The io_uring side of a worker that touches memory the kernel shares: the ring's set-up,
+//! the provided-buffer ring, and submission. Every `unsafe` of the io_uring server is here;
+//! the worker beside it calls [`Ring::push`] (unsafe) only for sends from its buffers.
+
+use std::io;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+const SUBMISSION_ENTRIES: u32 = 2048;
+/// Room for a receive and a send completion from thousands of connections per wait; more
+/// are held by the kernel (overflow) and delivered on the next wait, never dropped.
+pub(super) const COMPLETION_ENTRIES: u32 = 16 * 1024;
+/// The size of each receive buffer: a pipelined batch of 16 TFB requests is about 2.7 KB.
+pub(super) const BUFFER_SIZE: usize = 4096;
+pub(super) const BUFFER_GROUP: u16 = 0;
+/// The io_uring server's own settings, from the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UringOptions {
+    /// A kernel thread per ring polls the submission queue (`GNOSIS_SQPOLL=1`).
+    pub sqpoll: bool,
+    /// Receive buffers of 4 KiB per thread (`GNOSIS_URING_BUFFERS`): a power of two up to
+    /// 32,768. More than the connections whose data arrive between two waits is
+    /// wasted memory; fewer costs re-arming receives.
+    pub buffers: u16,
+}
+
+impl UringOptions {
+    pub const DEFAULT_BUFFERS: u16 = 1024;
+
+    /// Reads the settings through `var` (the environment, or a test's stand-in).
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let sqpoll = match var("GNOSIS_SQPOLL").as_deref() {
+            None | Some("" | "0") => false,
+            Some("1") => true,
+            Some(other) => return Err(format!("GNOSIS_SQPOLL must be 0 or 1, not '{other}'")),
+        };
+        let buffers = match var("GNOSIS_URING_BUFFERS") {
+            None => Self::DEFAULT_BUFFERS,
+            Some(text) => match text.parse::<u16>() {
+                Ok(n) if n.is_power_of_two() && n <= 32_768 => n,
+                _ => {
+                    return Err(format!(
+                        "GNOSIS_URING_BUFFERS must be a power of two from 1 to 32768, not '{text}'"
+                    ))
+                }
+            },
+        };
+        Ok(UringOptions { sqpoll, buffers })
+    }
+}
+
+/// How the rings are set up, and what the kernel accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingSetup {
+    SingleIssuerDeferTaskrun,
+    SingleIssuerCoopTaskrun,
+    Plain,
+    SqpollSingleIssuer,
+    Sqpoll,
+}
+
+impl RingSetup {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RingSetup::SingleIssuerDeferTaskrun => "SINGLE_ISSUER | DEFER_TASKRUN",
+            RingSetup::SingleIssuerCoopTaskrun => "SINGLE_ISSUER | COOP_TASKRUN",
+            RingSetup::Plain => "plain flags",
+            RingSetup::SqpollSingleIssuer => "SQPOLL | SINGLE_ISSUER",
+            RingSetup::Sqpoll => "SQPOLL",
+        }
+    }
+
+    /// Best first; a kernel that does not know a flag rejects it with EINVAL and the next
+    /// is tried.
+    fn candidates(sqpoll: bool) -> &'static [RingSetup] {
+        if sqpoll {
+            &[RingSetup::SqpollSingleIssuer, RingSetup::Sqpoll]
+        } else {
+            &[
+                RingSetup::SingleIssuerDeferTaskrun,
+                RingSetup::SingleIssuerCoopTaskrun,
+                RingSetup::Plain,
+            ]
+        }
+    }
+
+    fn build(self) -> io::Result<IoUring> {
+        let mut builder = IoUring::builder();
+        builder.setup_cqsize(COMPLETION_ENTRIES);
+        match self {
+            RingSetup::SingleIssuerDeferTaskrun => {
+                builder.setup_single_issuer().setup_defer_taskrun();
+            }
+            RingSetup::SingleIssuerCoopTaskrun => {
+                builder.setup_single_issuer().setup_coop_taskrun();
+            }
+            RingSetup::Plain => {}
+            RingSetup::SqpollSingleIssuer => {
+                builder.setup_sqpoll(1000).setup_single_issuer();
+            }
+            RingSetup::Sqpoll => {
+                builder.setup_sqpoll(1000);
+            }
+        }
+        builder.build(SUBMISSION_ENTRIES)
+    }
+}
+
+/// Creates this thread's ring with the best flags the kernel takes.
+fn new_ring(sqpoll: bool) -> io::Result<(IoUring, RingSetup)> {
+    for &setup in RingSetup::candidates(sqpoll) {
+        match setup.build() {
+            Ok(ring) => {
+                let params = ring.params();
+                // Both came before provided-buffer rings, so only a strange kernel lacks them.
+                if !params.is_feature_nodrop() || !params.is_feature_ext_arg() {
+                    return Err(unusable(
+                        "set-up",
+                        io::Error::from_raw_os_error(libc::EINVAL),
+                    ));
+                }
+                return Ok((ring, setup));
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => continue,
+            Err(err) => return Err(unusable("set-up", err)),
+        }
+    }
+    Err(unusable(
+        "set-up",
+        io::Error::from_raw_os_error(libc::EINVAL),
+    ))
+}
+
+/// Names the likely cause of an io_uring failure in words an operator can act on.
+pub(super) fn unusable(step: &str, err: io::Error) -> io::Error {
+    let cause = match err.raw_os_error() {
+        Some(libc::ENOSYS) => "this kernel has no io_uring (too old, or built without it)",
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "io_uring is forbidden here: a seccomp profile blocks it (Docker's default \
+             profile does; run privileged or allow io_uring_setup, io_uring_enter and \
+             io_uring_register) or the sysctl kernel.io_uring_disabled is set"
+        }
+        Some(libc::ENOMEM) => {
+            "not enough locked memory for the rings: raise RLIMIT_MEMLOCK (ulimit -l) or \
+             the memory limit"
+        }
+        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => {
+            "this kernel lacks an io_uring feature gnosis-uring needs (provided-buffer \
+             rings, multishot accept and receive: Linux 6.0 or newer)"
+        }
+        _ => "unexpected failure",
+    };
+    io::Error::new(
+        err.kind(),
+        format!(
+            "cannot use io_uring ({step} failed: {err}): {cause}. \
+             gnosis, the epoll server, serves the same tests without io_uring"
+        ),
+    )
+}
+
+/// One descriptor of the provided-buffer ring, as the kernel lays it out (`struct
+/// io_uring_buf`). The first descriptor's `resv` is the ring's tail, which the kernel reads
+/// while we write the others: the ring is only ever written field by field through raw
+/// pointers, never through a reference to a whole descriptor.
+#[repr(C)]
+struct BufDescriptor {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<BufDescriptor>() == 16);
+
+/// The provided buffers a multishot receive takes from: a ring of descriptors shared with
+/// the kernel, and the buffers themselves.
+///
+/// Both allocations are leaked on purpose: a worker lives as long as the process, and
+/// memory that is never freed can never be written by the kernel after it was freed,
+/// whatever order the ring is torn down in.
+pub(super) struct BufferRing {
+    /// A power of two.
+    count: u16,
+    descriptors: *mut BufDescriptor,
+    buffers: *mut u8,
+    /// Our copy of the tail: descriptors up to it are written, not yet all published.
+    tail: u16,
+}
+
+impl BufferRing {
+    pub(super) fn register(ring: &Ring, count: u16) -> io::Result<Self> {
+        let layout = std::alloc::Layout::from_size_align(
+            usize::from(count) * std::mem::size_of::<BufDescriptor>(),
+            4096,
+        )
+        .map_err(io::Error::other)?;
+        // SAFETY: the layout has a non-zero size (`count` is at least 1); the result is
+        // checked for null.
+        let descriptors: *mut BufDescriptor = unsafe { std::alloc::alloc_zeroed(layout) }.cast();
+        if descriptors.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let buffers =
+            Box::leak(vec![0u8; usize::from(count) * BUFFER_SIZE].into_boxed_slice()).as_mut_ptr();
+        // SAFETY: `descriptors` is page-aligned, zeroed, `count` entries long and never
+        // freed, so it stays valid for as long as the ring may use it.
+        unsafe {
+            ring.ring.submitter().register_buf_ring_with_flags(
+                descriptors as u64,
+                count,
+                BUFFER_GROUP,
+                0,
+            )
+        }
+        .map_err(|err| unusable("registering the receive buffers", err))?;
+        let mut ring = BufferRing {
+            count,
+            descriptors,
+            buffers,
+            tail: 0,
+        };
+        for id in 0..count {
+            ring.give_back(id);
+        }
+        ring.publish();
+        Ok(ring)
+    }
+
+    /// The first `len` bytes of buffer `id`, which a completion says the kernel filled.
+    pub(super) fn filled(&self, id: u16, len: usize) -> &[u8] {
+        if id >= self.count {
+            return &[];
+        }
+        // SAFETY: buffer `id` lies inside the leaked allocation, and the kernel does not
+        // touch it again until `give_back` returns it, which needs `&mut self`.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buffers.add(usize::from(id) * BUFFER_SIZE),
+                len.min(BUFFER_SIZE),
+            )
+        }
+    }
+
+    /// Returns buffer `id` to the kernel; it may use it once [`publish`](Self::publish)ed.
+    pub(super) fn give_back(&mut self, id: u16) {
+        if id >= self.count {
+            return;
+        }
+        let slot = usize::from(self.tail & (self.count - 1));
+        let address = self.buffers as u64 + u64::from(id) * BUFFER_SIZE as u64;
+        // SAFETY: `slot` is within the descriptor ring, which is never freed. The kernel
+        // reads only the descriptors between its head and the published tail, which this
+        // one is not, and the tail (the first descriptor's `resv`) is left alone: each
+        // field is written through a raw pointer, so no reference covers what the kernel
+        // may be reading.
+        unsafe {
+            let descriptor = self.descriptors.add(slot);
+            (&raw mut (*descriptor).addr).write(address);
+            (&raw mut (*descriptor).len).write(BUFFER_SIZE as u32);
+            (&raw mut (*descriptor).bid).write(id);
+        }
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Lets the kernel use every buffer given back so far.
+    pub(super) fn publish(&self) {
+        // SAFETY: the first descriptor's `resv` is the ring's tail: a valid, aligned u16
+        // for as long as the ring lives (never freed), which the kernel reads concurrently
+        // and nothing here reads or writes but through this atomic.
+        let tail = unsafe { AtomicU16::from_ptr(&raw mut (*self.descriptors).resv) };
+        tail.store(self.tail, Ordering::Release);
+    }
+}
+
+/// This thread's ring and the completions reaped from it but not handled yet.
+pub(super) struct Ring {
+    ring: IoUring,
+    setup: RingSetup,
+    completions: Vec<cqueue::Entry>,
+}
+
+impl Ring {
+    /// The ring with the best flags the kernel takes, and a sparse file table of
+    /// `direct_sockets` entries for the HTTP connections' sockets.
+    pub(super) fn new(sqpoll: bool, direct_sockets: u32) -> io::Result<Ring> {
+        let (ring, setup) = new_ring(sqpoll)?;
+        ring.submitter()
+            .register_files_sparse(direct_sockets)
+            .map_err(|err| unusable("registering the file table", err))?;
+        Ok(Ring {
+            ring,
+            setup,
+            completions: Vec::with_capacity(COMPLETION_ENTRIES as usize),
+        })
+    }
+
+    pub(super) fn setup(&self) -> RingSetup {
+        self.setup
+    }
+
+    /// Swaps the completions reaped so far for `batch` (emptied).
+    pub(super) fn take_completions(&mut self, batch: &mut Vec<cqueue::Entry>) {
+        std::mem::swap(batch, &mut self.completions);
+    }
+
+    /// Moves the completions the kernel posted into `completions`; fails if it had to drop
+    /// any. (With `FEAT_NODROP` it holds what does not fit, and drops only when it cannot
+    /// allocate: then an operation's end is lost, with a buffer or a connection that would
+    /// wait for it forever, and the worker ends rather than serve on with a leak.)
+    pub(super) fn reap(&mut self) -> io::Result<()> {
+        let mut queue = self.ring.completion();
+        let dropped = queue.overflow();
+        self.completions.extend(&mut queue);
+        match dropped {
+            0 => Ok(()),
+            n => Err(completions_dropped(n)),
+        }
+    }
+
+    /// Submits what is queued and waits for a completion or `timeout`; does not wait
+    /// while completions reaped earlier wait to be handled.
+    pub(super) fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        let submitted = if self.completions.is_empty() {
+            let timeout = types::Timespec::from(timeout);
+            let args = types::SubmitArgs::new().timespec(&timeout);
+            self.ring.submitter().submit_with_args(1, &args)
+        } else {
+            self.ring.submit()
+        };
+        match submitted {
+            Ok(_) => Ok(()),
+            Err(err) if err.raw_os_error() == Some(libc::ETIME) || is_transient(&err) => Ok(()),
+            Err(err) if err.raw_os_error() == Some(libc::EBADR) => {
+                Err(completions_dropped(self.ring.completion().overflow()))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Queues an operation. When the queue is full, submits what is queued; when the
+    /// kernel will not take it before completions are reaped (`EBUSY`), reaps them (they
+    /// are handled with the next batch), so that the queue never stays full.
+    ///
+    /// # Safety
+    ///
+    /// Whatever memory `entry` points to must stay valid until its last completion.
+    pub(super) unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: the caller keeps the entry's memory valid.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return Ok(());
+            }
+            let made_room = if self.ring.params().is_setup_sqpoll() {
+                self.ring.submitter().squeue_wait()
+            } else {
+                self.ring.submit()
+            };
+            match made_room {
+                Ok(_) => {}
+                Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
+                Err(err) if is_transient(&err) => {
+                    let before = self.completions.len();
+                    self.reap()?;
+                    if self.completions.len() == before {
+                        // Short of memory rather than of room: give the kernel a moment.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Queues an operation that points at no memory of ours (accepts and receives into
+    /// the provided buffers, polls, shutdowns, cancels): nothing to keep alive.
+    pub(super) fn push_plain(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        // SAFETY: the entry points at no memory; the provided buffers a receive may fill
+        // are leaked, so they outlive every operation.
+        unsafe { self.push(entry) }
+    }
+}
+
+/// A send of `bytes` that raises no SIGPIPE when the peer is gone; more than 4 GiB goes out
+/// in part (the completion says how much). The entry points into `bytes`: the caller keeps
+/// them in place until the send completes.
+pub(super) fn send_entry(socket: impl Into<Socket>, bytes: &[u8], data: u64) -> squeue::Entry {
+    let (pointer, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
+    let send = match socket.into() {
+        Socket::Fixed(socket) => opcode::Send::new(socket, pointer, len),
+        Socket::Fd(fd) => opcode::Send::new(fd, pointer, len),
+    };
+    send.flags(libc::MSG_NOSIGNAL).build().user_data(data)
+}
+
+/// What a send goes to: an HTTP connection (an entry of the ring's file table) or a
+/// PostgreSQL link (a descriptor).
+pub(super) enum Socket {
+    Fixed(types::Fixed),
+    Fd(types::Fd),
+}
+
+impl From<types::Fixed> for Socket {
+    fn from(socket: types::Fixed) -> Socket {
+        Socket::Fixed(socket)
+    }
+}
+
+impl From<types::Fd> for Socket {
+    fn from(fd: types::Fd) -> Socket {
+        Socket::Fd(fd)
+    }
+}
+
+/// The kernel dropped `count` completions: it could not allocate room for them.
+fn completions_dropped(count: u32) -> io::Error {
+    io::Error::other(format!(
+        "the kernel dropped {count} io_uring completion(s) (out of memory): the operations \
+         they ended would never end, leaking connections and buffers"
+    ))
+}
+
+/// Interrupted, or the kernel wants completions reaped first: try again.
+fn is_transient(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(vars: &[(&str, &str)]) -> Result<UringOptions, String> {
+        UringOptions::from_env(|name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.to_string())
+        })
+    }
+
+    #[test]
+    fn options_default_to_no_sqpoll_and_1024_buffers() {
+        assert_eq!(
+            options(&[]),
+            Ok(UringOptions {
+                sqpoll: false,
+                buffers: 1024
+            })
+        );
+        assert_eq!(
+            options(&[("GNOSIS_SQPOLL", "1"), ("GNOSIS_URING_BUFFERS", "32768")]),
+            Ok(UringOptions {
+                sqpoll: true,
+                buffers: 32_768
+            })
+        );
+    }
+
+    #[test]
+    fn options_reject_what_the_kernel_would() {
+        for vars in [
+            [("GNOSIS_SQPOLL", "yes")],
+            [("GNOSIS_URING_BUFFERS", "1000")],
+            [("GNOSIS_URING_BUFFERS", "0")],
+            [("GNOSIS_URING_BUFFERS", "65536")],
+        ] {
+            assert!(options(&vars).is_err(), "{vars:?}");
+        }
+    }
+}
