@@ -121,7 +121,7 @@ TESTS = {
         Test("updates", "/updates?queries=", "queries", ACCEPT_JSON),
         Test("fortunes", "/fortunes", "connections", ACCEPT_HTML),
         Test("cached", "/cached-queries?count=", "queries", ACCEPT_JSON),
-        # HttpArena's HTTP/1.1 profiles (/work/shared/httparena-spec.md).
+        # HttpArena's HTTP/1.1 profiles (../shared/httparena-spec.md).
         Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
         Test("pipelined", "/pipeline", "pipelined", ACCEPT_PLAIN),
         Test("limited-conn", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX, LIMITED_CONN_REQUESTS),
@@ -226,7 +226,7 @@ ARENA_DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
 ANCHOR_PATHS = {"queries": "/queries?q=", "updates": "/updates?q="}
 RULE_7_NOTE = (
     "puts all of a request's queries under one Sync, which TFB's rule 7 forbids: its numbers "
-    "here are not a legal bar (/work/shared/anchors.md)"
+    "here are not a legal bar (../shared/anchors.md)"
 )
 KEPT_OPEN_NOTE = (
     "kept its connections open after `Connection: close` (wrk reconnected after {closed:.0%} of them; "

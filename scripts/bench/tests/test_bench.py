@@ -664,7 +664,8 @@ class EndToEnd(unittest.TestCase):
             table = (result.parent / "table.md").read_text()
         (record,) = data["tests"]
         self.assertEqual(set(record["servers"]), {"gnosis", "faf"})
-        self.assertIn("/work", data["meta"]["servers"]["faf"] + str(FAF))
+        # faf ran from ../shared/anchors/bin beside this clone (or $GNOSIS_SHARED_DIR), wherever it lies.
+        self.assertIn(str(FAF), data["meta"]["servers"]["faf"])
         for name, server in record["servers"].items():
             runs = server["runs"]
             self.assertEqual([r["phase"] for r in runs], ["primer", "warmup", "level"], name)
