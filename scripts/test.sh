@@ -32,14 +32,14 @@ fi
 step "unit and integration tests"
 cargo test --locked 2>&1 | tee -a "$log"
 
-step "TFB: scripts/verify.py against both binaries"
+step "TFB: scripts/tool verify tfb against both binaries"
 cargo build --release --locked --bins
 eval "$(bash scripts/pg.sh env)"
 # Each on a free port, checked to be the process verified (not whatever serves 8080).
 bash scripts/verify-server.sh target/release/gnosis
 bash scripts/verify-server.sh target/release/gnosis-uring --entry uring
 
-step "HttpArena: scripts/validate-httparena.py against both binaries"
+step "HttpArena: scripts/tool verify httparena against both binaries"
 # Started as HttpArena starts them: its database (pg.sh's HttpArena-like one) in DATABASE_URL,
 # DATABASE_MAX_CONN=256, nothing else; the PG* variables of TFB's step unset. Every profile the
 # binaries serve; async-db's and fortunes' answers are compared with that database's rows.
@@ -53,13 +53,11 @@ for binary in target/release/gnosis target/release/gnosis-uring; do
     )
 done
 
-step "the verifier's and the benchmark's own tests"
-python3 -m unittest discover -s scripts/verify 2>&1 | tee -a "$log"
-python3 -m unittest discover -s scripts/httparena 2>&1 | tee -a "$log"
-python3 -m unittest discover -s scripts/bench/tests 2>&1 | tee -a "$log"
+step "the tools' own tests (scripts/gnosis_tools: verifiers, export, benchmark)"
+python3 -m unittest discover -s scripts/gnosis_tools -t scripts 2>&1 | tee -a "$log"
 
 step "TFB: both dockerfiles, followed without Docker"
-python3 scripts/dockerfile-check.py
+python3 scripts/tool dockerfile-check
 
 # One closing line for every test run above (cargo's "N passed; M failed" and unittest's
 # "Ran N tests"); a failure has already stopped the script.

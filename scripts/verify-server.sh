@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/test.sh's verify steps: starts BINARY on a free port, checks it with scripts/verify.py
-# (TFB), or with scripts/validate-httparena.py given --httparena (serving data/dataset.json),
+# scripts/test.sh's verify steps: starts BINARY on a free port, checks it with
+# `scripts/tool verify tfb`, or `verify httparena` given --httparena (serving data/dataset.json),
 # further arguments going to the checker, and stops it.
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
@@ -18,15 +18,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-checker=scripts/verify.py
-if [ "${1:-}" = --httparena ]; then
-    checker=scripts/validate-httparena.py
-    export DATASET_PATH="$PWD/data/dataset.json"
-    shift
-fi
+venue=tfb
 database=()
-if [ "$checker" = scripts/validate-httparena.py ] && [ -n "${DATABASE_URL:-}" ]; then
-    database=(--database-url "$DATABASE_URL")
+if [ "${1:-}" = --httparena ]; then
+    venue=httparena
+    export DATASET_PATH="$PWD/data/dataset.json"
+    if [ -n "${DATABASE_URL:-}" ]; then
+        database=(--database-url "$DATABASE_URL")
+    fi
+    shift
 fi
 if [ $# -lt 1 ]; then
     echo "usage: scripts/verify-server.sh [--httparena] BINARY [checker arguments]" >&2
@@ -38,7 +38,7 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 "$binary" --port "$port" &
 pid=$!
 status=0
-python3 "$checker" --wait 30 --port "$port" --server-pid "$pid" "${database[@]}" "$@" || status=$?
+python3 scripts/tool verify "$venue" --wait 30 --port "$port" --server-pid "$pid" "${database[@]}" "$@" || status=$?
 # The server may have exited already (it could not start): nothing to stop then.
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true

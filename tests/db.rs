@@ -263,7 +263,7 @@ fn hit_512_times(server: &Server, target: &str) {
 }
 
 /// Calls and rows so far of `gnosis_count`'s statements on one table whose text contains
-/// `kind` anywhere: TFB's rule (scripts/verify.py), so an UPDATE with a SELECT in its text
+/// `kind` anywhere: TFB's rule (scripts/tool verify tfb), so an UPDATE with a SELECT in its text
 /// counts as a select too.
 fn statement_totals(kind: &str, table: &str) -> (i64, i64) {
     let sql = format!(

@@ -1,4 +1,4 @@
-//! `scripts/export-httparena.sh` writes the two folders an HttpArena pull request adds,
+//! `scripts/tool export httparena` writes the two folders an HttpArena pull request adds,
 //! `frameworks/gnosis/` and `frameworks/gnosis-uring/`. Each must hold exactly its Dockerfile
 //! (`httparena/Dockerfile` naming its binary), its meta.json and the sources it builds from,
 //! and nothing else.
@@ -39,12 +39,13 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     found
 }
 
-fn export(script: &str, root: &Path, out: &Path) {
-    let status = Command::new(root.join("scripts").join(script))
+fn export(venue: &str, root: &Path, out: &Path) {
+    let status = Command::new(root.join("scripts/tool"))
+        .args(["export", venue])
         .arg(out)
         .status()
-        .unwrap_or_else(|error| panic!("run scripts/{script}: {error}"));
-    assert!(status.success(), "{script} failed: {status}");
+        .unwrap_or_else(|error| panic!("run scripts/tool export {venue}: {error}"));
+    assert!(status.success(), "scripts/tool export {venue} failed: {status}");
 }
 
 #[test]
@@ -58,8 +59,8 @@ fn export_writes_both_entries_with_exactly_their_files() {
     let _ = fs::remove_dir_all(&scratch);
     let arena = scratch.join("httparena");
     let tfb = scratch.join("tfb");
-    export("export-httparena.sh", &root, &arena);
-    export("export-tfb.sh", &root, &tfb);
+    export("httparena", &root, &arena);
+    export("tfb", &root, &tfb);
 
     let frameworks: BTreeSet<String> = fs::read_dir(arena.join("frameworks"))
         .expect("frameworks/")

@@ -1,10 +1,10 @@
-//! `scripts/export-tfb.sh` writes the folder a TechEmpower pull request adds. It must hold
+//! `scripts/tool export tfb` writes the folder a TechEmpower pull request adds. It must hold
 //! exactly the entry's files (no tests, scripts, CI or docs) and compile on its own.
 //!
 //! The exported folder is compiled with `cargo check --locked --offline`: that proves the
 //! manifest is valid without tests/ and examples/, the lock file matches it, and every module
 //! is present. The full release build of the same folder is done by
-//! `scripts/dockerfile-check.py`, which follows the dockerfiles; repeating it here would double
+//! `scripts/tool dockerfile-check`, which follows the dockerfiles; repeating it here would double
 //! the slowest step of CI.
 
 use std::collections::BTreeSet;
@@ -71,11 +71,12 @@ fn export_holds_exactly_the_entry_and_compiles_on_its_own() {
     let _cleanup = TempDirs(vec![scratch.clone()]);
     let _ = fs::remove_dir_all(&scratch);
 
-    let status = Command::new(root.join("scripts/export-tfb.sh"))
+    let status = Command::new(root.join("scripts/tool"))
+        .args(["export", "tfb"])
         .arg(&out)
         .status()
-        .expect("run scripts/export-tfb.sh");
-    assert!(status.success(), "export-tfb.sh failed: {status}");
+        .expect("run scripts/tool export tfb");
+    assert!(status.success(), "scripts/tool export tfb failed: {status}");
 
     let mut exported = BTreeSet::new();
     files_under(&out, &out, &mut exported);

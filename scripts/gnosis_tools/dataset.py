@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Write the 50-item dataset HttpArena's json profile serves, deterministically.
 
-    scripts/gen-dataset.py [PATH]     (default data/dataset.json)
-    scripts/gen-dataset.py --check    exit 1 if data/dataset.json is not this script's output
+    scripts/tool dataset [PATH]     (default data/dataset.json)
+    scripts/tool dataset --check    exit 1 if data/dataset.json is not this command's output
 
 HttpArena mounts its own data/dataset.json at /data/dataset.json; it is not in this
 repository, so gnosis serves and tests with this one. The shape follows HttpArena's
@@ -16,13 +15,13 @@ tags, rating score 1..50 and count 1..500. The words and the values are our own,
 fixed-seed splitmix64 so that every Python gives the same bytes.
 """
 
-import argparse
 import json
-import os
 import sys
+from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_PATH = os.path.join(ROOT, "data", "dataset.json")
+from . import ROOT
+
+DEFAULT_PATH = ROOT / "data" / "dataset.json"
 ITEMS = 50
 SEED = 0x6E6F7369  # "nosi"
 
@@ -85,26 +84,23 @@ def render():
     return json.dumps(dataset(), indent=2) + "\n"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", default=DEFAULT_PATH)
+def add_arguments(parser):
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--check", action="store_true",
                         help="compare PATH with the generated dataset instead of writing it")
-    args = parser.parse_args()
+
+
+def run(args):
     text = render()
     if args.check:
         try:
-            with open(args.path, encoding="utf-8") as existing:
-                same = existing.read() == text
+            same = args.path.read_text(encoding="utf-8") == text
         except OSError:
             same = False
         if not same:
-            sys.exit("gen-dataset: %s is not what scripts/gen-dataset.py writes; run it" % args.path)
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(args.path)), exist_ok=True)
-    with open(args.path, "w", encoding="utf-8") as out:
-        out.write(text)
-
-
-if __name__ == "__main__":
-    main()
+            print("dataset: %s is not what scripts/tool dataset writes; run it" % args.path, file=sys.stderr)
+            return 1
+        return 0
+    args.path.parent.mkdir(parents=True, exist_ok=True)
+    args.path.write_text(text, encoding="utf-8")
+    return 0

@@ -1,51 +1,50 @@
-#!/usr/bin/env python3
 """Follow gnosis's dockerfiles on this machine, where no Docker engine runs, and verify the result.
 
-    scripts/dockerfile-check.py [gnosis.dockerfile gnosis-uring.dockerfile ...] [--keep]
-    scripts/dockerfile-check.py --httparena [gnosis gnosis-uring] [--keep]
+    scripts/tool dockerfile-check [gnosis.dockerfile gnosis-uring.dockerfile ...] [--keep]
+    scripts/tool dockerfile-check --httparena [gnosis gnosis-uring] [--keep]
 
 For each dockerfile (default: one per test in benchmark_config.json) of the folder that
-scripts/export-tfb.sh writes for the TFB pull request:
+`scripts/tool export tfb` writes for the TFB pull request:
   1. parse it; every stage gets its own empty directory standing for the image's filesystem;
   2. COPY copies from the exported folder (the build context) or, with --from, from the named
      stage's directory; WORKDIR and ENV are applied; RUN steps run in the mapped WORKDIR;
   3. start its ENTRYPOINT/CMD with the environment TFB gives: no PG* variables, the database as
      host tfb-database port 5432 (a private PostgreSQL from scripts/pg.sh, with no Unix socket
-     a client could find, or scripts/bench.py's, the same, when it runs there), nothing else;
+     a client could find, or `scripts/tool bench`'s, the same, when it runs there), nothing else;
   4. wait for :8080 (with --port N appended when 8080 is taken on this machine, by
-     scripts/run.sh say) and run scripts/verify.py with the tests that dockerfile's test lists.
-With --httparena, the same for each folder scripts/export-httparena.sh writes (default: both):
+     scripts/run.sh say) and run `verify tfb` with the tests that dockerfile's test lists.
+With --httparena, the same for each folder `export httparena` writes (default: both):
 its Dockerfile is followed with the folder as context, its command started as HttpArena's
 validate.sh starts it (no arguments, the dataset it mounts at /data/dataset.json
 given by DATASET_PATH instead; for async-db and fortunes DATABASE_URL of scripts/pg.sh's
-HttpArena-like database and DATABASE_MAX_CONN=256), and scripts/validate-httparena.py run with
+HttpArena-like database and DATABASE_MAX_CONN=256), and `verify httparena` run with
 the profiles its meta.json subscribes to.
 The host's Rust toolchain and Debian stand in for the images; the check says which versions.
 Exits 1 if any step or check fails.
 """
 
-import argparse
 import glob
-import importlib.util
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VALIDATOR = os.path.join(ROOT, "scripts", "validate-httparena.py")
-DATASET = os.path.join(ROOT, "data", "dataset.json")
+from . import ROOT, export
+from .system import LOOPBACK, SetupError, ensure_tfb_database_host, free_port, log_tail, port_in_use, port_open
+from .system import stop_process_group as stop
+from .verify import httparena
+
+TOOL = str(ROOT / "scripts" / "tool")
+DATASET = str(ROOT / "data" / "dataset.json")
 PORT = 8080
 PG_PORT = 5432
 PG_DIR = "/tmp/gnosis-pg-tfb"
-# scripts/bench.py's cluster for the anchors: TFB's set-up on the same port.
+# `scripts/tool bench`'s cluster for the anchors: TFB's set-up on the same port.
 BENCH_PG_DIR = "/tmp/gnosis-pg-5432"
 # Where a libpq-style client looks for a socket when PGHOST is unset.
 DEFAULT_SOCKET_DIRS = ["/var/run/postgresql", "/tmp"]
@@ -324,28 +323,6 @@ def command_line(stage):
 # Running like TFB
 
 
-def port_in_use(port):
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def ensure_tfb_database_host():
-    try:
-        address = socket.gethostbyname("tfb-database")
-    except OSError:
-        address = None
-    if address is None:
-        if os.geteuid() != 0:
-            raise CheckFailed("tfb-database does not resolve; add '127.0.0.1 tfb-database' to "
-                              "/etc/hosts (needs root)")
-        with open("/etc/hosts", "a", encoding="utf-8") as hosts:
-            hosts.write("127.0.0.1 tfb-database\n")
-        say("added '127.0.0.1 tfb-database' to /etc/hosts")
-        address = socket.gethostbyname("tfb-database")
-    if not address.startswith("127."):
-        raise CheckFailed("tfb-database resolves to %s, not to this machine" % address)
-
-
 def visible_sockets(port):
     return [os.path.join(directory, ".s.PGSQL.%d" % port) for directory in DEFAULT_SOCKET_DIRS
             if os.path.exists(os.path.join(directory, ".s.PGSQL.%d" % port))]
@@ -363,19 +340,19 @@ def pg_sh(action, directory=PG_DIR, quiet=False):
 
 def start_database():
     """Starts the check's own PostgreSQL and returns True; or returns False when the
-    project's benchmark cluster (scripts/bench.py's, the same set-up on the same port, its
+    project's benchmark cluster (scripts/tool bench's, the same set-up on the same port, its
     socket out of the default directories) already runs there: it is used and left running."""
     sockets = visible_sockets(PG_PORT)
     if not sockets and pg_sh("status", BENCH_PG_DIR, quiet=True):
-        ensure_tfb_database_host()
-        say("using the PostgreSQL of scripts/bench.py already running in %s" % BENCH_PG_DIR)
+        ensure_tfb_database_host(say)
+        say("using the PostgreSQL of `scripts/tool bench` already running in %s" % BENCH_PG_DIR)
         return False
     if port_in_use(PG_PORT) or sockets:
         raise CheckFailed("port %d or a socket %s is already in use: stop that PostgreSQL "
                           "first (the check needs its own, reachable only as tfb-database; a "
                           "Debian cluster: pg_lsclusters, then pg_ctlcluster VERSION main stop)"
                           % (PG_PORT, sockets or ""))
-    ensure_tfb_database_host()
+    ensure_tfb_database_host(say)
     pg_sh("start")
     sockets = visible_sockets(PG_PORT)
     if sockets:
@@ -397,12 +374,6 @@ def tfb_environment(stage):
     env = {name: value for name, value in stage.env.items() if not name.startswith("PG")}
     env.setdefault("PATH", BASE_PATH)
     return env
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start_server(stage, env, log_path):
@@ -427,13 +398,13 @@ def start_server(stage, env, log_path):
             raise CheckFailed("cannot start %s: %s" % (json.dumps(argv), error)) from error
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while not port_in_use(port):
+        while not port_open(LOOPBACK, port):
             if server.poll() is not None:
                 raise CheckFailed("the server exited with %d before listening on %d:\n%s"
-                                  % (server.returncode, port, tail(log_path)))
+                                  % (server.returncode, port, log_tail(log_path, 20)))
             if time.monotonic() > deadline:
                 raise CheckFailed("nothing listens on %d after %d s:\n%s"
-                                  % (port, START_TIMEOUT, tail(log_path)))
+                                  % (port, START_TIMEOUT, log_tail(log_path, 20)))
             time.sleep(0.2)
     except BaseException:
         stop(server)
@@ -442,46 +413,40 @@ def start_server(stage, env, log_path):
     return server, port
 
 
-def run_and_verify(stage, test, settings, config_path, work):
-    log_path = os.path.join(work, "server-%s.log" % test)
-    server, port = start_server(stage, tfb_environment(stage), log_path)
+def check_server(stage, env, log_path, checker, after_checks=lambda: None):
+    """Starts the stage's command with env and runs `scripts/tool verify CHECKER...` against it
+    (checker: the port -> its arguments); the server must survive the checks, and they pass."""
+    server, port = start_server(stage, env, log_path)
     try:
-        verify = [sys.executable, os.path.join(ROOT, "scripts", "verify.py"),
-                  "--url", "http://127.0.0.1:%d" % port, "--config", config_path,
-                  "--entry", test]
-        completed = subprocess.run(verify, env=dict(os.environ, **TFB_DB_ENV))
-        if settings.get("database", "None") != "None":
-            tcp = psql_tfb("SELECT count(*) FROM pg_stat_activity WHERE usename = "
-                           "'benchmarkdbuser' AND client_addr IS NOT NULL "
-                           "AND pid <> pg_backend_pid()")
-            local = psql_tfb("SELECT count(*) FROM pg_stat_activity WHERE usename = "
-                             "'benchmarkdbuser' AND client_addr IS NULL AND backend_type = "
-                             "'client backend'")
-            say("the server holds %s TCP and %s Unix-socket connections to the database"
-                % (tcp, local))
-            if tcp == "0" or local != "0":
-                raise CheckFailed("the server should reach tfb-database:%d over TCP" % PG_PORT)
+        completed = subprocess.run([sys.executable, TOOL, "verify", *checker(port)],
+                                   env=dict(os.environ, **TFB_DB_ENV))
+        after_checks()
         if server.poll() is not None:
-            raise CheckFailed("the server died during the checks:\n%s" % tail(log_path))
+            raise CheckFailed("the server died during the checks:\n%s" % log_tail(log_path, 20))
         if completed.returncode != 0:
-            raise CheckFailed("scripts/verify.py failed for %s" % test)
+            raise CheckFailed("scripts/tool verify %s failed" % " ".join(checker(port)))
     finally:
         stop(server)
 
 
-def stop(process):
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+def check_tcp_only():
+    """The server reached tfb-database over TCP, as in TFB's network, not a local socket."""
+    tcp = psql_tfb("SELECT count(*) FROM pg_stat_activity WHERE usename = "
+                   "'benchmarkdbuser' AND client_addr IS NOT NULL "
+                   "AND pid <> pg_backend_pid()")
+    local = psql_tfb("SELECT count(*) FROM pg_stat_activity WHERE usename = "
+                     "'benchmarkdbuser' AND client_addr IS NULL AND backend_type = "
+                     "'client backend'")
+    say("the server holds %s TCP and %s Unix-socket connections to the database" % (tcp, local))
+    if tcp == "0" or local != "0":
+        raise CheckFailed("the server should reach tfb-database:%d over TCP" % PG_PORT)
 
 
-def tail(path, lines=20):
-    with open(path, "rb") as log:
-        return b"".join(log.readlines()[-lines:]).decode("utf-8", "replace")
+def run_and_verify(stage, test, settings, config_path, work):
+    check_server(
+        stage, tfb_environment(stage), os.path.join(work, "server-%s.log" % test),
+        lambda port: ["tfb", "--port", str(port), "--config", config_path, "--entry", test],
+        check_tcp_only if settings.get("database", "None") != "None" else lambda: None)
 
 
 def test_of(dockerfile, framework):
@@ -495,18 +460,9 @@ def test_of(dockerfile, framework):
     return match.group(1)
 
 
-def export(script, work):
-    """Runs scripts/SCRIPT into WORK/pr; the folders it wrote."""
-    completed = subprocess.run([os.path.join(ROOT, "scripts", script), os.path.join(work, "pr")],
-                               capture_output=True, text=True)
-    if completed.returncode != 0:
-        sys.exit("dockerfile-check: %s failed: %s" % (script, completed.stderr))
-    return completed.stdout.split()
-
-
 def check_tfb(names, work):
     """Each TFB dockerfile (default: one per test in benchmark_config.json): PASS or FAIL."""
-    context, = export("export-tfb.sh", work)
+    context, = (str(folder) for folder in export.export_tfb(os.path.join(work, "pr")))
     config_path = os.path.join(context, "benchmark_config.json")
     with open(config_path, encoding="utf-8") as config_file:
         config = json.load(config_file)
@@ -535,7 +491,7 @@ def check_tfb(names, work):
                     database_checked = True
                 run_and_verify(stage, test, settings, config_path, work)
                 results[name] = "PASS"
-            except CheckFailed as error:
+            except (CheckFailed, SetupError) as error:
                 say("FAIL: %s" % error)
                 results[name] = "FAIL"
     finally:
@@ -572,39 +528,23 @@ def arena_database_url():
 
 def run_and_validate(stage, name, meta, work):
     """Starts the entry as HttpArena's validate.sh does (no arguments, port 8080) and runs
-    scripts/validate-httparena.py with the profiles its meta.json subscribes to."""
-    known = validator_profiles()
-    unknown = [test for test in meta["tests"] if test not in known]
+    `verify httparena` with the profiles its meta.json subscribes to."""
+    unknown = [test for test in meta["tests"] if test not in httparena.PROFILES]
     if unknown:
-        raise CheckFailed("meta.json subscribes to %s, which scripts/validate-httparena.py does "
-                          "not check" % ", ".join(unknown))
-    log_path = os.path.join(work, "server-%s.log" % name)
+        raise CheckFailed("meta.json subscribes to %s, which `verify httparena` does not check"
+                          % ", ".join(unknown))
     # validate.sh starts a PostgreSQL beside an entry that subscribes to these.
     database_url = (arena_database_url() if {"async-db", "fortunes"} & set(meta["tests"])
                     else None)
-    server, port = start_server(stage, httparena_environment(stage, database_url), log_path)
-    try:
-        completed = subprocess.run([sys.executable, VALIDATOR, "--port", str(port),
-                                    "--profiles", ",".join(meta["tests"])]
-                                   + (["--database-url", database_url] if database_url else []))
-        if server.poll() is not None:
-            raise CheckFailed("the server died during the checks:\n%s" % tail(log_path))
-        if completed.returncode != 0:
-            raise CheckFailed("scripts/validate-httparena.py failed for %s" % name)
-    finally:
-        stop(server)
-
-
-def validator_profiles():
-    spec = importlib.util.spec_from_file_location("validate_httparena", VALIDATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.PROFILES
+    check_server(
+        stage, httparena_environment(stage, database_url), os.path.join(work, "server-%s.log" % name),
+        lambda port: ["httparena", "--port", str(port), "--profiles", ",".join(meta["tests"])]
+        + (["--database-url", database_url] if database_url else []))
 
 
 def check_httparena(names, work):
     """Each HttpArena entry folder (default: both) built from its Dockerfile: PASS or FAIL."""
-    folders = {os.path.basename(path): path for path in export("export-httparena.sh", work)}
+    folders = {folder.name: str(folder) for folder in export.export_httparena(os.path.join(work, "pr"))}
     results = {}
     for name in names or sorted(folders):
         say("==== %s/Dockerfile (context %s)" % (name, folders.get(name)))
@@ -624,15 +564,16 @@ def check_httparena(names, work):
     return results
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser):
     parser.add_argument("dockerfiles", nargs="*",
                         help="names in the exported folder (default: one per test), or with "
                              "--httparena the entry folders (default: both)")
     parser.add_argument("--httparena", action="store_true",
                         help="follow the HttpArena entry's Dockerfiles instead of TFB's")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+
+
+def run(args):
 
     work = tempfile.mkdtemp(prefix="gnosis-dockerfile-check-")
     try:
@@ -647,9 +588,4 @@ def main():
     print()
     for name, result in results.items():
         print("dockerfile-check: %-28s %s" % (name, result))
-    if any(result != "PASS" for result in results.values()):
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()
+    return 1 if any(result != "PASS" for result in results.values()) else 0

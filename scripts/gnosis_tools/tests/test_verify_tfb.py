@@ -1,15 +1,12 @@
-"""Tests of scripts/verify.py: its expected fortune page, its count rule, and its HTTP checks
-run over real sockets against a small server whose faults are chosen per test.
-
-    python3 -m unittest discover -s scripts/verify -v
+"""Tests of `scripts/tool verify tfb`: its expected fortune page, its count rule, and its HTTP
+checks run over real sockets against a small server whose faults are chosen per test.
 
 The counting tests run real statements on a real PostgreSQL with pg_stat_statements (the PG*
 environment, else the private cluster of scripts/pg.sh, which must be running; they are skipped
 when neither answers and PGHOST is unset), on tables of their own so that nothing else running
-there is counted. The rest of the database checks run when verify.py checks gnosis (docs/TFB.md).
+there is counted. The rest of the database checks run when it checks gnosis (docs/TFB.md).
 """
 
-import importlib.util
 import os
 import random
 import shlex
@@ -21,13 +18,12 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 
-SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VERIFY = os.path.join(SCRIPTS, "verify.py")
+from gnosis_tools import ROOT
+from gnosis_tools.verify import tfb as verify
+
+SCRIPTS = os.path.join(ROOT, "scripts")
+VERIFY = [sys.executable, os.path.join(SCRIPTS, "tool"), "verify", "tfb"]
 VERIFY_SERVER = os.path.join(SCRIPTS, "verify-server.sh")
-ROOT = os.path.dirname(SCRIPTS)
-SPEC = importlib.util.spec_from_file_location("verify", VERIFY)
-verify = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(verify)
 
 
 class FaultyServer:
@@ -99,7 +95,7 @@ def run_verify(faults, *extra):
     server = FaultyServer(*faults)
     try:
         completed = subprocess.run(
-            [sys.executable, VERIFY, "--url", "http://127.0.0.1:%d" % server.port,
+            [*VERIFY, "--url", "http://127.0.0.1:%d" % server.port,
              "--tests", "json,plaintext", *extra],
             capture_output=True, text=True, timeout=120)
     finally:
@@ -130,7 +126,7 @@ class HttpChecks(unittest.TestCase):
 
 
 class TheServerChecked(unittest.TestCase):
-    """verify.py --server-pid, and scripts/test.sh's verify step (scripts/verify-server.sh),
+    """`verify tfb` --server-pid, and scripts/test.sh's verify step (scripts/verify-server.sh),
     which must check the server it started, not whatever holds port 8080."""
 
     def test_a_port_served_by_another_process_is_not_checked(self):
@@ -139,7 +135,7 @@ class TheServerChecked(unittest.TestCase):
         try:
             def verify_as(pid):
                 return subprocess.run(
-                    [sys.executable, VERIFY, "--port", str(server.port), "--server-pid",
+                    [*VERIFY, "--port", str(server.port), "--server-pid",
                      str(pid), "--tests", "json"],
                     capture_output=True, text=True, timeout=120)
             refused = verify_as(other.pid)
@@ -237,7 +233,7 @@ def pg_environment():
 
 
 class CountingAgainstPostgres(unittest.TestCase):
-    """verify.py's statement counting and update check on real pg_stat_statements figures.
+    """`verify tfb`'s statement counting and update check on real pg_stat_statements figures.
 
     Each scenario plays REQUESTS requests of /updates?queries=20 the way a server would send
     their statements, on a probe table named for this run, and hands the counts to the
@@ -352,6 +348,3 @@ class CountingAgainstPostgres(unittest.TestCase):
         tables = self.database.world_tables()
         self.assertEqual([len(table) for table in tables], [verify.WORLD_ROWS, verify.WORLD_ROWS])
 
-
-if __name__ == "__main__":
-    unittest.main()

@@ -1,11 +1,8 @@
-"""Tests of scripts/validate-httparena.py over real sockets: a small stand-in server answers
+"""Tests of `scripts/tool verify httparena` over real sockets: a small stand-in server answers
 HttpArena's routes right, or with one fault chosen per test, and the validator must catch
 each fault in the check meant for it and pass the right server.
-
-    python3 -m unittest discover -s scripts/httparena -v
 """
 
-import importlib.util
 import io
 import html
 import json
@@ -20,12 +17,11 @@ import time
 import unittest
 from urllib.parse import parse_qs, urlsplit
 
-SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VALIDATE = os.path.join(SCRIPTS, "validate-httparena.py")
-SPEC = importlib.util.spec_from_file_location("validate_httparena", VALIDATE)
-validate = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(validate)
-DATASET_PATH = os.path.join(os.path.dirname(SCRIPTS), "data", "dataset.json")
+from gnosis_tools import ROOT
+from gnosis_tools.verify import httparena as validate
+
+VALIDATE = [sys.executable, os.path.join(ROOT, "scripts", "tool"), "verify", "httparena"]
+DATASET_PATH = os.path.join(ROOT, "data", "dataset.json")
 with open(DATASET_PATH, encoding="utf-8") as source:
     DATASET = json.load(source)
 # The HttpArena-like database of scripts/pg.sh (arena-env), for the checks that read it.
@@ -387,7 +383,7 @@ class AgainstTheDatabase(StandInCase):
 
 class CommandLine(StandInCase):
     def invoke(self, port, *extra):
-        return subprocess.run([sys.executable, VALIDATE, "--port", str(port)] + list(extra),
+        return subprocess.run([*VALIDATE, "--port", str(port)] + list(extra),
                               capture_output=True, text=True, timeout=300)
 
     def test_exit_codes(self):
@@ -406,6 +402,3 @@ class CommandLine(StandInCase):
         self.assertEqual(completed.returncode, 2)
         self.assertIn("json-comp", completed.stderr)
 
-
-if __name__ == "__main__":
-    unittest.main()

@@ -1,6 +1,6 @@
 -- wrk script for TFB's plaintext test: every write carries `depth` requests (TFB uses 16),
 -- built like TFB's pipeline.lua by repeating wrk.format(). Also prints the JSON summary.
--- Usage by hand: wrk -s scripts/bench/pipeline.lua -c 256 -d 5 http://127.0.0.1:8080/plaintext -- 16
+-- Usage by hand: wrk -s scripts/gnosis_tools/bench/pipeline.lua -c 256 -d 5 http://127.0.0.1:8080/plaintext -- 16
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(here .. "report.lua")

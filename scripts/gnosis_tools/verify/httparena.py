@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Check a running server the way HttpArena's scripts/validate.sh checks an entry.
 
-    scripts/validate-httparena.py [--host 127.0.0.1] [--port 8080] [--wait SECONDS]
+    scripts/tool verify httparena [--host 127.0.0.1] [--port 8080] [--wait SECONDS]
         [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes]
         [--dataset data/dataset.json] [--database-url URL [--psql psql]] [--allow-keep-open]
 
@@ -20,11 +19,9 @@ moved). Given --database-url (the server's database, read with psql), they also 
 answers with its rows.
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
-exits 1 on any FAIL, 2 when nothing answers. Python 3 standard library only.
+exits 1 on any FAIL, 2 when nothing answers.
 """
 
-import argparse
-import importlib.util
 import json
 import os
 import random
@@ -36,7 +33,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .. import ROOT
+from ..system import served_by_alone
+from .http1 import Connection, ProtocolError
+
 PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async", "async-db", "fortunes"]
 # curl --max-time 30 in every check (snapshot 304, 326, 460).
 REQUEST_TIMEOUT = 30.0
@@ -52,13 +52,6 @@ ASYNC_DB_FIELDS = ["id", "name", "category", "price", "quantity", "active", "tag
 ADDED_FORTUNE = "Additional fortune added at request time."  # snapshot 1154
 FORTUNES_ROWS = (201, 210)  # <tr count band, snapshot 1145
 FORTUNES_SIZE = (18432, 65536)  # body size band, snapshot 1176
-
-
-# The HTTP/1.1 client is verify.py's (one reader of responses for both verifiers).
-_SPEC = importlib.util.spec_from_file_location(
-    "verify", os.path.join(os.path.dirname(os.path.abspath(__file__)), "verify.py"))
-verify = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(verify)
 
 
 class ExchangeError(Exception):
@@ -82,7 +75,7 @@ def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_c
     response gains `elapsed` (seconds from connect to its last byte) and `closed`."""
     started = time.monotonic()
     try:
-        connection = verify.Connection(host, port, timeout)
+        connection = Connection(host, port, timeout)
     except OSError as error:
         raise ExchangeError("cannot connect: %s" % error) from error
     try:
@@ -97,7 +90,7 @@ def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_c
         return response
     except socket.timeout as error:
         raise ExchangeError("timed out waiting for the server") from error
-    except (OSError, verify.ProtocolError, ValueError) as error:
+    except (OSError, ProtocolError, ValueError) as error:
         raise ExchangeError("%s: %s" % (type(error).__name__, error)) from error
     finally:
         connection.close()
@@ -684,8 +677,7 @@ def wait_for_server(host, port, seconds):
             time.sleep(0.2)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--profiles", default=",".join(PROFILES),
@@ -699,32 +691,33 @@ def main():
     parser.add_argument("--server-pid", type=int,
                         help="check first that this process alone listens on the port (Linux), "
                              "so that no other server is validated")
-    parser.add_argument("--dataset", default=os.path.join(ROOT, "data", "dataset.json"),
+    parser.add_argument("--dataset", default=ROOT / "data" / "dataset.json",
                         help="the dataset the server serves (json: items compared with it)")
     parser.add_argument("--database-url",
                         help="the server's database (async-db, fortunes: answers compared with "
                              "its rows, read with psql)")
     parser.add_argument("--psql", default="psql", help="the psql to read it with")
-    args = parser.parse_args()
+
+
+def run(args):
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
     unknown = sorted(set(profiles) - set(PROFILES))
     if unknown:
-        parser.error("unknown profile(s) %s; known: %s" % (", ".join(unknown),
-                                                          ", ".join(PROFILES)))
+        print("verify httparena: unknown profile(s) %s; known: %s"
+              % (", ".join(unknown), ", ".join(PROFILES)), file=sys.stderr)
+        return 2
     with open(args.dataset, encoding="utf-8") as source:
         dataset = json.load(source)
     print("=== Validating: %s:%d (%s) ===" % (args.host, args.port, ", ".join(profiles)))
     if not wait_for_server(args.host, args.port, args.wait):
         print("FAIL: nothing answers on %s:%d" % (args.host, args.port))
-        sys.exit(2)
+        return 2
     if args.server_pid:
-        verify.check_server_pid(argparse.Namespace(port=args.port), args.server_pid)
+        elsewhere = served_by_alone(args.port, args.server_pid)
+        if elsewhere:
+            print("verify httparena: " + elsewhere, file=sys.stderr)
+            return 2
     database = Database(args.database_url, args.psql) if args.database_url else None
     validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open,
                           database=database)
-    if not validator.run(profiles):
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()
+    return 0 if validator.run(profiles) else 1

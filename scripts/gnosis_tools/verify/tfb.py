@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Check a running gnosis server against the TFB rules (docs/TFB.md, shared tfb-spec.md).
 
-    scripts/verify.py [--url http://127.0.0.1:8080 | --port N] [--server-pid PID]
-                      [--entry default|uring] [--tests json,plaintext,...]
-                      [--config benchmark_config.json] [--strict]
+    scripts/tool verify tfb [--url http://127.0.0.1:8080 | --port N] [--server-pid PID]
+                            [--entry default|uring] [--tests json,plaintext,...]
+                            [--config benchmark_config.json] [--strict]
 
 The URLs and the list of tests come from benchmark_config.json (the entry named by --entry);
 --tests narrows the list. Checks what TFB's verifier checks (headers, Date refresh, bodies, the
@@ -16,10 +15,8 @@ the port must be one of its own, else nothing is checked (exit 2).
 The database is read with psql using the PG* environment (TFB's defaults where unset: host
 tfb-database, port 5432, benchmarkdbuser, hello_world). Prints PASS / WARN / FAIL per check,
 a summary, and exits 1 on any FAIL (or WARN with --strict), 2 when it cannot run at all.
-Python 3 standard library only.
 """
 
-import argparse
 import asyncio
 import json
 import os
@@ -32,6 +29,10 @@ import time
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
+from .. import ROOT
+from ..system import served_by_alone
+from .http1 import Connection, ProtocolError
+
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 CONCURRENCY = 512  # TFB's highest concurrency level: the count checks send this many at once
 QUERIES_FOR_COUNT = 20
@@ -39,11 +40,8 @@ MAX_QUERIES = 500
 WORLD_ROWS = 10000
 MAX_RANDOM = 10000
 DATE_GAP = 3.0  # TFB fetches twice this far apart and needs two different Date values
-IO_TIMEOUT = 15.0
 LOAD_TIMEOUT = 120.0
 STATS_SETTLE = 0.5  # pg_stat_statements is written as each statement ends; let the last ones land
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Canonical TFB test names, the benchmark_config.json key holding each URL, and the run order.
 TEST_URL_KEYS = {
@@ -191,103 +189,6 @@ class Report:
 
 # ---------------------------------------------------------------------------------------------
 # HTTP over plain sockets, so that the exact bytes, pipelining and closing can be observed.
-
-
-class Response:
-    def __init__(self, version, status, headers, body):
-        self.version = version
-        self.status = status
-        self.header_list = headers  # [(name, value)] as received
-        self.headers = {name.lower(): value for name, value in headers}
-        self.body = body
-
-    def header(self, name):
-        return self.headers.get(name.lower())
-
-
-class ProtocolError(Exception):
-    pass
-
-
-class Connection:
-    def __init__(self, host, port, timeout=IO_TIMEOUT):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.buffer = b""
-
-    def close(self):
-        self.sock.close()
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def _fill(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise ProtocolError("connection closed by the server")
-        self.buffer += chunk
-
-    def _read_until(self, marker):
-        while marker not in self.buffer:
-            self._fill()
-        index = self.buffer.index(marker) + len(marker)
-        data, self.buffer = self.buffer[:index], self.buffer[index:]
-        return data
-
-    def _read_exactly(self, count):
-        while len(self.buffer) < count:
-            self._fill()
-        data, self.buffer = self.buffer[:count], self.buffer[count:]
-        return data
-
-    def read_response(self):
-        head = self._read_until(b"\r\n\r\n").decode("latin-1")
-        lines = head.split("\r\n")
-        match = re.match(r"^(HTTP/\d\.\d) (\d{3})", lines[0])
-        if not match:
-            raise ProtocolError("bad status line %r" % lines[0][:80])
-        headers = []
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ProtocolError("bad header line %r" % line[:80])
-            headers.append((name.strip(), value.strip()))
-        response = Response(match.group(1), int(match.group(2)), headers, b"")
-        length = response.header("content-length")
-        if "chunked" in (response.header("transfer-encoding") or "").lower():
-            response.body = self._read_chunked()
-        elif length is not None:
-            if not length.isdigit():
-                raise ProtocolError("bad Content-Length %r" % length)
-            response.body = self._read_exactly(int(length))
-        else:
-            raise ProtocolError("response has neither Content-Length nor Transfer-Encoding")
-        return response
-
-    def _read_chunked(self):
-        body = b""
-        while True:
-            size_line = self._read_until(b"\r\n").split(b";")[0].strip()
-            size = int(size_line, 16)
-            if size == 0:
-                self._read_until(b"\r\n")
-                return body
-            body += self._read_exactly(size)
-            self._read_until(b"\r\n")
-
-    def closed_by_peer(self, wait):
-        """True if the server closes the connection within `wait` seconds."""
-        self.sock.settimeout(wait)
-        try:
-            while True:
-                chunk = self.sock.recv(4096)
-                if not chunk:
-                    return True
-        except socket.timeout:
-            return False
-        except OSError:
-            return True
 
 
 def build_request(path, host_header, accept, version="HTTP/1.1", connection="keep-alive"):
@@ -1083,50 +984,6 @@ def parse_tests(text, available):
     return chosen
 
 
-def listening_socket_inodes(port):
-    """The inodes of the TCP sockets (IPv4 and IPv6) listening on port, from /proc/net."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as lines:
-                next(lines)
-                for line in lines:
-                    fields = line.split()
-                    local, state, inode = fields[1], fields[3], fields[9]
-                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
-                        inodes.add(inode)
-        except FileNotFoundError:
-            pass
-    return inodes
-
-
-def socket_inodes_of(pid):
-    """The inodes of the sockets process pid holds open."""
-    inodes = set()
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            try:
-                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:["):-1])
-    except OSError:
-        pass
-    return inodes
-
-
-def check_server_pid(server, pid):
-    """Dies unless process pid, and it alone, listens on the server's port: the checks must
-    not be run against another server that happens to hold it."""
-    listening = listening_socket_inodes(server.port)
-    ours = socket_inodes_of(pid)
-    if not listening or not listening <= ours:
-        die("verify: port %d is not served by process %d alone (%d listening socket(s), %d "
-            "of them its own): not checking another server" % (
-                server.port, pid, len(listening), len(listening & ours)))
-
-
 def wait_for_server(server, seconds):
     deadline = time.monotonic() + seconds
     while True:
@@ -1140,8 +997,7 @@ def wait_for_server(server, seconds):
             time.sleep(0.2)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser):
     parser.add_argument("--url", default="http://127.0.0.1:8080")
     parser.add_argument("--port", type=int,
                         help="the server's port on 127.0.0.1 (instead of --url)")
@@ -1154,7 +1010,9 @@ def main():
     parser.add_argument("--wait", type=float, default=0,
                         help="seconds to wait for the server to accept connections")
     parser.add_argument("--strict", action="store_true", help="exit non-zero on WARN too")
-    args = parser.parse_args()
+
+
+def run(args):
 
     urls = load_entry(args.config, args.entry)
     tests = parse_tests(args.tests, urls) if args.tests else list(urls)
@@ -1163,7 +1021,9 @@ def main():
     server = Server(url)
     wait_for_server(server, args.wait)
     if args.server_pid:
-        check_server_pid(server, args.server_pid)
+        elsewhere = served_by_alone(server.port, args.server_pid)
+        if elsewhere:
+            die("verify: " + elsewhere)
     print("verify: %s, entry %r, tests %s" % (url, args.entry, ", ".join(urls)))
 
     database = None
@@ -1192,9 +1052,4 @@ def main():
     report.summary()
     worst = report.worst()
     print("\nverify: %s" % worst)
-    if worst == FAIL or (worst == WARN and args.strict):
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()
+    return 1 if worst == FAIL or (worst == WARN and args.strict) else 0

@@ -4,15 +4,15 @@
 -- new one. Also prints the JSON summary (report.lua).
 --
 -- Each request is one argument, its line ends written as the four characters \r\n (so that the
--- command can be copied into a shell). bench.py builds them; by hand, for HttpArena's
+-- command can be copied into a shell). `scripts/tool bench` builds them; by hand, for HttpArena's
 -- limited-conn mix (one request in flight per connection, a new connection every 10 requests):
---   wrk -s scripts/bench/mix.lua -c 512 -d 5 http://127.0.0.1:8080 -- 10 \
+--   wrk -s scripts/gnosis_tools/bench/mix.lua -c 512 -d 5 http://127.0.0.1:8080 -- 10 \
 --     'GET /baseline11?a=13&b=42 HTTP/1.1\r\nHost: localhost\r\n\r\n' \
 --     'POST /baseline11?a=13&b=42 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n20'
 --
 -- wrk's Lua sees no connection, only its thread: a connection is closed after 10 requests on
 -- average (1 request in 10 closes one), not after exactly 10 as HttpArena's gcannon -r 10 does;
--- and only a server that closes on `Connection: close` gets new connections (bench.py counts
+-- and only a server that closes on `Connection: close` gets new connections (`scripts/tool bench` counts
 -- the connections opened to tell). A server may close without saying so in its answer (RFC 9112:
 -- it SHOULD say it); wrk counts that as a read error: the summary says how many closes were asked.
 

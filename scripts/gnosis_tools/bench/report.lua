@@ -1,6 +1,6 @@
--- wrk script: after the run, print wrk's totals as one JSON line that bench.py reads.
+-- wrk script: after the run, print wrk's totals as one JSON line that `scripts/tool bench` reads.
 -- Without a request() function wrk keeps its static (fastest) request path.
--- Usage by hand: wrk -s scripts/bench/report.lua --latency -c 64 -d 5 http://127.0.0.1:8080/json
+-- Usage by hand: wrk -s scripts/gnosis_tools/bench/report.lua --latency -c 64 -d 5 http://127.0.0.1:8080/json
 
 function done(summary, latency, requests)
   local e = summary.errors

@@ -1,25 +1,15 @@
-"""The committed data/dataset.json is scripts/gen-dataset.py's output, of HttpArena's shape.
+"""The committed data/dataset.json is `scripts/tool dataset`'s output, of HttpArena's shape."""
 
-    python3 -m unittest discover -s scripts/httparena -v
-"""
-
-import importlib.util
 import json
-import os
 import unittest
 
-SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPEC = importlib.util.spec_from_file_location("gen_dataset",
-                                              os.path.join(SCRIPTS, "gen-dataset.py"))
-gen_dataset = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(gen_dataset)
+from gnosis_tools import dataset as gen_dataset
 
 
 class CommittedDataset(unittest.TestCase):
     def test_committed_file_is_the_generators_output(self):
-        with open(gen_dataset.DEFAULT_PATH, encoding="utf-8") as committed:
-            self.assertEqual(committed.read(), gen_dataset.render(),
-                             "data/dataset.json differs: run scripts/gen-dataset.py")
+        self.assertEqual(gen_dataset.DEFAULT_PATH.read_text(encoding="utf-8"), gen_dataset.render(),
+                         "data/dataset.json differs: run scripts/tool dataset")
 
     def test_the_generator_is_deterministic(self):
         self.assertEqual(gen_dataset.render(), gen_dataset.render())
@@ -44,7 +34,3 @@ class CommittedDataset(unittest.TestCase):
             self.assertEqual(len(set(item["tags"])), len(item["tags"]))
             self.assertTrue(item["name"] and item["category"])
         self.assertEqual({item["active"] for item in items}, {True, False})
-
-
-if __name__ == "__main__":
-    unittest.main()

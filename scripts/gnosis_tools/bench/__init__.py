@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark gnosis (or any TFB-style server) with wrk the way TFB's scripts do.
 
 The command starts the server itself, waits for its port, runs a primer, a warm-up and
@@ -6,8 +5,6 @@ then each level of every selected test, and writes results/<timestamp>/ with tab
 one SVG chart per test and results.json (every wrk run, raw). With --baseline a second
 server runs alternately with the first, level by level, for several rounds, and the
 table reports each server's median and the ratio. See docs/BENCHMARKS.md.
-
-Python 3 standard library only, so that it runs on a fresh Debian machine.
 """
 
 import argparse
@@ -21,7 +18,6 @@ import resource
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,8 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-LUA_DIR = Path(__file__).resolve().parent / "bench"
+from .. import ROOT as REPO
+from ..system import (LOOPBACK, SetupError, ensure_tfb_database_host, log_tail, port_in_use,
+                      port_open, port_owners, read_proc_stat)
+
+LUA_DIR = Path(__file__).resolve().parent
 REPORT_LUA = LUA_DIR / "report.lua"
 PIPELINE_LUA = LUA_DIR / "pipeline.lua"
 MIX_LUA = LUA_DIR / "mix.lua"
@@ -43,8 +42,6 @@ ACCEPT_JSON = "application/json,text/html;q=0.9,application/xhtml+xml;q=0.9,appl
 ACCEPT_HTML = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ACCEPT_PLAIN = "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
 
-# Load goes to loopback only: the servers run on this machine, and nothing leaves it.
-LOOPBACK = "127.0.0.1"
 PIPELINE_DEPTH = 16
 WRK_TIMEOUT_S = 8
 PRIMER_CONNECTIONS = 8
@@ -121,7 +118,7 @@ TESTS = {
         Test("updates", "/updates?queries=", "queries", ACCEPT_JSON),
         Test("fortunes", "/fortunes", "connections", ACCEPT_HTML),
         Test("cached", "/cached-queries?count=", "queries", ACCEPT_JSON),
-        # HttpArena's HTTP/1.1 profiles (/work/shared/httparena-spec.md).
+        # HttpArena's HTTP/1.1 profiles (../shared/httparena-spec.md).
         Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
         Test("pipelined", "/pipeline", "pipelined", ACCEPT_PLAIN),
         Test("limited-conn", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX, LIMITED_CONN_REQUESTS),
@@ -199,10 +196,6 @@ PROFILES = {
 }
 
 
-class BenchError(Exception):
-    """A setup problem that stops the run (exit status 2)."""
-
-
 # ---------------------------------------------------------------- anchors
 
 
@@ -226,7 +219,7 @@ ARENA_DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
 ANCHOR_PATHS = {"queries": "/queries?q=", "updates": "/updates?q="}
 RULE_7_NOTE = (
     "puts all of a request's queries under one Sync, which TFB's rule 7 forbids: its numbers "
-    "here are not a legal bar (/work/shared/anchors.md)"
+    "here are not a legal bar (../shared/anchors.md)"
 )
 KEPT_OPEN_NOTE = (
     "kept its connections open after `Connection: close` (wrk reconnected after {closed:.0%} of them; "
@@ -277,7 +270,7 @@ ANCHORS = {
             not_a_legal_bar={"queries": RULE_7_NOTE, "updates": RULE_7_NOTE, "plaintext": FIRST_REQUEST_NOTE},
         ),
         Anchor("faf", ("plaintext",)),
-        # HttpArena's engines: the profiles of their meta.json `tests` that bench.py runs.
+        # HttpArena's engines: the profiles of their meta.json `tests` that `scripts/tool bench` runs.
         Anchor("rust-epoll", HTTPARENA_H1, venue="httparena"),
         Anchor("tokio", HTTPARENA_H1, venue="httparena"),
         Anchor("hyper", HTTPARENA_H1, venue="httparena"),
@@ -313,19 +306,13 @@ ANCHOR_DB_CLIENT_ENV = {
 }
 PG_SH = REPO / "scripts" / "pg.sh"
 DATASET = REPO / "data" / "dataset.json"
-HOSTS_FILE = "/etc/hosts"
 
 
 # ---------------------------------------------------------------- command line
 
 
-def parse_args(argv):
+def add_arguments(p):
     groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
-    p = argparse.ArgumentParser(
-        prog="scripts/bench.py",
-        description="Run TFB's wrk load against a server (and optionally a baseline, alternately). "
-        "See docs/BENCHMARKS.md.",
-    )
     p.add_argument(
         "--server",
         default=f"{REPO}/target/release/gnosis --port {{port}}",
@@ -409,15 +396,29 @@ def parse_args(argv):
     p.add_argument(
         "--startup-timeout", type=float, default=60.0, help="seconds to wait for a server's port (default: %(default)s)"
     )
-    args = p.parse_args(argv)
 
+
+def parse_args(argv):
+    """The options of `scripts/tool bench ARGV`, settled."""
+    parser = argparse.ArgumentParser(prog="scripts/tool bench")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return settle(args)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def settle(args):
+    """Groups expanded, the profile's values where no option was given, the servers of the run;
+    ValueError for options that do not go together."""
     args.tests = expand_tests(args.tests)
     unknown = [t for t in args.tests if t not in TESTS]
     if unknown or not args.tests:
-        p.error(f"unknown test(s) {unknown}; choose from {','.join(TESTS)} or the groups {','.join(TEST_GROUPS)}")
+        raise ValueError(f"unknown test(s) {unknown}; choose from {','.join(TESTS)} or the groups {','.join(TEST_GROUPS)}")
     if set(args.tests) & set(ARENA_DB_TESTS) and set(args.tests) & set(DB_TESTS):
         # A server started with DATABASE_URL finds HttpArena's database, not TFB's.
-        p.error(f"{','.join(ARENA_DB_TESTS)} (HttpArena's database) and {','.join(DB_TESTS)} (TFB's) need "
+        raise ValueError(f"{','.join(ARENA_DB_TESTS)} (HttpArena's database) and {','.join(DB_TESTS)} (TFB's) need "
                 "different databases: run them in separate runs")  # fmt: skip
     profile = PROFILES[args.profile]
     for key in ("duration", "warmup", "primer"):
@@ -425,21 +426,15 @@ def parse_args(argv):
             setattr(args, key, profile[key])
     args.pause_after_warmup = profile["pause_after_warmup"]
     args.pause_between_levels = profile["pause_between_levels"]
-    try:
-        args.levels = resolve_levels(args.tests, profile["levels"], args.levels)
-    except ValueError as e:
-        p.error(str(e))
-    try:
-        args.specs = server_specs(args)
-    except ValueError as e:
-        p.error(str(e))
+    args.levels = resolve_levels(args.tests, profile["levels"], args.levels)
+    args.specs = server_specs(args)
     if args.rounds is None:
         args.rounds = 4 if len(args.specs) > 1 else 1
     if min(args.duration, args.warmup, args.primer, args.rounds, args.threads, args.max_concurrency) < 1:
-        p.error("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
+        raise ValueError("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
     commands = [s for s in args.specs if s.anchor is None]
     if len({s.port for s in commands}) < len(commands):
-        p.error("--port, --baseline-port and --nginx-port must differ")
+        raise ValueError("--port, --baseline-port and --nginx-port must differ")
     return args
 
 
@@ -564,13 +559,13 @@ def ensure_installed(command, package):
     if shutil.which(command):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise BenchError(f"{command} is missing: install it (Debian: apt-get install -y {package})")
+        raise SetupError(f"{command} is missing: install it (Debian: apt-get install -y {package})")
     print(f"{command} is missing: installing {package} with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update"], check=True, env=env)
     subprocess.run(["apt-get", "install", "-y", package], check=True, env=env)
     if not shutil.which(command):
-        raise BenchError(f"apt-get install {package} did not provide a {command} command")
+        raise SetupError(f"apt-get install {package} did not provide a {command} command")
 
 
 # What wrk and a server need beyond their connections: listeners, logs, rings, epoll, pipes.
@@ -645,16 +640,6 @@ def git_commit():
 # ---------------------------------------------------------------- server process
 
 
-def read_proc_stat(pid):
-    """(name, state, session id, utime + stime in clock ticks) of a process, all its threads included."""
-    with open(f"/proc/{pid}/stat") as f:
-        text = f.read()
-    # The name may contain spaces and parentheses: the other fields start after the last ')'.
-    name = text[text.index("(") + 1 : text.rindex(")")]
-    fields = text[text.rindex(")") + 2 :].split()
-    return name, fields[0], int(fields[3]), int(fields[11]) + int(fields[12])
-
-
 def postgres_cpu_ticks():
     """utime + stime of each PostgreSQL process on the machine (comm `postgres`), by pid: the
     backends the servers' queries run in, whichever cluster they use."""
@@ -685,6 +670,10 @@ def read_status_kib(pid, field):
             if line.startswith(field):
                 return int(line.split()[1])
     return 0
+
+
+# How long a port held by no visible process may take to be released.
+PORT_RELEASE_WAIT = 15
 
 
 class Server:
@@ -732,7 +721,7 @@ class Server:
             time.sleep(0.2)
             owner = port_in_use(self.port)
         if owner:
-            raise BenchError(
+            raise SetupError(
                 f"port {self.port} is already in use ({owner}): refusing to start {self.name} "
                 "or to benchmark whatever listens there"
             )
@@ -740,7 +729,7 @@ class Server:
         self.one_worker = one_worker
         command = self.one_worker_command if one_worker else self.command
         with open(self.log_path, "ab") as log:
-            log.write(f"--- bench.py: start {self.starts} of {self.name}: {command}\n".encode())
+            log.write(f"--- bench: start {self.starts} of {self.name}: {command}\n".encode())
             log.flush()
             print(f"starting {self.name}: {command}", flush=True)
             env = dict(os.environ, **self.env) if self.env else None
@@ -750,22 +739,22 @@ class Server:
                     argv, shell=shell, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )
             except OSError as e:
-                raise BenchError(f"cannot start {self.name} ({command}): {e}") from None
+                raise SetupError(f"cannot start {self.name} ({command}): {e}") from None
         self.stopped = False
         deadline = time.monotonic() + timeout
         while not port_open(self.host, self.port):
             if self.process.poll() is not None:
                 self.stopped = True
-                raise BenchError(self.death_notice("exited before it opened its port"))
+                raise SetupError(self.death_notice("exited before it opened its port"))
             if time.monotonic() > deadline:
-                raise BenchError(f"{self.name} did not open port {self.port} within {timeout:.0f} s; see {self.log_path}")
+                raise SetupError(f"{self.name} did not open port {self.port} within {timeout:.0f} s; see {self.log_path}")
             time.sleep(0.1)
         self.rss_at_start_kib = self.rss_kib()
 
     def check_alive(self):
         if self.process is not None and not self.stopped and self.process.poll() is not None:
             self.stopped = True
-            raise BenchError(self.death_notice("died during the run; its numbers for this test are void"))
+            raise SetupError(self.death_notice("died during the run; its numbers for this test are void"))
 
     def death_notice(self, what):
         """What to tell about a server that exited on its own: how, and why SIGILL matters."""
@@ -867,60 +856,6 @@ class Server:
         return total
 
 
-def port_open(host, port):
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-# How long a port held by no visible process may take to be released.
-PORT_RELEASE_WAIT = 15
-
-
-def port_in_use(port):
-    """None if nothing listens on `port` on any address, else who does (as far as /proc tells)."""
-    listening = port_open(LOOPBACK, port)
-    if not listening:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("0.0.0.0", port))
-            except OSError:
-                listening = True
-    if not listening:
-        return None
-    owners = port_owners(port)
-    return "by " + ", ".join(owners) if owners else "by a process this user cannot see"
-
-
-def port_owners(port):
-    """`name[pid]` of the processes with a socket listening on `port` (from /proc/net and /proc/*/fd)."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            # local address "ADDR:PORT" in hex; state 0A is LISTEN
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(f"socket:[{fields[9]}]")
-    owners = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{entry}/fd")
-            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in fds):
-                owners.append(f"{read_proc_stat(entry)[0]}[{entry}]")
-        except (OSError, ValueError, IndexError):
-            continue
-    return owners
-
-
 def exit_signal(returncode, via_shell):
     """The signal that ended a process, from Popen's returncode (a shell reports 128 + N)."""
     if returncode is None:
@@ -945,14 +880,6 @@ def cpu_model():
     except OSError:
         pass
     return "unknown"
-
-
-def log_tail(path, lines=8):
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join("    " + line for line in text.rstrip().splitlines()[-lines:])
 
 
 def probe(host, port, path, accept):
@@ -1041,7 +968,7 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
-        raise BenchError(f"wrk did not finish: {shlex.join(command)}") from None
+        raise SetupError(f"wrk did not finish: {shlex.join(command)}") from None
     wall = time.monotonic() - started
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
@@ -1051,7 +978,7 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
     opened = tcp_active_opens() - opened_before
     server.check_alive()
     if done.returncode != 0:
-        raise BenchError(f"wrk failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
+        raise SetupError(f"wrk failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
     summary = parse_wrk_output(done.stdout)
     run = {
         "command": shlex.join(command),
@@ -1093,7 +1020,7 @@ def run_test(test, servers, args, log, lineup=None):
     level, round by round, one run per server. Servers that share a port (the anchors' 8080)
     take turns instead: per round, each in turn is started if need be, primed, warmed up and
     run at every level. `lineup` starts and stops them (None: they are up already). A server
-    that dies raises BenchError with the test's record, marked failed, as `error.record`.
+    that dies raises SetupError with the test's record, marked failed, as `error.record`.
     """
     levels = args.levels[test.name]
     record = {"test": test.name, "level_name": test.level_name, "levels": levels, "servers": {}, "skipped": {}}
@@ -1114,9 +1041,9 @@ def run_test(test, servers, args, log, lineup=None):
             run_side_by_side(test, taking_part, levels, record, args, log, lineup)
         else:
             if lineup is None:
-                raise BenchError("servers sharing a port need a lineup to take turns")
+                raise SetupError("servers sharing a port need a lineup to take turns")
             run_in_turns(test, taking_part, levels, record, args, log, lineup)
-    except BenchError as e:
+    except SetupError as e:
         record["failed"] = str(e)
         e.record = record
         raise
@@ -1247,7 +1174,7 @@ def nginx_config(port, workers, directory):
     connection after 1,000 requests by default: gnosis does not)."""
     kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     temp = "\n".join(f"    {kind}_temp_path {directory}/{kind};" for kind in kinds)
-    return f"""# Written by scripts/bench.py for one run.
+    return f"""# Written by scripts/tool bench for one run.
 daemon off;
 master_process on;
 worker_processes {workers};
@@ -1290,39 +1217,10 @@ def write_nginx_configs(directory, port):
         path.write_text(nginx_config(port, workers, directory))
         done = subprocess.run(["nginx", "-t", "-p", f"{directory}/", "-c", str(path)], capture_output=True, text=True)
         if done.returncode != 0:
-            raise BenchError(f"nginx -t rejects {path}:\n{done.stderr.strip()}")
+            raise SetupError(f"nginx -t rejects {path}:\n{done.stderr.strip()}")
 
 
 # ---------------------------------------------------------------- the anchors' database
-
-
-def hosts_entry(hosts_text, name):
-    """The address that an /etc/hosts text gives `name`, or None."""
-    for line in hosts_text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if len(words) >= 2 and name in words[1:]:
-            return words[0]
-    return None
-
-
-def ensure_tfb_database_host(log, hosts_file=HOSTS_FILE):
-    """`tfb-database` must name this machine, as in TFB's Docker network: add it if need be."""
-    text = Path(hosts_file).read_text()
-    address = hosts_entry(text, "tfb-database")
-    if address is None:
-        if os.geteuid() != 0:
-            raise BenchError(
-                f"tfb-database is not in {hosts_file}, and only root may add it: run "
-                f"`echo '127.0.0.1 tfb-database' | sudo tee -a {hosts_file}`, then this again"
-            )
-        with open(hosts_file, "a") as f:
-            f.write(("" if not text or text.endswith("\n") else "\n") + "127.0.0.1 tfb-database\n")
-        log(f"--- added the line '127.0.0.1 tfb-database' to {hosts_file} (running as root); it stays there")
-    elif not address.startswith("127."):
-        raise BenchError(
-            f"{hosts_file} sends tfb-database to {address}, not to this machine: the anchors would use "
-            "another database than gnosis; remove or fix that line"
-        )
 
 
 class AnchorDatabase:
@@ -1339,7 +1237,7 @@ class AnchorDatabase:
                 capture_output=True, text=True, timeout=900,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            raise BenchError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
+            raise SetupError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
 
     def start(self):
         ensure_tfb_database_host(self.log)
@@ -1349,14 +1247,14 @@ class AnchorDatabase:
         else:
             owner = port_in_use(ANCHOR_DB_PORT)
             if owner:
-                raise BenchError(
+                raise SetupError(
                     f"port {ANCHOR_DB_PORT} is already in use ({owner}) by something other than this "
                     f"script's cluster in {ANCHOR_PG_DIR}: the anchors need it for tfb-database; stop that first"
                 )
             self.log(f"--- starting the anchors' PostgreSQL: {pg_env} scripts/pg.sh start")
             done = self.pg_sh("start")
             if done.returncode != 0:
-                raise BenchError(f"scripts/pg.sh start failed ({pg_env}):\n{done.stderr.strip()}")
+                raise SetupError(f"scripts/pg.sh start failed ({pg_env}):\n{done.stderr.strip()}")
             self.started = True
         self.check_login()
 
@@ -1369,7 +1267,7 @@ class AnchorDatabase:
                    "-U", "benchmarkdbuser", "-d", "hello_world", "-c", "SELECT count(*) FROM world"]  # fmt: skip
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         if done.returncode != 0 or done.stdout.strip() != "10000":
-            raise BenchError(
+            raise SetupError(
                 f"the anchors' database does not answer as tfb-database:{ANCHOR_DB_PORT}: "
                 f"{(done.stderr or done.stdout).strip()}"
             )
@@ -1404,9 +1302,9 @@ class ArenaDatabase:
         try:
             done = subprocess.run(["bash", str(PG_SH), action], capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired:
-            raise BenchError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
+            raise SetupError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
         if done.returncode != 0:
-            raise BenchError(f"scripts/pg.sh {action} failed:\n{done.stderr.strip()}")
+            raise SetupError(f"scripts/pg.sh {action} failed:\n{done.stderr.strip()}")
         return done.stdout
 
     def start(self, sharing):
@@ -1416,7 +1314,7 @@ class ArenaDatabase:
         words = self.pg_sh("arena-env").split()
         url = next((w.split("=", 1)[1] for w in words if w.startswith("DATABASE_URL=")), None)
         if not url:
-            raise BenchError(f"scripts/pg.sh arena-env printed no DATABASE_URL: {' '.join(words)}")
+            raise SetupError(f"scripts/pg.sh arena-env printed no DATABASE_URL: {' '.join(words)}")
         query = ("SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM fortune), "
                  "current_setting('max_connections')::int - (SELECT count(*) FROM pg_stat_activity)")  # fmt: skip
         done = subprocess.run(["psql", "-X", "-A", "-t", "-F", " ", "-d", url, "-c", query],
@@ -1424,13 +1322,13 @@ class ArenaDatabase:
         try:
             items, fortunes, free = map(int, done.stdout.split())
         except ValueError:
-            raise BenchError(f"HttpArena's database does not answer at {url}: {(done.stderr or done.stdout).strip()}") from None
+            raise SetupError(f"HttpArena's database does not answer at {url}: {(done.stderr or done.stdout).strip()}") from None
         if (items, fortunes) != ARENA_DB_ROWS:
-            raise BenchError(f"HttpArena's database at {url} has {items} items and {fortunes} fortunes, "
+            raise SetupError(f"HttpArena's database at {url} has {items} items and {fortunes} fortunes, "
                              f"not {ARENA_DB_ROWS[0]} and {ARENA_DB_ROWS[1]}: scripts/pg.sh arena-setup")  # fmt: skip
         share = min(ARENA_DB_MAX_CONN, (free - ARENA_DB_SPARE_CONNECTIONS) // max(sharing, 1))
         if share < ARENA_DB_MIN_SHARE:
-            raise BenchError(f"HttpArena's database has {free} connections free: {sharing} servers would get "
+            raise SetupError(f"HttpArena's database has {free} connections free: {sharing} servers would get "
                              f"{share} each (at least {ARENA_DB_MIN_SHARE} wanted)")  # fmt: skip
         self.log(f"--- HttpArena's database: {without_password(url)}, DATABASE_MAX_CONN={share} for each of "
                  f"{sharing} server(s)")  # fmt: skip
@@ -1644,7 +1542,7 @@ def render_markdown(meta, records, names):
     for name in names:
         lines.append(f"- `{name}`: `{meta['servers'][name]}`")
     if machine["git_commit"]:
-        lines.append(f"- Checkout that bench.py ran from: {machine['git_commit']} (git describe)")
+        lines.append(f"- Checkout that `scripts/tool bench` ran from: {machine['git_commit']} (git describe)")
     cfg = meta["config"]
     lines += [
         f"- Profile `{cfg['profile']}`: {cfg['duration']} s per level, {cfg['rounds']} round(s) per level "
@@ -1841,7 +1739,7 @@ def short_ratio(ratio):
     if paired and higher in (0, len(paired)):
         agree = f" ({len(paired)}/{len(paired)} {'higher' if higher else 'lower'})"
     else:
-        agree = f" (rounds disagree)" if paired else ""
+        agree = " (rounds disagree)" if paired else ""
     return f"{ratio['ratio']:.3f}{agree}"
 
 
@@ -2010,7 +1908,7 @@ def preflight(servers):
     """Before anything starts: the anchors' binaries exist, and no port of the run is taken."""
     for server in servers:
         if server.anchor and not os.access(server.command, os.X_OK):
-            raise BenchError(
+            raise SetupError(
                 f"anchor {server.name}: no executable {server.command} (see ../shared/anchors/README.md beside "
                 "the checkout, or --anchors-dir, --httparena-dir, GNOSIS_SHARED_DIR)"
             )
@@ -2019,7 +1917,7 @@ def preflight(servers):
         owner = port_in_use(port)
         if owner:
             users = ", ".join(s.name for s in servers if port in ports[s])
-            raise BenchError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
+            raise SetupError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
 
 
 def most_connections(args):
@@ -2033,12 +1931,27 @@ def check_capacity(args, open_files):
     too_many = [f"{t} at {level}" for t in args.tests if TESTS[t].kind != "queries" for level in args.levels[t]
                 if level > capacity]  # fmt: skip
     if too_many:
-        raise BenchError(f"{', '.join(too_many)} connections: this machine allows {capacity}, set by {limit}; "
+        raise SetupError(f"{', '.join(too_many)} connections: this machine allows {capacity}, set by {limit}; "
                          "choose lower --levels")  # fmt: skip
 
 
-def main(argv):
-    args = parse_args(argv)
+def run(args):
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    try:
+        settle(args)
+    except ValueError as e:
+        print(f"scripts/tool bench: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        return measure_all(args)
+    except SetupError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def measure_all(args):
     ensure_installed("wrk", "wrk")
     if args.nginx:
         ensure_installed("nginx", "nginx-light")
@@ -2047,7 +1960,7 @@ def main(argv):
     now = datetime.now(timezone.utc)
     out_dir = Path(args.out) / now.strftime("%Y%m%dT%H%M%SZ")
     out_dir.mkdir(parents=True, exist_ok=False)
-    command_line = shlex.join(["python3", sys.argv[0], *argv])
+    command_line = shlex.join(sys.argv)
     meta = {
         "date": now.strftime("%Y-%m-%d %H:%M UTC"),
         "command": command_line,
@@ -2118,7 +2031,7 @@ def main(argv):
         meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
         for name in args.tests:
             records.append(run_test(TESTS[name], servers, args, log, lineup))
-    except BenchError as e:
+    except SetupError as e:
         if getattr(e, "record", None) is not None:
             records.append(e.record)
         log(f"!!! {e}")
@@ -2170,14 +2083,3 @@ def main(argv):
 
 def stop_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the servers and the database are stopped
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, stop_on_sigterm)
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BenchError as e:
-        print(f"bench: {e}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
