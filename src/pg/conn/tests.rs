@@ -1,12 +1,20 @@
 //! The machine without a database: a scripted server's bytes in, what the connection writes
 //! and delivers out, and the clock moved by hand.
 
+use super::failure::{
+    BACKOFF_MAX, BACKOFF_MAX_PERMANENT, BACKOFF_MIN, LOGGED_ONCE, MAX_REASONS_LOGGED,
+};
+use super::startup::REPREPARE_MIN;
 use super::*;
+use crate::pg::auth;
 use crate::pg::protocol::script::{self, frontend};
-use crate::pg::protocol::{Jsonb, BOOL_OID, INT4_OID, INT8_OID, JSONB_OID, TEXT_OID};
+use crate::pg::protocol::{
+    EncodeError, Jsonb, Message, BOOL_OID, INT4_OID, INT8_OID, JSONB_OID, TEXT_OID,
+};
 use crate::pg::target::{Config, Host};
 use proptest::prelude::*;
 use std::io;
+use std::time::Duration;
 
 static STATEMENTS: &[Statement] = &[
     Statement {
