@@ -195,10 +195,9 @@ impl Authentication {
                 self.scram = Some(scram);
             }
             Auth::SaslContinue(server_first) => {
-                let scram = self
-                    .scram
-                    .as_mut()
-                    .ok_or_else(|| DbError::Protocol("SASL continue without SASL".into()))?;
+                let Some(scram) = self.scram.as_mut() else {
+                    return Err(DbError::Protocol("SASL continue without SASL".into()));
+                };
                 scram
                     .receive_server_first(server_first)
                     .map_err(DbError::Auth)?;
@@ -210,10 +209,9 @@ impl Authentication {
                         "SASL final before the client's final message".into(),
                     ));
                 }
-                let scram = self
-                    .scram
-                    .take()
-                    .ok_or_else(|| DbError::Protocol("SASL final without SASL".into()))?;
+                let Some(scram) = self.scram.take() else {
+                    return Err(DbError::Protocol("SASL final without SASL".into()));
+                };
                 scram
                     .verify_server_final(server_final)
                     .map_err(DbError::Auth)?;
