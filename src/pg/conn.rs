@@ -186,7 +186,7 @@ impl PgConn {
     }
 
     /// The driver has started its connect: the start-up deadline runs from now.
-    pub fn connecting(&mut self, now: Instant) {
+    pub(super) fn connecting(&mut self, now: Instant) {
         if let Phase::Connect = self.phase {
             let deadline = now + self.setup.options.connect_timeout;
             self.phase = Phase::Connecting { deadline };
@@ -194,7 +194,7 @@ impl PgConn {
     }
 
     /// The socket is connected: the StartupMessage is the first output.
-    pub fn connected(&mut self, now: Instant) {
+    pub(super) fn connected(&mut self, now: Instant) {
         self.connecting(now);
         if let Phase::Connecting { deadline } = self.phase {
             self.phase = Phase::Handshake(Handshake::new(deadline));
@@ -210,7 +210,7 @@ impl PgConn {
     /// The socket failed: EOF, reset, refused connect, send error, no socket to be had.
     /// Fails every query held (`ConnectionLost`) and schedules the next attempt. Ignored while
     /// Idle (the driver reports a socket already given up).
-    pub fn transport_failed(
+    pub(super) fn transport_failed(
         &mut self,
         error: DbError,
         now: Instant,
@@ -222,14 +222,14 @@ impl PgConn {
     }
 
     /// Whether there are bytes waiting to be sent.
-    pub fn has_output(&self) -> bool {
+    pub(super) fn has_output(&self) -> bool {
         !self.output.is_empty()
     }
 
     /// Moves every byte waiting to be sent to the end of `out`, swapping buffers when `out`
     /// is empty so that the common case copies nothing. The driver sends from its own buffer:
     /// nothing the connection does later can move bytes the kernel is still sending.
-    pub fn take_output(&mut self, out: &mut Vec<u8>) {
+    pub(super) fn take_output(&mut self, out: &mut Vec<u8>) {
         if out.is_empty() {
             std::mem::swap(out, &mut self.output);
         } else {
@@ -240,7 +240,7 @@ impl PgConn {
 
     /// Free room to receive into: never empty, at least a few KiB, and as large as the
     /// message being received needs.
-    pub fn read_buffer(&mut self) -> &mut [u8] {
+    pub(super) fn read_buffer(&mut self) -> &mut [u8] {
         if self.read_start == self.read_end {
             self.read_start = 0;
             self.read_end = 0;
@@ -269,26 +269,13 @@ impl PgConn {
     }
 
     /// `n` bytes were written at the start of `read_buffer()`: decode and deliver.
-    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub(super) fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
         if self.step() != Step::Io {
             return;
         }
         self.read_end = (self.read_end + n).min(self.read_buf.len());
         if let Err(error) = self.process(now, sink) {
             self.fail(error, now, sink);
-        }
-    }
-
-    /// `bytes` arrived (copied in: for drivers that receive into buffers of their own).
-    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let generation = self.generation;
-        let mut rest = bytes;
-        while !rest.is_empty() && self.generation == generation && self.step() == Step::Io {
-            let room = self.read_buffer();
-            let n = room.len().min(rest.len());
-            room[..n].copy_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            self.filled(n, now, sink);
         }
     }
 
@@ -379,7 +366,7 @@ impl PgConn {
 
     /// Queues a Terminate, for a driver about to close a connected socket for good (output
     /// always ends at a message boundary, so it is never inside another message).
-    pub fn goodbye(&mut self) {
+    pub(super) fn goodbye(&mut self) {
         if self.step() == Step::Io {
             protocol::terminate(&mut self.output);
         }

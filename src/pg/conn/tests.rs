@@ -92,9 +92,13 @@ impl Script {
         self.now += by;
     }
 
+    /// As a driver would: into the read buffer, a few KiB at a time.
     fn receive(&mut self, bytes: &[u8]) {
-        self.conn
-            .receive(bytes, self.now, &mut record(&mut self.events));
+        for chunk in bytes.chunks(MIN_READ_ROOM) {
+            self.conn.read_buffer()[..chunk.len()].copy_from_slice(chunk);
+            let events = &mut record(&mut self.events);
+            self.conn.filled(chunk.len(), self.now, events);
+        }
     }
 
     fn timer(&mut self) {
