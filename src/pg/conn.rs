@@ -45,8 +45,8 @@ pub enum Step {
     /// The driver's connect is under way: call `connected(now)` when the socket is writable
     /// and SO_ERROR is 0, else `transport_failed`.
     Connecting,
-    /// Exchange bytes: read whenever readable (`read_buffer` + `filled`, or `receive`), send
-    /// whatever `take_output` gives.
+    /// Exchange bytes: read whenever readable (`read_buffer` + `filled`), send whatever
+    /// `take_output` gives.
     Io,
     /// No socket wanted (backoff, or parked): the driver closes any socket it holds for this
     /// connection (after sending what `take_output` still gives, if it likes: a goodbye) and
@@ -73,7 +73,7 @@ enum Phase {
 }
 
 /// The next attempt to connect.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct Retry {
     at: Instant,
     /// Whether `wanted` may bring it forward: the last failure came before the connection
