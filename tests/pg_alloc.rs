@@ -73,10 +73,10 @@ fn pipeline(pg: &mut Driver, rounds: u64) -> u64 {
     for round in 0..rounds {
         let id = (round * 7919 % 10_000 + 1) as i32;
         let now = Instant::now();
-        pg.conn
+        pg.conn_mut()
             .query(&STATEMENTS[0], &[Param::Int4(id)], 2 * round, now)
             .unwrap();
-        pg.conn
+        pg.conn_mut()
             .query(&STATEMENTS[1], &[], 2 * round + 1, now)
             .unwrap();
     }

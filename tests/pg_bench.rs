@@ -57,7 +57,7 @@ fn run(pg: &mut Driver, depth: usize, secs: f64) -> (f64, Duration) {
         }
         while sent - finished.get() < depth as u64 {
             let id = fastrand::i32(1..=10_000);
-            pg.conn
+            pg.conn_mut()
                 .query(&STATEMENTS[0], &[Param::Int4(id)], sent, now)
                 .unwrap();
             sent += 1;

@@ -265,7 +265,7 @@ fn a_server_speaking_garbage_is_a_protocol_error_then_a_retry() {
                 && matches!(c.last_error(), Some(gnosis::pg::DbError::Protocol(_)))
         },
     );
-    assert!(!pg.conn.is_ready());
+    assert!(!pg.conn().is_ready());
     assert_eq!(pg.socket(), None);
     let accepted = server.join().unwrap();
     // The retry waited for the backoff.

@@ -156,7 +156,7 @@ fn ten_thousand_pipelined_queries_come_back_right_and_in_order() {
     for (burst, chunk) in ids.chunks(500).enumerate() {
         for (i, &id) in chunk.iter().enumerate() {
             let token = (burst * 500 + i) as u64;
-            pg.conn
+            pg.conn_mut()
                 .query(WORLD, &[Param::Int4(id)], token, Instant::now())
                 .unwrap();
         }
@@ -192,7 +192,7 @@ fn a_failing_query_fails_alone() {
         .collect();
     let recorder = RefCell::new(Recorder::default());
     for (token, &d) in divisors.iter().enumerate() {
-        pg.conn
+        pg.conn_mut()
             .query(DIVIDE, &[Param::Int4(d)], token as u64, Instant::now())
             .unwrap();
     }
@@ -218,21 +218,23 @@ fn a_failing_query_fails_alone() {
             assert_eq!(outcome.rows, vec![vec![1000 / d]]);
         }
     }
-    assert!(pg.conn.is_ready());
+    assert!(pg.conn().is_ready());
 }
 
 #[test]
 fn a_terminated_backend_fails_its_queries_then_reconnects() {
     let mut pg = ready_conn();
-    let generation = pg.conn.generation();
+    let generation = pg.conn().generation();
     let recorder = RefCell::new(Recorder::default());
-    pg.conn.query(BACKEND_PID, &[], 0, Instant::now()).unwrap();
+    pg.conn_mut()
+        .query(BACKEND_PID, &[], 0, Instant::now())
+        .unwrap();
     drive_until_finished(&mut pg, &recorder, 1);
     let pid = recorder.borrow().outcomes[&0].rows[0][0];
 
     // Ten queries of 0.2 s each: the backend is killed while they are in flight.
     for token in 1..=10 {
-        pg.conn
+        pg.conn_mut()
             .query(SLOW, &[Param::Int4(token as i32)], token, Instant::now())
             .unwrap();
     }
@@ -267,7 +269,8 @@ fn a_terminated_backend_fails_its_queries_then_reconnects() {
 
     // Not ready until the new connection has started up; then it works again.
     assert_eq!(
-        pg.conn.query(WORLD, &[Param::Int4(1)], 99, Instant::now()),
+        pg.conn_mut()
+            .query(WORLD, &[Param::Int4(1)], 99, Instant::now()),
         Err(QueryError::NotConnected)
     );
     common::drive(
@@ -276,9 +279,9 @@ fn a_terminated_backend_fails_its_queries_then_reconnects() {
         &mut common::ignore_events,
         |c| c.is_ready(),
     );
-    assert_ne!(pg.conn.generation(), generation);
+    assert_ne!(pg.conn().generation(), generation);
     let recorder = RefCell::new(Recorder::default());
-    pg.conn
+    pg.conn_mut()
         .query(BACKEND_PID, &[], 100, Instant::now())
         .unwrap();
     drive_until_finished(&mut pg, &recorder, 1);
@@ -291,12 +294,12 @@ fn the_queue_is_bounded() {
     let mut pg = ready_conn();
     let max = gnosis::pg::Options::default().max_queued;
     for token in 0..max as u64 {
-        pg.conn
+        pg.conn_mut()
             .query(WORLD, &[Param::Int4(1)], token, Instant::now())
             .unwrap();
     }
     assert_eq!(
-        pg.conn
+        pg.conn_mut()
             .query(WORLD, &[Param::Int4(1)], max as u64, Instant::now()),
         Err(QueryError::QueueFull)
     );
@@ -307,7 +310,7 @@ fn the_queue_is_bounded() {
         .outcomes
         .values()
         .all(|o| matches!(o.result, Some(Ok(())))));
-    pg.conn
+    pg.conn_mut()
         .query(WORLD, &[Param::Int4(1)], 0, Instant::now())
         .unwrap();
 }
@@ -332,7 +335,7 @@ fn pg_stat_statements_counts_each_pipelined_query() {
     let recorder = RefCell::new(Recorder::default());
     for token in 0..512 {
         let id = fastrand::i32(1..=10_000);
-        pg.conn
+        pg.conn_mut()
             .query(WORLD_REVERSED, &[Param::Int4(id)], token, Instant::now())
             .unwrap();
     }
@@ -345,7 +348,7 @@ fn pg_stat_statements_counts_each_pipelined_query() {
 fn int4_arrays_are_sent_binary() {
     let mut pg = ready_conn();
     let recorder = RefCell::new(Recorder::default());
-    pg.conn
+    pg.conn_mut()
         .query(
             ARRAY_SUM,
             &[Param::Int4Array(&[3, -1, 1_000_000, 0])],
@@ -353,7 +356,7 @@ fn int4_arrays_are_sent_binary() {
             Instant::now(),
         )
         .unwrap();
-    pg.conn
+    pg.conn_mut()
         .query(ARRAY_SUM, &[Param::Int4Array(&[7])], 1, Instant::now())
         .unwrap();
     // Rows written back with the values they already hold: other tests only read world and
@@ -363,7 +366,7 @@ fn int4_arrays_are_sent_binary() {
     ids.sort_unstable();
     ids.dedup();
     let values: Vec<i32> = ids.iter().map(|id| table[id]).collect();
-    pg.conn
+    pg.conn_mut()
         .query(
             BULK_UPDATE,
             &[Param::Int4Array(&ids), Param::Int4Array(&values)],

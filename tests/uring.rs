@@ -52,17 +52,19 @@ fn connections_live_in_the_rings_file_table() {
     let server = Server::start(BINARY, &[]);
     let quiet = Duration::from_millis(300);
     let held_before = server.settled_descriptors(quiet, Duration::from_secs(10));
-    let fds_before = server.descriptors().len();
     let mut clients: Vec<Client> = (0..64).map(|_| server.connect()).collect();
     for client in &mut clients {
         assert_eq!(client.get("/plaintext").status, 200);
     }
-    assert_eq!(
-        server.descriptors().len(),
-        fds_before,
-        "{}",
-        server.describe_descriptors()
-    );
+    // None of them is a descriptor of the process (its total count is no measure: the
+    // start-up cache load's database connection may close meanwhile).
+    let described = server.describe_descriptors();
+    let connection = format!("ESTABLISHED local :{} ", server.port);
+    let as_descriptors = described
+        .lines()
+        .filter(|line| !line.starts_with("direct") && line.contains(&connection))
+        .count();
+    assert_eq!(as_descriptors, 0, "{described}");
     assert_eq!(
         server.held_descriptors(),
         held_before + 64,

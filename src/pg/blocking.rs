@@ -1,7 +1,7 @@
-//! Driving a `PgConn` with plain system calls: `Driver` is its link (`link::Link`) over a
-//! descriptor, moving the bytes with readiness from poll(2) in `poll_once` or from the
-//! caller's own event loop, and `BlockingClient` runs one query at a time on it, for
-//! start-up work such as loading the 10,000-row cache, and for tests.
+//! Driving a `PgConn` with plain system calls: `Driver` moves its link's (`link::Link`) bytes
+//! over a descriptor with readiness from poll(2) (`poll_once`), and `BlockingClient` runs one
+//! query at a time on it, for start-up work such as loading the 10,000-row cache, and for
+//! tests.
 
 use std::cell::Cell;
 use std::io;
@@ -16,11 +16,10 @@ use super::link::{Link, Order};
 use super::target::Target;
 use crate::sys;
 
-/// A `PgConn` with its link and the link's socket: opens, closes, reads and writes the
-/// socket as the link orders. Every method that can change the connection ends by doing
-/// what the link orders.
+/// A `PgConn`'s link and the link's socket: opens, closes, reads and writes the socket as
+/// the link orders. Every method that can change the connection ends by doing what the link
+/// orders.
 pub struct Driver {
-    pub conn: PgConn,
     link: Link,
     socket: Option<OwnedFd>,
     /// The connect of `socket` is under way.
@@ -30,23 +29,30 @@ pub struct Driver {
 impl Driver {
     pub fn new(conn: PgConn) -> Driver {
         Driver {
-            conn,
-            link: Link::new(),
+            link: Link::new(conn),
             socket: None,
             connecting: false,
         }
+    }
+
+    pub fn conn(&self) -> &PgConn {
+        self.link.conn()
+    }
+
+    pub fn conn_mut(&mut self) -> &mut PgConn {
+        self.link.conn_mut()
     }
 
     /// The socket and the connection generation it belongs to, for an event loop to watch.
     pub fn socket(&self) -> Option<(RawFd, u64)> {
         self.socket
             .as_ref()
-            .map(|socket| (socket.as_raw_fd(), self.conn.generation()))
+            .map(|socket| (socket.as_raw_fd(), self.conn().generation()))
     }
 
     /// Whether to wait for the socket to be writable: a connect under way, or bytes unsent.
     pub fn wants_write(&self) -> bool {
-        self.socket.is_some() && (self.connecting || self.link.has_unsent(&self.conn))
+        self.socket.is_some() && (self.connecting || self.link.has_unsent())
     }
 
     /// Sends what the connection has queued, as far as the socket takes it.
@@ -54,23 +60,9 @@ impl Driver {
         self.settle(Instant::now(), sink);
     }
 
-    /// The socket is readable (or hung up, or failed): reads until it is empty.
-    pub fn on_readable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let now = Instant::now();
-        self.read(now, sink);
-        self.settle(now, sink);
-    }
-
-    /// The socket is writable: the connect finished, or there is room to send.
-    pub fn on_writable(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
-        let now = Instant::now();
-        self.finish_connect(now, sink);
-        self.settle(now, sink);
-    }
-
     /// Lets the connection act on its deadlines (`conn.deadline()`).
     pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        self.conn.on_timer(now, sink);
+        self.conn_mut().on_timer(now, sink);
         self.settle(now, sink);
     }
 
@@ -79,13 +71,15 @@ impl Driver {
     /// happened. Blocks; waits for a host name being resolved too.
     pub fn poll_once(&mut self, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
         let now = Instant::now();
-        if self.conn.step() == Step::Connect && self.conn.target().address().is_none() {
-            self.conn
-                .target()
-                .wait_resolved(deadline.saturating_duration_since(now));
+        let target = self.conn().target();
+        if self.conn().step() == Step::Connect && target.address().is_none() {
+            target.wait_resolved(deadline.saturating_duration_since(now));
         }
         self.settle(now, sink);
-        let wake = self.conn.deadline().map_or(deadline, |at| at.min(deadline));
+        let wake = self
+            .conn()
+            .deadline()
+            .map_or(deadline, |at| at.min(deadline));
         let timeout = wake.saturating_duration_since(Instant::now());
         match &self.socket {
             Some(socket) => match sys::poll_socket(socket, self.wants_write(), timeout) {
@@ -99,9 +93,7 @@ impl Driver {
                         self.read(now, sink);
                     }
                 }
-                Err(error) => self
-                    .link
-                    .failed(&mut self.conn, error, Instant::now(), sink),
+                Err(error) => self.link.failed(error, Instant::now(), sink),
             },
             None if !timeout.is_zero() => std::thread::sleep(timeout),
             None => {}
@@ -111,14 +103,14 @@ impl Driver {
 
     /// Does what the link orders, then sends what it can.
     fn settle(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        while let Some(order) = self.link.order(&mut self.conn, now, sink) {
+        while let Some(order) = self.link.order(now, sink) {
             match order {
                 Order::Connect(address) => match sys::connect_nonblocking(&address) {
                     Ok(socket) => {
                         self.socket = Some(socket);
                         self.connecting = true;
                     }
-                    Err(error) => self.link.connected(&mut self.conn, Err(error), now, sink),
+                    Err(error) => self.link.connected(Err(error), now, sink),
                 },
                 Order::Close => {
                     // Nothing but this thread refers to the descriptor.
@@ -137,7 +129,7 @@ impl Driver {
         };
         self.connecting = false;
         let result = sys::take_socket_error(socket);
-        self.link.connected(&mut self.conn, result, now, sink);
+        self.link.connected(result, now, sink);
     }
 
     /// Reads until the socket is empty, handing each read to the link.
@@ -146,16 +138,15 @@ impl Driver {
             // Readable before connected: the connect failed, and SO_ERROR says why.
             return self.finish_connect(now, sink);
         }
-        let generation = self.conn.generation();
-        while self.conn.step() == Step::Io && self.conn.generation() == generation {
-            let Some(socket) = &self.socket else {
+        loop {
+            // None once the socket is no longer the connection's (it failed, say).
+            let (Some(socket), Some(buffer)) = (&self.socket, self.link.read_buffer()) else {
                 return;
             };
-            let buffer = self.conn.read_buffer();
             let room = buffer.len();
             match sys::receive(socket, buffer) {
                 Ok(n) => {
-                    self.link.filled(&mut self.conn, n, now, sink);
+                    self.link.filled(n, now, sink);
                     // EOF, or a short read emptied the socket: skip the read that would
                     // say EAGAIN.
                     if n < room {
@@ -165,7 +156,7 @@ impl Driver {
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => return,
                     io::ErrorKind::Interrupted => {}
-                    _ => return self.link.failed(&mut self.conn, error, now, sink),
+                    _ => return self.link.failed(error, now, sink),
                 },
             }
         }
@@ -176,7 +167,7 @@ impl Driver {
             return;
         };
         loop {
-            let unsent = self.link.unsent(&mut self.conn);
+            let unsent = self.link.unsent();
             if unsent.is_empty() {
                 return;
             }
@@ -186,7 +177,7 @@ impl Driver {
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => return,
                     io::ErrorKind::Interrupted => {}
-                    _ => return self.link.failed(&mut self.conn, error, now, sink),
+                    _ => return self.link.failed(error, now, sink),
                 },
             }
         }
@@ -197,9 +188,9 @@ impl Drop for Driver {
     /// Says goodbye (Terminate) when nothing is half-sent; the socket closes with the driver.
     fn drop(&mut self) {
         if let Some(socket) = &self.socket {
-            if !self.link.has_unsent(&self.conn) {
-                self.conn.goodbye();
-                let goodbye = self.link.unsent(&mut self.conn);
+            if !self.link.has_unsent() {
+                self.link.conn_mut().goodbye();
+                let goodbye = self.link.unsent();
                 let _ = sys::send(socket, goodbye);
             }
         }
@@ -266,7 +257,11 @@ impl BlockingClient {
     ) -> Result<(), DbError> {
         let deadline = Instant::now() + self.timeout;
         self.wait_ready(deadline)?;
-        match self.driver.conn.query(statement, params, 0, Instant::now()) {
+        match self
+            .driver
+            .conn_mut()
+            .query(statement, params, 0, Instant::now())
+        {
             Ok(()) => {}
             Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
             Err(QueryError::QueueFull) => unreachable!("one query at a time"),
@@ -296,8 +291,8 @@ impl BlockingClient {
                 // The answer may still come: drop the connection so that it cannot be taken
                 // for the next query's.
                 let now = Instant::now();
-                self.driver.conn.park(now, &mut sink);
-                self.driver.conn.unpark(now);
+                self.driver.conn_mut().park(now, &mut sink);
+                self.driver.conn_mut().unpark(now);
                 return Err(DbError::Timeout);
             }
             self.driver.poll_once(backstop, &mut sink);
@@ -310,8 +305,8 @@ impl BlockingClient {
 
     fn wait_ready(&mut self, deadline: Instant) -> Result<(), DbError> {
         let mut sink = |_: u64, _: Event<'_>| {};
-        while !self.driver.conn.is_ready() {
-            let conn = &mut self.driver.conn;
+        while !self.driver.conn().is_ready() {
+            let conn = self.driver.conn_mut();
             if let Some(error) = conn
                 .last_error()
                 .filter(|e| e.is_permanent() || !self.retry)

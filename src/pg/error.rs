@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use super::protocol::{EncodeError, ErrorFields};
+use super::protocol::{EncodeError, ErrorFields, Message};
 
 #[derive(Debug)]
 pub enum DbError {
@@ -74,6 +74,11 @@ impl DbError {
             code: fields.text(b'C'),
             message: fields.text(b'M'),
         }
+    }
+
+    /// A message the server should not have sent `when` it did.
+    pub(super) fn unexpected(message: &Message<'_>, when: &str) -> DbError {
+        DbError::Protocol(format!("unexpected {} {when}", message.name()))
     }
 
     /// The server closed the connection (end of stream), for drivers to report.

@@ -1,13 +1,13 @@
-//! The link driver: the socket a [`PgConn`] wants, for whoever moves the socket's bytes (a
-//! server's event loop, or `blocking::Driver` over poll(2)). Each method takes the
-//! connection the link belongs to.
+//! The link driver: a [`PgConn`] with the socket it wants, for whoever moves the socket's
+//! bytes (a server's event loop, or `blocking::Driver` over poll(2)).
 //!
 //! The link decides everything about the socket: when to open it and where to, when to
 //! close it, what to send, what the received bytes and the socket's failures mean. The mover
-//! does what [`Link::order`] says, reads when it can, sends [`Link::unsent`] and reports
-//! back. One socket at a time: a new one is asked for only once the mover has reported the
-//! last one [`closed`](Link::closed), so nothing the mover still has under way on an old
-//! socket (an io_uring operation, say) can ever be taken for the new one's.
+//! does what [`Link::order`] says, reads into [`Link::read_buffer`] when it can, sends
+//! [`Link::unsent`] and reports back. One socket at a time: a new one is asked for only once
+//! the mover has reported the last one [`closed`](Link::closed), so nothing the mover still
+//! has under way on an old socket (an io_uring operation, say) can ever be taken for the new
+//! one's.
 
 use std::io;
 use std::time::Instant;
@@ -38,8 +38,8 @@ enum Socket {
     Closing,
 }
 
-#[derive(Debug)]
 pub struct Link {
+    conn: PgConn,
     socket: Socket,
     /// Bytes taken from the connection for sending; `out[sent..]` is not sent yet. The mover
     /// sends from here, and nothing changes them until it has reported them sent or the
@@ -48,48 +48,49 @@ pub struct Link {
     sent: usize,
 }
 
-impl Default for Link {
-    fn default() -> Link {
-        Link::new()
-    }
-}
-
 impl Link {
-    pub fn new() -> Link {
+    /// The link of `conn`, with no socket yet.
+    pub fn new(conn: PgConn) -> Link {
         Link {
+            conn,
             socket: Socket::None,
             out: Vec::with_capacity(64 * 1024),
             sent: 0,
         }
     }
 
+    pub fn conn(&self) -> &PgConn {
+        &self.conn
+    }
+
+    /// The connection, for its queries and its timers; what changes its socket (a failure,
+    /// `park`) the link sees by its generation.
+    pub fn conn_mut(&mut self) -> &mut PgConn {
+        &mut self.conn
+    }
+
     /// What the mover must do now, if anything: asked after every event and timer. A
     /// connection without an address to connect to fails here (and its target resolves
     /// the name again).
-    pub fn order(
-        &mut self,
-        conn: &mut PgConn,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) -> Option<Order> {
-        let step = conn.step();
+    pub fn order(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) -> Option<Order> {
+        let step = self.conn.step();
         match self.socket {
             Socket::Connecting(generation) | Socket::Open(generation)
-                if generation != conn.generation()
+                if generation != self.conn.generation()
                     || matches!(step, Step::Idle | Step::Connect) =>
             {
                 self.socket = Socket::Closing;
                 Some(Order::Close)
             }
-            Socket::None if step == Step::Connect => match conn.target().address() {
+            Socket::None if step == Step::Connect => match self.conn.target().address() {
                 Some(address) => {
-                    conn.connecting(now);
-                    self.socket = Socket::Connecting(conn.generation());
+                    self.conn.connecting(now);
+                    self.socket = Socket::Connecting(self.conn.generation());
                     Some(Order::Connect(address))
                 }
                 None => {
-                    let error = conn.target().unresolved();
-                    conn.transport_failed(error, now, sink);
+                    let error = self.conn.target().unresolved();
+                    self.conn.transport_failed(error, now, sink);
                     None
                 }
             },
@@ -101,7 +102,6 @@ impl Link {
     /// had, ...). A failure is the connection's: its queries fail and it tries again later.
     pub fn connected(
         &mut self,
-        conn: &mut PgConn,
         result: io::Result<()>,
         now: Instant,
         sink: &mut impl FnMut(u64, Event<'_>),
@@ -109,93 +109,95 @@ impl Link {
         let Socket::Connecting(generation) = self.socket else {
             return;
         };
-        if generation != conn.generation() {
+        if generation != self.conn.generation() {
             return;
         }
         match result {
             Ok(()) => {
                 self.socket = Socket::Open(generation);
-                conn.connected(now);
+                self.conn.connected(now);
             }
-            Err(error) => conn.transport_failed(DbError::Io(error), now, sink),
+            Err(error) => self.conn.transport_failed(DbError::Io(error), now, sink),
         }
     }
 
     /// The socket is connected and belongs to the connection as it is now.
-    fn is_current(&self, conn: &PgConn) -> bool {
-        self.socket == Socket::Open(conn.generation())
+    fn is_current(&self) -> bool {
+        self.socket == Socket::Open(self.conn.generation())
     }
 
-    /// The socket, connected or not, belongs to the connection as it is now.
-    fn belongs(&self, conn: &PgConn) -> bool {
-        self.is_current(conn) || self.socket == Socket::Connecting(conn.generation())
+    /// Room to read into while the socket is connected and still the connection's (else
+    /// `None`: what it delivers now is not the connection's); [`Link::filled`] says how many
+    /// bytes came.
+    pub fn read_buffer(&mut self) -> Option<&mut [u8]> {
+        match self.is_current() {
+            true => Some(self.conn.read_buffer()),
+            false => None,
+        }
     }
 
-    /// `n` bytes were read into the connection's `read_buffer`; 0 is the server's EOF.
-    pub fn filled(
-        &self,
-        conn: &mut PgConn,
-        n: usize,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
-        if !self.is_current(conn) {
+    /// `n` bytes were read into [`Link::read_buffer`]; 0 is the server's EOF.
+    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        if !self.is_current() {
             return;
         }
         match n {
-            0 => conn.transport_failed(DbError::closed(), now, sink),
-            n => conn.filled(n, now, sink),
+            0 => self.conn.transport_failed(DbError::closed(), now, sink),
+            n => self.conn.filled(n, now, sink),
         }
     }
 
     /// `bytes` arrived in a buffer of the mover's own; none is the server's EOF.
-    pub fn receive(
-        &self,
-        conn: &mut PgConn,
-        bytes: &[u8],
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
-        if !self.is_current(conn) {
-            return;
+    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+        if bytes.is_empty() {
+            return self.filled(0, now, sink);
         }
-        match bytes {
-            [] => conn.transport_failed(DbError::closed(), now, sink),
-            bytes => conn.receive(bytes, now, sink),
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            // None once the socket is no longer the connection's (what came before failed it).
+            let Some(room) = self.read_buffer() else {
+                return;
+            };
+            let n = room.len().min(rest.len());
+            room[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            self.filled(n, now, sink);
         }
     }
 
     /// The socket failed (reset, a send error, ...): the connection's queries fail and it
     /// tries again later; [`Link::order`] then says to close the socket.
     pub fn failed(
-        &self,
-        conn: &mut PgConn,
+        &mut self,
         error: io::Error,
         now: Instant,
         sink: &mut impl FnMut(u64, Event<'_>),
     ) {
-        if self.belongs(conn) {
-            conn.transport_failed(DbError::Io(error), now, sink);
+        // Connected or not, the socket belongs to the connection as it is now.
+        let generation = self.conn.generation();
+        if self.is_current() || self.socket == Socket::Connecting(generation) {
+            self.conn.transport_failed(DbError::Io(error), now, sink);
         }
     }
 
     /// The bytes to send next, taking what the connection queued once the previous batch is
     /// all sent. Empty unless connected.
-    pub fn unsent(&mut self, conn: &mut PgConn) -> &[u8] {
-        if !self.is_current(conn) {
+    pub fn unsent(&mut self) -> &[u8] {
+        if !self.is_current() {
             return &[];
         }
         if self.sent == self.out.len() {
             self.out.clear();
             self.sent = 0;
-            conn.take_output(&mut self.out);
+            self.conn.take_output(&mut self.out);
         }
         &self.out[self.sent..]
     }
 
-    /// Whether there are bytes to send, for a mover that waits for room to send them.
-    pub fn has_unsent(&self, conn: &PgConn) -> bool {
-        self.is_current(conn) && (self.sent < self.out.len() || conn.has_output())
+    /// Whether there are bytes to send, for a mover that waits for room to send them; unlike
+    /// [`Link::unsent`], it takes nothing from the connection.
+    pub fn has_unsent(&self) -> bool {
+        self.is_current() && (self.sent < self.out.len() || self.conn.has_output())
     }
 
     /// `n` bytes of [`Link::unsent`] went out.

@@ -16,10 +16,7 @@ use super::target::Target;
 pub const SPILL_DEPTH: usize = 1024;
 
 pub struct Pool {
-    /// Where the connections' sockets connect to; `None` for a server without a database.
-    target: Option<Arc<Target>>,
-    conns: Vec<PgConn>,
-    /// The socket each connection wants (same index).
+    /// Each connection with the socket it wants.
     links: Vec<Link>,
     /// Shared by the pools of all threads.
     threads: Arc<Threads>,
@@ -45,19 +42,17 @@ impl Pool {
         threads: &Arc<Threads>,
         now: Instant,
     ) -> Pool {
-        let conns = (0..size)
+        let links = (0..size)
             .map(|index| {
                 let mut conn = PgConn::new(target.clone(), statements, *options, now);
                 if index > 0 {
                     conn.park(now, &mut |_, _| {});
                 }
-                conn
+                Link::new(conn)
             })
             .collect();
         Pool {
-            target: Some(target.clone()),
-            links: (0..size).map(|_| Link::new()).collect(),
-            conns,
+            links,
             threads: threads.clone(),
             starving: false,
         }
@@ -66,37 +61,34 @@ impl Pool {
     /// For a server without a database.
     pub fn empty() -> Pool {
         Pool {
-            target: None,
-            conns: Vec::new(),
             links: Vec::new(),
             threads: Arc::default(),
             starving: false,
         }
     }
 
-    pub fn target(&self) -> Option<&Arc<Target>> {
-        self.target.as_ref()
-    }
-
     pub fn len(&self) -> usize {
-        self.conns.len()
+        self.links.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.conns.is_empty()
+        self.links.is_empty()
     }
 
-    pub fn get_mut(&mut self, index: usize) -> &mut PgConn {
-        &mut self.conns[index]
+    pub fn link(&self, index: usize) -> &Link {
+        &self.links[index]
     }
 
-    /// Connection `index` with its link.
-    pub fn link_mut(&mut self, index: usize) -> (&mut Link, &mut PgConn) {
-        (&mut self.links[index], &mut self.conns[index])
+    pub fn link_mut(&mut self, index: usize) -> &mut Link {
+        &mut self.links[index]
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &PgConn> {
-        self.conns.iter()
+    fn conns(&self) -> impl Iterator<Item = &PgConn> {
+        self.links.iter().map(Link::conn)
+    }
+
+    fn conns_mut(&mut self) -> impl Iterator<Item = &mut PgConn> {
+        self.links.iter_mut().map(Link::conn_mut)
     }
 
     /// The connection a new request's queries go to: the first ready one holding fewer than
@@ -105,19 +97,20 @@ impl Pool {
     /// `None` while none is ready: the request is answered 503, and the connections that are
     /// down are told they are wanted, so that they try again soon.
     pub fn pick(&mut self, now: Instant) -> Option<&mut PgConn> {
-        let ready = || (0..self.conns.len()).filter(|&i| self.conns[i].is_ready());
+        let conn = |index: usize| self.links[index].conn();
+        let ready = || (0..self.links.len()).filter(|&i| conn(i).is_ready());
         let chosen = ready()
-            .find(|&i| self.conns[i].queued() < SPILL_DEPTH)
-            .or_else(|| ready().min_by_key(|&i| self.conns[i].queued()));
+            .find(|&i| conn(i).queued() < SPILL_DEPTH)
+            .or_else(|| ready().min_by_key(|&i| conn(i).queued()));
         match chosen {
             Some(index) => {
-                if self.conns[index].queued() >= SPILL_DEPTH {
+                if conn(index).queued() >= SPILL_DEPTH {
                     self.open_spare(now);
                 }
-                Some(&mut self.conns[index])
+                Some(self.links[index].conn_mut())
             }
             None => {
-                for conn in &mut self.conns {
+                for conn in self.conns_mut() {
                     conn.wanted(now);
                 }
                 None
@@ -130,7 +123,7 @@ impl Pool {
         if self.threads.starving.load(Ordering::Relaxed) > 0 {
             return;
         }
-        if let Some(spare) = self.conns.iter_mut().find(|conn| conn.is_parked()) {
+        if let Some(spare) = self.conns_mut().find(|conn| conn.is_parked()) {
             spare.unpark(now);
         }
     }
@@ -139,11 +132,10 @@ impl Pool {
     /// back the connections this one can do without: every ready one but the busiest that
     /// holds no query, and every one still trying.
     pub fn balance(&mut self, now: Instant) {
-        let has_ready = self.conns.iter().any(PgConn::is_ready);
+        let has_ready = self.conns().any(PgConn::is_ready);
         let starving = !has_ready
             && self
-                .conns
-                .iter()
+                .conns()
                 .any(|conn| !conn.is_parked() && conn.last_error().is_some());
         if starving != self.starving {
             self.starving = starving;
@@ -155,10 +147,10 @@ impl Pool {
         if starving || !has_ready || self.threads.starving.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let keep = (0..self.conns.len())
-            .filter(|&i| self.conns[i].is_ready())
-            .max_by_key(|&i| self.conns[i].queued());
-        for (index, conn) in self.conns.iter_mut().enumerate() {
+        let keep = (0..self.links.len())
+            .filter(|&i| self.links[i].conn().is_ready())
+            .max_by_key(|&i| self.links[i].conn().queued());
+        for (index, conn) in self.conns_mut().enumerate() {
             let idle = !conn.is_ready() || conn.queued() == 0;
             if Some(index) != keep && !conn.is_parked() && idle {
                 conn.park(now, &mut |_, _| {});
@@ -169,18 +161,17 @@ impl Pool {
     /// Every connection has either become ready or failed to (or waits parked): what the
     /// database is like right now is known.
     pub fn settled(&self) -> bool {
-        self.conns
-            .iter()
+        self.conns()
             .all(|conn| conn.is_ready() || conn.is_parked() || conn.last_error().is_some())
     }
 
     /// When [`Pool::on_timer`] must run next.
     pub fn deadline(&self) -> Option<Instant> {
-        self.conns.iter().filter_map(PgConn::deadline).min()
+        self.conns().filter_map(PgConn::deadline).min()
     }
 
     pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
-        for conn in &mut self.conns {
+        for conn in self.conns_mut() {
             if conn.deadline().is_some_and(|deadline| deadline <= now) {
                 conn.on_timer(now, sink);
             }

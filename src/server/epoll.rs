@@ -279,7 +279,10 @@ impl<S: Service> Worker<S> {
             return;
         };
         loop {
-            let room = self.core.link_read_buffer(index);
+            // None once the socket is no longer its connection's (it failed, say).
+            let Some(room) = self.core.link_read_buffer(index) else {
+                return;
+            };
             let wanted = room.len();
             match sys::receive(socket, room) {
                 Ok(n) => {
@@ -350,7 +353,7 @@ impl<S: Service> Worker<S> {
             };
             let interest = match link.connecting {
                 true => WRITABLE,
-                false if self.core.link_unsent(index).is_empty() => READABLE,
+                false if !self.core.link_has_unsent(index) => READABLE,
                 false => READABLE | WRITABLE,
             };
             let token = DATABASE + index as u64;

@@ -90,11 +90,11 @@ pub fn drive(
 ) {
     let deadline = Instant::now() + timeout;
     pg.flush(sink);
-    while !done(&pg.conn) {
+    while !done(pg.conn()) {
         assert!(
             Instant::now() < deadline,
             "timed out; last error: {:?}",
-            pg.conn.last_error().map(|e| e.to_string())
+            pg.conn().last_error().map(|e| e.to_string())
         );
         let step = (Instant::now() + Duration::from_millis(100)).min(deadline);
         pg.poll_once(step, sink);

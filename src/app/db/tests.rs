@@ -54,13 +54,13 @@ fn pool_answering(items: &[u8]) -> Pool {
     let threads = Arc::new(Threads::default());
     let now = Instant::now();
     let mut pool = Pool::new(&target, STATEMENTS, &Options::default(), 1, &threads, now);
-    let (link, conn) = pool.link_mut(0);
+    let link = pool.link_mut(0);
     let mut ignore = |_: u64, _: Event<'_>| {};
     assert!(matches!(
-        link.order(conn, now, &mut ignore),
+        link.order(now, &mut ignore),
         Some(Order::Connect(_))
     ));
-    link.connected(conn, Ok(()), now, &mut ignore);
+    link.connected(Ok(()), now, &mut ignore);
     let mut answers = script::auth_ok();
     answers.extend(script::ready());
     for (params, columns) in [
@@ -74,10 +74,9 @@ fn pool_answering(items: &[u8]) -> Pool {
         answers.extend(script::ready());
     }
     answers.extend_from_slice(items);
-    link.receive(conn, &answers, now, &mut ignore);
-    assert!(conn.is_ready());
-    let (link, conn) = pool.link_mut(0);
-    let sent = link.unsent(conn).len();
+    link.receive(&answers, now, &mut ignore);
+    assert!(link.conn().is_ready());
+    let sent = link.unsent().len();
     link.sent(sent);
     pool
 }
@@ -99,8 +98,8 @@ fn cache() -> Cache {
 
 /// The world ids of the SELECTs the pool's connection has to send, taken as sent.
 fn selected_ids(pool: &mut Pool) -> Vec<i32> {
-    let (link, conn) = pool.link_mut(0);
-    let bytes = link.unsent(conn).to_vec();
+    let link = pool.link_mut(0);
+    let bytes = link.unsent().to_vec();
     link.sent(bytes.len());
     script::frontend(&bytes, false)
         .into_iter()
@@ -134,13 +133,13 @@ fn update_answer() -> Vec<u8> {
 fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status, String)> {
     let mut cache = cache();
     let mut finished = Vec::new();
-    let (link, conn) = pool.link_mut(0);
-    link.receive(conn, answers, Instant::now(), &mut |token, event| {
-        if let Some(done) = jobs.on_event(token, event, &mut cache) {
-            let body = String::from_utf8(done.body.to_vec()).unwrap();
-            finished.push((done.ticket.seq, done.status, body));
-        }
-    });
+    pool.link_mut(0)
+        .receive(answers, Instant::now(), &mut |token, event| {
+            if let Some(done) = jobs.on_event(token, event, &mut cache) {
+                let body = String::from_utf8(done.body.to_vec()).unwrap();
+                finished.push((done.ticket.seq, done.status, body));
+            }
+        });
     finished
 }
 
@@ -187,8 +186,7 @@ fn an_async_db_request_is_answered_with_its_items() {
     let now = Instant::now();
     jobs.start(DbRoute::AsyncDb(QUERY), ticket(1), &mut rng, &mut pool, now)
         .unwrap();
-    let (link, conn) = pool.link_mut(0);
-    let sent = script::frontend(link.unsent(conn), false);
+    let sent = script::frontend(pool.link_mut(0).unsent(), false);
     let bind = &sent.iter().find(|(tag, _)| *tag == b'B').unwrap().1;
     assert!(bind.starts_with(b"\0items\0"), "the items statement");
     let limit = [&[0, 0, 0, 8][..], &20i64.to_be_bytes()].concat();
@@ -256,13 +254,12 @@ fn async_db_answers_the_fallback_body_when_it_has_no_items() {
 fn async_db_is_refused_at_once_where_items_is_unavailable() {
     let (mut jobs, mut pool, mut rng) = (Jobs::new(8), tfb_pool(), fastrand::Rng::new());
     let now = Instant::now();
-    assert!(pool.get_mut(0).is_ready());
+    assert!(pool.link(0).conn().is_ready());
     assert_eq!(
         jobs.start(DbRoute::AsyncDb(QUERY), ticket(1), &mut rng, &mut pool, now),
         Err(Status::ServiceUnavailable)
     );
-    let (link, conn) = pool.link_mut(0);
-    assert!(link.unsent(conn).is_empty());
+    assert!(pool.link_mut(0).unsent().is_empty());
     jobs.start(DbRoute::World, ticket(2), &mut rng, &mut pool, now)
         .unwrap();
     let ids = selected_ids(&mut pool);

@@ -1,12 +1,20 @@
 //! The machine without a database: a scripted server's bytes in, what the connection writes
 //! and delivers out, and the clock moved by hand.
 
+use super::failure::{
+    BACKOFF_MAX, BACKOFF_MAX_PERMANENT, BACKOFF_MIN, LOGGED_ONCE, MAX_REASONS_LOGGED,
+};
+use super::startup::REPREPARE_MIN;
 use super::*;
+use crate::pg::auth;
 use crate::pg::protocol::script::{self, frontend};
-use crate::pg::protocol::{Jsonb, BOOL_OID, INT4_OID, INT8_OID, JSONB_OID, TEXT_OID};
+use crate::pg::protocol::{
+    EncodeError, Jsonb, Message, BOOL_OID, INT4_OID, INT8_OID, JSONB_OID, TEXT_OID,
+};
 use crate::pg::target::{Config, Host};
 use proptest::prelude::*;
 use std::io;
+use std::time::Duration;
 
 static STATEMENTS: &[Statement] = &[
     Statement {
@@ -84,9 +92,13 @@ impl Script {
         self.now += by;
     }
 
+    /// As a driver would: into the read buffer, a few KiB at a time.
     fn receive(&mut self, bytes: &[u8]) {
-        self.conn
-            .receive(bytes, self.now, &mut record(&mut self.events));
+        for chunk in bytes.chunks(MIN_READ_ROOM) {
+            self.conn.read_buffer()[..chunk.len()].copy_from_slice(chunk);
+            let events = &mut record(&mut self.events);
+            self.conn.filled(chunk.len(), self.now, events);
+        }
     }
 
     fn timer(&mut self) {

@@ -132,7 +132,7 @@ fn ready_core() -> Core<TestService, u32> {
     core.link_connected(0, Ok(()));
     assert!(!send_all(&mut core).is_empty(), "the StartupMessage");
     core.link_received(0, &startup_answers());
-    assert!(core.pool.get_mut(0).is_ready());
+    assert!(core.pool.link(0).conn().is_ready());
     send_all(&mut core);
     core
 }
@@ -165,12 +165,12 @@ fn a_stale_links_socket_is_replaced_only_after_the_backend_closed_it() {
     assert_eq!(core.link_order(0), Some(LinkOrder::Close));
     // The receive completes on the old socket: its bytes are not the connection's.
     core.link_received(0, &startup_answers());
-    assert!(!core.pool.get_mut(0).is_ready());
+    assert!(!core.pool.link(0).conn().is_ready());
     assert!(core.link_unsent(0).is_empty());
     // The backoff ends: the connection wants a socket, but the old one is not closed yet.
     core.now = core.next_wake();
     core.on_timers();
-    assert_eq!(core.pool.get_mut(0).step(), crate::pg::Step::Connect);
+    assert_eq!(core.pool.link(0).conn().step(), crate::pg::Step::Connect);
     assert_eq!(core.link_order(0), None);
     assert_eq!(core.link_order(0), None);
     core.link_closed(0);
@@ -188,7 +188,7 @@ fn a_refused_connect_closes_the_socket_and_backs_off() {
     assert_eq!(core.link_order(0), Some(LinkOrder::Close));
     core.link_closed(0);
     assert_eq!(core.link_order(0), None, "backing off");
-    assert!(core.pool.get_mut(0).last_error().is_some());
+    assert!(core.pool.link(0).conn().last_error().is_some());
     core.now = core.next_wake();
     core.on_timers();
     assert_eq!(core.link_order(0), Some(connect_order()));
