@@ -175,9 +175,7 @@ proptest! {
         // Plausible tags with correct lengths and random bodies reach the body parsers.
         let mut bytes = Vec::new();
         for (tag, body) in parts {
-            bytes.push(tag);
-            bytes.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-            bytes.extend_from_slice(&body);
+            bytes.extend(protocol::script::message(tag, &body));
         }
         decode_all(&bytes);
     }

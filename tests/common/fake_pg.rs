@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use gnosis::pg::protocol::{script, INT4_OID, TEXT_OID};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
@@ -353,7 +354,7 @@ impl<'a> Session<'a> {
                         .or_default() += 1;
                     self.statements
                         .insert(name, Statement { kind, param_types });
-                    put(&mut self.out, b'1', &[]);
+                    self.out.extend(script::parse_complete());
                 }
                 b'D' => {
                     let _what = r.u8()?;
@@ -362,20 +363,17 @@ impl<'a> Session<'a> {
                         .statements
                         .get(name)
                         .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "no statement"))?;
-                    let mut params = (statement.param_types.len() as u16).to_be_bytes().to_vec();
-                    for oid in &statement.param_types {
-                        params.extend_from_slice(&oid.to_be_bytes());
-                    }
+                    let params = script::parameter_description(&statement.param_types);
                     let kind = statement.kind;
-                    put(&mut self.out, b't', &params);
+                    self.out.extend(params);
                     match kind {
-                        Kind::World => {
-                            row_description(&mut self.out, &[("id", 23), ("randomnumber", 23)])
-                        }
-                        Kind::Fortunes => {
-                            row_description(&mut self.out, &[("id", 23), ("message", 25)])
-                        }
-                        Kind::NoRows => put(&mut self.out, b'n', &[]),
+                        Kind::World => self
+                            .out
+                            .extend(script::row_description(&[INT4_OID, INT4_OID])),
+                        Kind::Fortunes => self
+                            .out
+                            .extend(script::row_description(&[INT4_OID, TEXT_OID])),
+                        Kind::NoRows => self.out.extend(script::no_data()),
                     }
                 }
                 b'B' => {
@@ -385,12 +383,11 @@ impl<'a> Session<'a> {
                         match self.shared.behaviour {
                             Behaviour::FailFirstQuery => {
                                 self.flush()?;
-                                error_response(
-                                    &mut self.out,
+                                self.out.extend(script::error(
                                     "FATAL",
                                     "57P01",
                                     "terminating connection due to administrator command",
-                                );
+                                ));
                                 return self.flush();
                             }
                             Behaviour::StallAfterStartup => {
@@ -423,7 +420,7 @@ impl<'a> Session<'a> {
                         .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "no statement"))?
                         .kind;
                     self.portal = Some((kind, first_int4, params > 0));
-                    put(&mut self.out, b'2', &[]);
+                    self.out.extend(script::bind_complete());
                 }
                 b'E' => {
                     if queries_seen == 1 && self.shared.behaviour == Behaviour::DataRowHeaderOnly {
@@ -456,7 +453,10 @@ impl<'a> Session<'a> {
                                 let mut batches = 1_000;
                                 self.flood(|out| {
                                     for id in 1..=1_000i32 {
-                                        data_row(out, &[&id.to_be_bytes(), b"flood"]);
+                                        out.extend(script::raw_row(&[
+                                            Some(&id.to_be_bytes()),
+                                            Some(b"flood"),
+                                        ]));
                                     }
                                     batches -= 1;
                                     batches > 0
@@ -464,7 +464,8 @@ impl<'a> Session<'a> {
                                 return self.stall();
                             }
                             Behaviour::ControlCharsInError => {
-                                error_response(&mut self.out, "ERROR", "XX000", FORGED_ERROR);
+                                self.out
+                                    .extend(script::error("ERROR", "XX000", FORGED_ERROR));
                                 continue;
                             }
                             _ => {}
@@ -473,19 +474,19 @@ impl<'a> Session<'a> {
                     let rows = match kind {
                         Kind::World if has_params => {
                             let number = self.random_number();
-                            data_row(
-                                &mut self.out,
-                                &[&id.unwrap_or(1).to_be_bytes(), &number.to_be_bytes()],
-                            );
+                            self.out.extend(script::raw_row(&[
+                                Some(&id.unwrap_or(1).to_be_bytes()),
+                                Some(&number.to_be_bytes()),
+                            ]));
                             1
                         }
                         Kind::World => {
                             for id in 1..=10_000i32 {
                                 let number = self.random_number();
-                                data_row(
-                                    &mut self.out,
-                                    &[&id.to_be_bytes(), &number.to_be_bytes()],
-                                );
+                                self.out.extend(script::raw_row(&[
+                                    Some(&id.to_be_bytes()),
+                                    Some(&number.to_be_bytes()),
+                                ]));
                             }
                             10_000
                         }
@@ -494,7 +495,7 @@ impl<'a> Session<'a> {
                                 (1i32, "fortune: No such file or directory"),
                                 (2, "A computer program does what you tell it to do, not what you want it to do."),
                             ] {
-                                data_row(&mut self.out, &[&id.to_be_bytes(), message.as_bytes()]);
+                                self.out.extend(script::raw_row(&[Some(&id.to_be_bytes()), Some(message.as_bytes())]));
                             }
                             2
                         }
@@ -504,29 +505,29 @@ impl<'a> Session<'a> {
                         Kind::NoRows => format!("UPDATE {rows}"),
                         _ => format!("SELECT {rows}"),
                     };
-                    put_cstr_message(&mut self.out, b'C', &tag);
+                    self.out.extend(script::command_complete(&tag));
                 }
                 b'C' => {
-                    put(&mut self.out, b'3', &[]);
+                    self.out.extend(script::message(b'3', &[]));
                 }
                 b'S' => {
-                    put(&mut self.out, b'Z', b"I");
+                    self.out.extend(script::ready());
                     self.flush()?;
                 }
                 b'H' => self.flush()?,
                 b'X' => return Ok(()),
                 b'Q' => {
-                    error_response(
-                        &mut self.out,
+                    self.out.extend(script::error(
                         "ERROR",
                         "0A000",
                         "the fake takes no simple queries",
-                    );
-                    put(&mut self.out, b'Z', b"I");
+                    ));
+                    self.out.extend(script::ready());
                     self.flush()?;
                 }
                 _ => {
-                    error_response(&mut self.out, "FATAL", "08P01", "unexpected message");
+                    self.out
+                        .extend(script::error("FATAL", "08P01", "unexpected message"));
                     return self.flush();
                 }
             }
@@ -573,15 +574,11 @@ impl<'a> Session<'a> {
             }
             Behaviour::Cleartext => self.cleartext()?,
             Behaviour::CleartextAfterSasl | Behaviour::Md5AfterSasl => {
-                let mut body = 10u32.to_be_bytes().to_vec();
-                body.extend_from_slice(b"SCRAM-SHA-256\0\0");
-                put(&mut self.out, b'R', &body);
+                self.out.extend(script::auth_sasl(&["SCRAM-SHA-256"]));
                 self.flush()?;
                 self.message()?;
                 if self.shared.behaviour == Behaviour::Md5AfterSasl {
-                    let mut body = 5u32.to_be_bytes().to_vec();
-                    body.extend_from_slice(&[1, 2, 3, 4]);
-                    put(&mut self.out, b'R', &body);
+                    self.out.extend(script::auth_md5([1, 2, 3, 4]));
                     self.flush()?;
                     self.message()?;
                     return Err(ended());
@@ -591,7 +588,7 @@ impl<'a> Session<'a> {
             _ => {}
         }
         self.started = true;
-        put(&mut self.out, b'R', &0u32.to_be_bytes());
+        self.out.extend(script::auth_ok());
         for (name, value) in [
             ("server_version", "15.0 (gnosis fake)"),
             ("server_encoding", "UTF8"),
@@ -600,32 +597,24 @@ impl<'a> Session<'a> {
             ("integer_datetimes", "on"),
             ("standard_conforming_strings", "on"),
         ] {
-            let mut body = Vec::new();
-            body.extend_from_slice(name.as_bytes());
-            body.push(0);
-            body.extend_from_slice(value.as_bytes());
-            body.push(0);
-            put(&mut self.out, b'S', &body);
+            self.out.extend(script::parameter_status(name, value));
         }
-        let mut key = 4242u32.to_be_bytes().to_vec();
-        key.extend_from_slice(&0x5eed_u32.to_be_bytes());
-        put(&mut self.out, b'K', &key);
-        put(&mut self.out, b'Z', b"I");
+        self.out.extend(script::backend_key_data());
+        self.out.extend(script::ready());
         self.flush()
     }
 
     /// AuthenticationCleartextPassword, and the password checked.
     fn cleartext(&mut self) -> io::Result<()> {
-        put(&mut self.out, b'R', &3u32.to_be_bytes());
+        self.out.extend(script::auth_cleartext());
         self.flush()?;
         let (tag, body) = self.message()?;
         if tag != b'p' || body != format!("{PASSWORD}\0").as_bytes() {
-            error_response(
-                &mut self.out,
+            self.out.extend(script::error(
                 "FATAL",
                 "28P01",
                 "password authentication failed",
-            );
+            ));
             self.flush()?;
             return Err(ended());
         }
@@ -635,9 +624,7 @@ impl<'a> Session<'a> {
     /// SCRAM-SHA-256 (RFC 5802/7677) as PostgreSQL does it; returns false once it has
     /// answered with a password failure.
     fn scram(&mut self, iterations: u32) -> io::Result<bool> {
-        let mut body = 10u32.to_be_bytes().to_vec();
-        body.extend_from_slice(b"SCRAM-SHA-256\0\0");
-        put(&mut self.out, b'R', &body);
+        self.out.extend(script::auth_sasl(&["SCRAM-SHA-256"]));
         self.flush()?;
 
         let (tag, body) = self.message()?;
@@ -661,9 +648,7 @@ impl<'a> Session<'a> {
             .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "no client nonce"))?;
         let nonce = format!("{client_nonce}fakeServerNonce{}", self.random_number());
         let server_first = format!("r={nonce},s={},i={iterations}", BASE64.encode(SALT));
-        let mut body = 11u32.to_be_bytes().to_vec();
-        body.extend_from_slice(server_first.as_bytes());
-        put(&mut self.out, b'R', &body);
+        self.out.extend(script::sasl_continue(&server_first));
         self.flush()?;
 
         let (tag, body) = self.message()?;
@@ -679,12 +664,11 @@ impl<'a> Session<'a> {
             .rsplit_once(",p=")
             .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "no proof"))?;
         let password_failed = |out: &mut Vec<u8>| {
-            error_response(
-                out,
+            out.extend(script::error(
                 "FATAL",
                 "28P01",
                 &format!("password authentication failed for user \"{USER}\""),
-            )
+            ))
         };
         if iterations > SCRAM_VERIFY_LIMIT {
             password_failed(&mut self.out);
@@ -710,9 +694,8 @@ impl<'a> Session<'a> {
         }
         let server_key = hmac(&salted, b"Server Key");
         let server_signature = hmac(&server_key, auth_message.as_bytes());
-        let mut body = 12u32.to_be_bytes().to_vec();
-        body.extend_from_slice(format!("v={}", BASE64.encode(server_signature)).as_bytes());
-        put(&mut self.out, b'R', &body);
+        let server_final = format!("v={}", BASE64.encode(server_signature));
+        self.out.extend(script::sasl_final(&server_final));
         Ok(true)
     }
 }
@@ -740,60 +723,6 @@ fn hi(password: &[u8], salt: &[u8], iterations: u32) -> [u8; 32] {
         }
     }
     result
-}
-
-/// Appends a backend message.
-fn put(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
-    out.push(tag);
-    out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-    out.extend_from_slice(body);
-}
-
-fn put_cstr_message(out: &mut Vec<u8>, tag: u8, text: &str) {
-    let mut body = text.as_bytes().to_vec();
-    body.push(0);
-    put(out, tag, &body);
-}
-
-fn row_description(out: &mut Vec<u8>, columns: &[(&str, u32)]) {
-    let mut body = (columns.len() as u16).to_be_bytes().to_vec();
-    for (name, oid) in columns {
-        body.extend_from_slice(name.as_bytes());
-        body.push(0);
-        body.extend_from_slice(&0u32.to_be_bytes()); // table oid
-        body.extend_from_slice(&0u16.to_be_bytes()); // column number
-        body.extend_from_slice(&oid.to_be_bytes());
-        let size: i16 = if *oid == 23 { 4 } else { -1 };
-        body.extend_from_slice(&size.to_be_bytes());
-        body.extend_from_slice(&(-1i32).to_be_bytes()); // type modifier
-        body.extend_from_slice(&1u16.to_be_bytes()); // binary
-    }
-    put(out, b'T', &body);
-}
-
-fn data_row(out: &mut Vec<u8>, values: &[&[u8]]) {
-    let mut body = (values.len() as u16).to_be_bytes().to_vec();
-    for value in values {
-        body.extend_from_slice(&(value.len() as u32).to_be_bytes());
-        body.extend_from_slice(value);
-    }
-    put(out, b'D', &body);
-}
-
-fn error_response(out: &mut Vec<u8>, severity: &str, code: &str, message: &str) {
-    let mut body = Vec::new();
-    for (field, value) in [
-        (b'S', severity),
-        (b'V', severity),
-        (b'C', code),
-        (b'M', message),
-    ] {
-        body.push(field);
-        body.extend_from_slice(value.as_bytes());
-        body.push(0);
-    }
-    body.push(0);
-    put(out, b'E', &body);
 }
 
 /// A cursor over a frontend message's body.

@@ -143,32 +143,19 @@ fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status,
     finished
 }
 
-/// A DataRow of binary values as they are on the wire.
-fn raw_row(values: &[&[u8]]) -> Vec<u8> {
-    let mut body = (values.len() as u16).to_be_bytes().to_vec();
-    for value in values {
-        body.extend_from_slice(&(value.len() as u32).to_be_bytes());
-        body.extend_from_slice(value);
-    }
-    let mut message = vec![b'D'];
-    message.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-    message.extend(body);
-    message
-}
-
 fn item_row(id: i32, name: &str, active: bool, tags: &str) -> Vec<u8> {
     let int = |n: i32| n.to_be_bytes().to_vec();
     let jsonb = [&[1u8][..], tags.as_bytes()].concat();
-    raw_row(&[
-        &int(id),
-        name.as_bytes(),
-        b"toys",
-        &int(30),
-        &int(5),
-        &[u8::from(active)],
-        &jsonb,
-        &int(42),
-        &int(127),
+    script::raw_row(&[
+        Some(&int(id)),
+        Some(name.as_bytes()),
+        Some(b"toys"),
+        Some(&int(30)),
+        Some(&int(5)),
+        Some(&[u8::from(active)]),
+        Some(&jsonb),
+        Some(&int(42)),
+        Some(&int(127)),
     ])
 }
 

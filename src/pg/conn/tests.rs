@@ -1148,19 +1148,7 @@ proptest! {
 
 /// A DataRow of the given binary columns (`None`: NULL), as a `Row` of the given types.
 fn with_row(types: &[u32], columns: &[Option<&[u8]>], check: impl FnOnce(Row<'_>)) {
-    let mut body = (columns.len() as u16).to_be_bytes().to_vec();
-    for column in columns {
-        match column {
-            Some(bytes) => {
-                body.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-                body.extend_from_slice(bytes);
-            }
-            None => body.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-    }
-    let mut bytes = vec![b'D'];
-    bytes.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-    bytes.extend_from_slice(&body);
+    let bytes = script::raw_row(columns);
     let Ok(Some((Message::DataRow(data), _))) = protocol::decode(&bytes) else {
         panic!("not a DataRow");
     };
