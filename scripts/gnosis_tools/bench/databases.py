@@ -7,22 +7,9 @@ import re
 import shutil
 import subprocess
 
-from .. import ROOT as REPO
-from ..system import SetupError, ensure_tfb_database_host, port_in_use
+from ..system import SetupError, ensure_tfb_database_host, pg_sh, port_in_use
 from .catalog import TESTS
 from .httparena import DB_TESTS as ARENA_DB_TESTS
-
-
-PG_SH = REPO / "scripts" / "pg.sh"
-
-
-def pg_sh(action, env=None):
-    """`scripts/pg.sh ACTION`, with `env` added to the environment."""
-    try:
-        return subprocess.run(["bash", str(PG_SH), action], env=dict(os.environ, **(env or {})),
-                              capture_output=True, text=True, timeout=900)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise SetupError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
 
 
 # The database the anchors expect, made with scripts/pg.sh: TFB's set-up on TCP port 5432. Its

@@ -5,7 +5,6 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -122,20 +121,6 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
         "wrk_output": done.stdout,
     }
     return run
-
-
-def ensure_installed(command, package):
-    """The command, installed from Debian's package if missing and this runs as root."""
-    if shutil.which(command):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise SetupError(f"{command} is missing: install it (Debian: apt-get install -y {package})")
-    print(f"{command} is missing: installing {package} with apt-get", flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", package], check=True, env=env)
-    if not shutil.which(command):
-        raise SetupError(f"apt-get install {package} did not provide a {command} command")
 
 
 # What wrk and a server need beyond their connections: listeners, logs, rings, epoll, pipes.

@@ -257,9 +257,9 @@ def preflight(servers):
             raise SetupError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
 
 
-def probe(host, port, path, accept):
+def probe(host, port, path, accept, timeout=10):
     """One plain request before the load: a test the server lacks fails here, clearly."""
-    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", path, headers={"Host": "localhost", "Accept": accept})
         response = conn.getresponse()

@@ -14,25 +14,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import ROOT as REPO
-from ..system import LOOPBACK, SetupError
+from ..system import LOOPBACK, SetupError, ensure_installed, exit_on_sigterm
 from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
-from .load import check_capacity, ensure_installed, most_connections, raise_open_files_limit
+from .load import check_capacity, most_connections, raise_open_files_limit
 from .nginx import NGINX_CONF, NGINX_DIR, write_nginx_configs
 from .options import settle
 from .proc import cpu_model
 from .report import chart_name, render_markdown
 from .schedule import run_test
 from .servers import Lineup, Server, preflight
-from .summary import collect_failures, ratios, rate, rate_per_cpu, summarize
-
+from .summary import collect_failures, has_numbers, ratios, rate, rate_per_cpu, summarize
 
 DATASET = REPO / "data" / "dataset.json"
 
 
 def run(args):
-    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     try:
         settle(args)
     except ValueError as e:
@@ -56,15 +55,13 @@ def measure_all(args):
     now = datetime.now(timezone.utc)
     out_dir = Path(args.out) / now.strftime("%Y%m%dT%H%M%SZ")
     out_dir.mkdir(parents=True, exist_ok=False)
-    command_line = shlex.join(sys.argv)
     meta = {
         "date": now.strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command_line,
+        "command": shlex.join(sys.argv),
         "machine": machine_info(),
         "open_files_limit": open_files,
         "load_average": {"start": os.getloadavg()[0]},
         "database": database_settings(),
-        "servers": {},
         "config": {
             k: getattr(args, k)
             for k in ("profile", "tests", "levels", "duration", "warmup", "primer", "rounds", "threads",
@@ -74,16 +71,75 @@ def measure_all(args):
     # A database anchor cannot even start without tfb-database: then every server of the run
     # uses that database, gnosis included, over TCP as the anchors do.
     anchor_db = any(spec.anchor and spec.anchor.needs_database for spec in args.specs)
-    client_env = ANCHOR_DB_CLIENT_ENV if anchor_db else None
     if anchor_db:
         meta["database"] = (
             f"tfb-database:{ANCHOR_DB_PORT} (127.0.0.1), SCRAM over TCP, for every server: the anchors by "
             f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
             f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
-    # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
-    command_env = dict(client_env or {}, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
     nginx_dir = tempfile.mkdtemp(prefix="bench-nginx-") if args.nginx else None
+    servers = make_servers(args, out_dir, ANCHOR_DB_CLIENT_ENV if anchor_db else {}, nginx_dir, meta)
+    names = [s.name for s in servers]
+    meta["servers"] = {s.name: s.command + (f" (anchor, port {s.port})" if s.anchor else "") for s in servers}
+    meta["anchors"] = {s.name: s.anchor.name for s in servers if s.anchor}
+
+    with open(out_dir / "bench.log", "w") as log_file:
+
+        def log(message):
+            print(message, flush=True)
+            log_file.write(message + "\n")
+            log_file.flush()
+
+        log(f"results in {out_dir}")
+        records = []
+        database = AnchorDatabase(log) if anchor_db else None
+        lineup = Lineup(servers, args.startup_timeout, log)
+        try:
+            preflight(servers)
+            if database:
+                database.start()
+                meta["setup"] = [
+                    f"PostgreSQL on 127.0.0.1:{ANCHOR_DB_PORT} ({ANCHOR_PG_DIR}) "
+                    + ("started for this run and stopped after it" if database.started else "already running, left running")
+                ]
+            meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
+            for name in args.tests:
+                records.append(run_test(TESTS[name], servers, args, log, lineup))
+        except SetupError as e:
+            if getattr(e, "record", None) is not None:
+                records.append(e.record)
+            log(f"!!! {e}")
+            meta["aborted"] = str(e)
+        finally:
+            lineup.stop_all()
+            if nginx_dir:
+                shutil.rmtree(nginx_dir, ignore_errors=True)
+            if database:
+                database.stop()
+            if any(not s.peak_reset_works for s in servers):
+                meta["peak_rss_note"] = "clear_refs not writable: peak RSS is since the server started"
+            meta["load_average"]["end"] = os.getloadavg()[0]
+
+    table = write_results(out_dir, meta, records, names)
+    print()
+    print(table)
+    failures = collect_failures(records) + ([meta["aborted"]] if "aborted" in meta else [])
+    if failures:
+        banner = "!" * 72
+        print(f"\n{banner}\nTHIS RUN HAD ERRORS; its numbers are not valid:", file=sys.stderr)
+        for f in failures:
+            print(f"  - {f}", file=sys.stderr)
+        print(f"{banner}\nresults: {out_dir}", file=sys.stderr)
+        return 1
+    print(f"\nresults: {out_dir}")
+    return 0
+
+
+def make_servers(args, out_dir, client_env, nginx_dir, meta):
+    """The servers of the run, not started yet, each logging to its file in `out_dir`; nginx's
+    configurations written to `nginx_dir` (and into `meta`)."""
+    # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
+    command_env = dict(client_env, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
     servers = []
     for i, spec in enumerate(args.specs):
         if spec.anchor:
@@ -100,85 +156,31 @@ def measure_all(args):
                    anchor=spec.anchor, env=None if spec.anchor else command_env, tests=spec.tests,
                    one_worker_command=one_worker_command)
         )  # fmt: skip
-    names = [s.name for s in servers]
-    for s in servers:
-        meta["servers"][s.name] = s.command + (f" (anchor, port {s.port})" if s.anchor else "")
-    meta["anchors"] = {s.name: s.anchor.name for s in servers if s.anchor}
+    return servers
 
-    log_file = open(out_dir / "bench.log", "w")
 
-    def log(message):
-        print(message, flush=True)
-        log_file.write(message + "\n")
-        log_file.flush()
-
-    log(f"results in {out_dir}")
-    records = []
-    database = AnchorDatabase(log) if anchor_db else None
-    lineup = Lineup(servers, args.startup_timeout, log)
-    try:
-        preflight(servers)
-        if database:
-            database.start()
-            meta["setup"] = [
-                f"PostgreSQL on 127.0.0.1:{ANCHOR_DB_PORT} ({ANCHOR_PG_DIR}) "
-                + ("started for this run and stopped after it" if database.started else "already running, left running")
-            ]
-        meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
-        for name in args.tests:
-            records.append(run_test(TESTS[name], servers, args, log, lineup))
-    except SetupError as e:
-        if getattr(e, "record", None) is not None:
-            records.append(e.record)
-        log(f"!!! {e}")
-        meta["aborted"] = str(e)
-    finally:
-        lineup.stop_all()
-        if nginx_dir:
-            shutil.rmtree(nginx_dir, ignore_errors=True)
-        if database:
-            database.stop()
-        if any(not s.peak_reset_works for s in servers):
-            meta["peak_rss_note"] = "clear_refs not writable: peak RSS is since the server started"
-        meta["load_average"]["end"] = os.getloadavg()[0]
-
-    for record in records:
-        if "failed" not in record and not record.get("not_served"):
-            record["summary"] = [{"server": name, "level": level, **row} for (name, level), row in summarize(record).items()]
-            # Per other server: the first server's ratio to it, per metric and level.
-            record["ratios"] = {
-                other: {
-                    metric.__name__: {str(level): r for level, r in ratios(record, names[0], other, metric).items()}
-                    for metric in (rate, rate_per_cpu)
-                }
-                for other in names[1:]
+def write_results(out_dir, meta, records, names):
+    """results.json (with each test's summary and ratios added), a chart per test that ran, and
+    table.md, which it returns."""
+    measured = [r for r in records if has_numbers(r)]
+    for record in measured:
+        record["summary"] = [{"server": name, "level": level, **row} for (name, level), row in summarize(record).items()]
+        # Per other server: the first server's ratio to it, per metric and level.
+        record["ratios"] = {
+            other: {
+                metric.__name__: {str(level): r for level, r in ratios(record, names[0], other, metric).items()}
+                for metric in (rate, rate_per_cpu)
             }
+            for other in names[1:]
+        }
     (out_dir / "results.json").write_text(json.dumps({"meta": meta, "tests": records}, indent=1) + "\n")
-    for record in records:
-        if "failed" not in record and not record.get("not_served"):
-            (out_dir / chart_name(record["test"])).write_text(chart_for(record, names))
+    for record in measured:
+        (out_dir / chart_name(record["test"])).write_text(chart_for(record, names))
     table = render_markdown(meta, records, names)
     if "aborted" in meta:
         table += f"\n**ABORTED: {meta['aborted']}**\n"
     (out_dir / "table.md").write_text(table)
-    log_file.close()
-    print()
-    print(table)
-
-    failures = collect_failures(records)
-    if failures or "aborted" in meta:
-        banner = "!" * 72
-        print(f"\n{banner}\nTHIS RUN HAD ERRORS; its numbers are not valid:", file=sys.stderr)
-        for f in failures + ([meta["aborted"]] if "aborted" in meta else []):
-            print(f"  - {f}", file=sys.stderr)
-        print(f"{banner}\nresults: {out_dir}", file=sys.stderr)
-        return 1
-    print(f"\nresults: {out_dir}")
-    return 0
-
-
-def stop_on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the servers and the database are stopped
+    return table
 
 
 def machine_info():

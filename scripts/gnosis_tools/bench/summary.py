@@ -47,6 +47,11 @@ def summarize(record):
     return rows
 
 
+def has_numbers(record):
+    """Whether the test ran: some server serves it, and it did not fail."""
+    return "failed" not in record and not record.get("not_served")
+
+
 def level_runs(record, name, level):
     if name not in record["servers"]:
         return []  # the server does not serve this test
@@ -158,7 +163,7 @@ def rule_breakers(record, meta):
         if reason:
             breakers.append((name, reason))
     close_every = TESTS[record["test"]].close_every
-    if close_every and "failed" not in record and not record.get("not_served"):
+    if close_every and has_numbers(record):
         for (name, level), row in summarize(record).items():
             closed = row["closed_on_request"]
             if closed is not None and closed < 0.5 and name not in dict(breakers):

@@ -965,12 +965,12 @@ class HttpArenaDatabase(unittest.TestCase):
         self.assertEqual([s.env for s in servers], [{"DATASET_PATH": "/d"}, None, None])
 
     @unittest.skipUnless(shutil.which("psql") and subprocess.run(
-        ["bash", str(databases.PG_SH), "status"], capture_output=True).returncode == 0,
+        ["bash", str(system.PG_SH), "status"], capture_output=True).returncode == 0,
         "scripts/pg.sh's cluster is not running")  # fmt: skip
     def test_the_servers_that_serve_them_get_httparena_s_database(self):
         servers = self.servers()
         line = databases.give_arena_database(servers, ["baseline", "async-db"], lambda m: None)
-        url = subprocess.run(["bash", str(databases.PG_SH), "arena-env"], capture_output=True, text=True).stdout
+        url = subprocess.run(["bash", str(system.PG_SH), "arena-env"], capture_output=True, text=True).stdout
         url = url.split("DATABASE_URL=", 1)[1].strip()
         gnosis, rust_epoll, sark = servers
         share = gnosis.env["DATABASE_MAX_CONN"]
