@@ -39,6 +39,13 @@ def read_status_kib(pid, field):
     return 0
 
 
+def thread_count(pid):
+    """The threads of a process (num_threads of /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    return int(text[text.rindex(")") + 2 :].split()[17])
+
+
 def tcp_active_opens():
     """The TCP connections opened so far by this network namespace (Tcp ActiveOpens)."""
     lines = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines() if line.startswith("Tcp:")]

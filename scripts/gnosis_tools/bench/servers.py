@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from ..system import SetupError, log_tail, port_in_use, port_open, port_owners, read_proc_stat
-from .proc import cpu_model, proc_stats, read_status_kib
+from .proc import cpu_model, proc_stats, read_status_kib, thread_count
 
 
 # How long a port held by no visible process may take to be released.
@@ -151,10 +151,7 @@ class Server:
             return found
         for pid in self.pids(measured_only=True):
             try:
-                with open(f"/proc/{pid}/stat") as f:
-                    text = f.read()
-                threads = text[text.rindex(")") + 2 :].split()[17]
-                found.append(f"{read_proc_stat(pid)[0]}[{pid}] {threads} threads")
+                found.append(f"{read_proc_stat(pid)[0]}[{pid}] {thread_count(pid)} threads")
             except (OSError, ValueError, IndexError):
                 continue
         return found

@@ -3,7 +3,7 @@ between servers, the totals, and what makes a run's numbers invalid or no bar.""
 
 import statistics
 
-from .anchors import ANCHORS, Anchor
+from .anchors import ANCHORS
 from .catalog import TESTS
 from .httparena import KEPT_OPEN_NOTE
 
@@ -159,7 +159,8 @@ def rule_breakers(record, meta):
     anchors = meta.get("anchors", {})
     breakers = []
     for name in record["servers"]:
-        reason = ANCHORS.get(anchors.get(name), Anchor("", ())).not_a_legal_bar.get(record["test"])
+        anchor = ANCHORS.get(anchors.get(name))
+        reason = anchor and anchor.not_a_legal_bar.get(record["test"])
         if reason:
             breakers.append((name, reason))
     close_every = TESTS[record["test"]].close_every
