@@ -48,7 +48,8 @@ FDS_GROWTH, FDS_LEFT = 16, 4
 
 
 def add_arguments(parser):
-    parser.add_argument("seconds", nargs="?", type=int, default=600, help="how long the load lasts (default: %(default)s)")
+    parser.add_argument("seconds", nargs="?", type=int, default=600,
+                        help="how long the load lasts (default: %(default)s)")
     parser.add_argument("--faults", action="store_true", help="hang the database, then restart it, under the load")
     parser.add_argument("--pause", type=int, default=20, metavar="SECONDS",
                         help="how long the database hangs with --faults (default: %(default)s)")  # fmt: skip

@@ -18,90 +18,47 @@ from .tfb import DB_TESTS
 
 
 def add_arguments(p):
+    # fmt: off
     groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
-    p.add_argument(
-        "--server",
-        default=f"{REPO}/target/release/gnosis --port {{port}}",
-        help="server command line, run by /bin/sh, {port} replaced by the port; or anchor:NAME "
-        f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)",
-    )
+    p.add_argument("--server", default=f"{REPO}/target/release/gnosis --port {{port}}",
+                   help="server command line, run by /bin/sh, {port} replaced by the port; or anchor:NAME "
+                   f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)")
     p.add_argument("--name", help="label of --server in the tables (default: its program or anchor name)")
     p.add_argument("--baseline", help="a second server (command line or anchor:NAME), run alternately with --server")
-    p.add_argument(
-        "--baseline-name", help="label of --baseline (default: the anchor's name, or 'baseline')"
-    )
-    p.add_argument(
-        "--anchors",
-        metavar="NAME,NAME|tfb|httparena|all",
-        help=f"more servers: these anchors ({', '.join(ANCHORS)}; tfb: TFB's, httparena: HttpArena's "
-        "engines), each run alternately with --server (and --baseline) on the tests it serves; "
-        "ratios are --server over each of them",
-    )
-    p.add_argument(
-        "--anchors-dir",
-        default=str(DEFAULT_ANCHORS_DIR),
-        help="where TFB's anchors' binaries are ($GNOSIS_SHARED_DIR/anchors/bin, default: %(default)s)",
-    )
-    p.add_argument(
-        "--httparena-dir",
-        default=str(DEFAULT_HTTPARENA_DIR),
-        help="where HttpArena's engines are, in bin/ ($GNOSIS_SHARED_DIR/anchors/httparena, default: %(default)s)",
-    )
-    p.add_argument(
-        "--nginx",
-        action="store_true",
-        help="one more server: Debian's nginx (nginx-light), configured here, on the nginx tests "
-        f"({', '.join(TEST_GROUPS['nginx'])})",
-    )
-    p.add_argument(
-        "--port",
-        type=int,
-        help=f"port of --server (default: 8080, or the first port above {ANCHOR_PORT} that no anchor "
-        f"binds when an anchor, always on {ANCHOR_PORT}, is in the run)",
-    )
+    p.add_argument("--baseline-name", help="label of --baseline (default: the anchor's name, or 'baseline')")
+    p.add_argument("--anchors", metavar="NAME,NAME|tfb|httparena|all",
+                   help=f"more servers: these anchors ({', '.join(ANCHORS)}; tfb: TFB's, httparena: HttpArena's "
+                   "engines), each run alternately with --server (and --baseline) on the tests it serves; "
+                   "ratios are --server over each of them")
+    p.add_argument("--anchors-dir", default=str(DEFAULT_ANCHORS_DIR),
+                   help="where TFB's anchors' binaries are ($GNOSIS_SHARED_DIR/anchors/bin, default: %(default)s)")
+    p.add_argument("--httparena-dir", default=str(DEFAULT_HTTPARENA_DIR), help="where HttpArena's engines are, "
+                   "in bin/ ($GNOSIS_SHARED_DIR/anchors/httparena, default: %(default)s)")
+    p.add_argument("--nginx", action="store_true", help="one more server: Debian's nginx (nginx-light), "
+                   f"configured here, on the nginx tests ({', '.join(TEST_GROUPS['nginx'])})")
+    p.add_argument("--port", type=int, help=f"port of --server (default: 8080, or the first port above "
+                   f"{ANCHOR_PORT} that no anchor binds when an anchor, always on {ANCHOR_PORT}, is in the run)")
     p.add_argument("--baseline-port", type=int, help="port of --baseline (default: --port + 1)")
     p.add_argument("--nginx-port", type=int, help="port of --nginx (default: the next one after --baseline-port)")
-    p.add_argument(
-        "--tests",
-        default="tfb",
-        help=f"comma-separated tests or groups ({groups}) (default: %(default)s)",
-    )
+    p.add_argument("--tests", default="tfb", help=f"comma-separated tests or groups ({groups}) (default: %(default)s)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="(default: %(default)s)")
     p.add_argument("--duration", type=int, help="seconds per level (profile default)")
     p.add_argument("--warmup", type=int, help="seconds of warm-up at the top level (profile default)")
     p.add_argument("--primer", type=int, help="seconds of primer at 8 connections (profile default)")
-    p.add_argument(
-        "--levels",
-        action="append",
-        default=[],
-        metavar="[TEST=]L1,L2,...",
-        help="levels (connections, or N for queries/updates/cached); repeatable; "
-        "without TEST= they apply to every selected test",
-    )
-    p.add_argument(
-        "--max-concurrency",
-        type=int,
-        default=512,
-        help="connections of the warm-up and of every query-test level (default and TFB: %(default)s)",
-    )
-    p.add_argument(
-        "--rounds",
-        type=int,
-        help="runs of each level per server (default 1, or 4 with --baseline: an even number lets "
-        "each server go first equally often)",
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=len(os.sched_getaffinity(0)),
-        help="wrk threads; a level uses min(threads, connections) (default: nproc, %(default)s, as TFB)",
-    )
-    p.add_argument(
-        "--out", default=str(REPO / "results"), help="a timestamped folder is made in it (default: %(default)s)"
-    )
-    p.add_argument(
-        "--startup-timeout", type=float, default=60.0, help="seconds to wait for a server's port (default: %(default)s)"
-    )
+    p.add_argument("--levels", action="append", default=[], metavar="[TEST=]L1,L2,...",
+                   help="levels (connections, or N for queries/updates/cached); repeatable; "
+                   "without TEST= they apply to every selected test")
+    p.add_argument("--max-concurrency", type=int, default=512,
+                   help="connections of the warm-up and of every query-test level (default and TFB: %(default)s)")
+    p.add_argument("--rounds", type=int, help="runs of each level per server (default 1, or 4 with --baseline: "
+                   "an even number lets each server go first equally often)")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                   help="wrk threads; a level uses min(threads, connections) (default: nproc, %(default)s, as TFB)")
+    p.add_argument("--out", default=str(REPO / "results"),
+                   help="a timestamped folder is made in it (default: %(default)s)")
+    p.add_argument("--startup-timeout", type=float, default=60.0,
+                   help="seconds to wait for a server's port (default: %(default)s)")
+    # fmt: on
 
 
 def parse_args(argv):

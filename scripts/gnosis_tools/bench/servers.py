@@ -157,13 +157,7 @@ class Server:
         return found
 
     def cpu_ticks(self):
-        total = 0
-        for pid in self.pids(measured_only=True):
-            try:
-                total += read_proc_stat(pid)[3]
-            except (OSError, ValueError, IndexError):
-                continue
-        return total
+        return self.sum_over_processes(lambda pid: read_proc_stat(pid)[3])
 
     def reset_peak_rss(self):
         """Restart VmHWM from the current RSS (Linux >= 4.0), so that a peak belongs to one run."""
@@ -176,18 +170,19 @@ class Server:
 
     def peak_rss_kib(self):
         """Sum over the session's processes of their peak RSS (one process for gnosis)."""
-        return self.sum_status_field("VmHWM:")
+        return self.sum_over_processes(lambda pid: read_status_kib(pid, "VmHWM:"))
 
     def rss_kib(self):
         """Sum over the session's processes of their RSS now."""
-        return self.sum_status_field("VmRSS:")
+        return self.sum_over_processes(lambda pid: read_status_kib(pid, "VmRSS:"))
 
-    def sum_status_field(self, field):
+    def sum_over_processes(self, measure):
+        """`measure(pid)` summed over the measured processes, but those that end meanwhile."""
         total = 0
         for pid in self.pids(measured_only=True):
             try:
-                total += read_status_kib(pid, field)
-            except (OSError, ValueError):
+                total += measure(pid)
+            except (OSError, ValueError, IndexError):
                 continue
         return total
 
