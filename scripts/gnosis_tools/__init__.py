@@ -6,6 +6,7 @@
     export httparena DIR  write the folders an HttpArena pull request adds
     dockerfile-check    follow the TFB (or HttpArena) dockerfiles without Docker
     bench               wrk runs as TFB and HttpArena run them, side by side with other servers
+    soak                a long mixed load (with faults), the server's memory and descriptors flat
     dataset             write HttpArena's json dataset (data/dataset.json)
 
 Python 3's standard library only.

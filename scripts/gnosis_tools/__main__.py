@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from . import __doc__ as overview
-from . import bench, dataset, dockerfile_check, export
+from . import bench, dataset, dockerfile_check, export, soak
 from .verify import httparena, tfb
 
 
@@ -32,6 +32,7 @@ def parser():
     export.add_venues(export_parser.add_subparsers(required=True, metavar="VENUE"))
     command(commands, "dockerfile-check", dockerfile_check)
     command(commands, "bench", bench)
+    command(commands, "soak", soak)
     command(commands, "dataset", dataset)
     return top
 

@@ -2,13 +2,17 @@
 `tfb-database` host name TFB's containers (and the anchors) connect to."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 from pathlib import Path
 
+from . import ROOT
+
 LOOPBACK = "127.0.0.1"
 HOSTS_FILE = "/etc/hosts"
+PG_SH = ROOT / "scripts" / "pg.sh"
 
 
 class SetupError(Exception):
@@ -46,9 +50,8 @@ def port_in_use(port):
     return "by " + ", ".join(owners) if owners else "by a process this user cannot see"
 
 
-def listening_inodes(port):
-    """The inodes of the TCP sockets (IPv4 and IPv6) listening on `port`, from /proc/net."""
-    inodes = set()
+def local_sockets(port):
+    """(state, inode) of each TCP socket (IPv4 and IPv6) whose local port is `port`, from /proc/net."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -56,10 +59,14 @@ def listening_inodes(port):
             continue
         for line in lines:
             fields = line.split()
-            # local address "ADDR:PORT" in hex; state 0A is LISTEN
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    return inodes
+            # local address "ADDR:PORT" in hex
+            if len(fields) > 9 and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                yield fields[3], fields[9]
+
+
+def listening_inodes(port):
+    """The inodes of the TCP sockets listening on `port` (state 0A is LISTEN)."""
+    return {inode for state, inode in local_sockets(port) if state == "0A"}
 
 
 def socket_inodes_of(pid):
@@ -160,3 +167,31 @@ def ensure_tfb_database_host(log, hosts_file=HOSTS_FILE):
             f"{hosts_file} sends tfb-database to {address}, not to this machine: "
             "the servers would use another database; remove or fix that line"
         )
+
+
+def ensure_installed(command, package):
+    """The command, installed from Debian's package if missing and this runs as root."""
+    if shutil.which(command):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise SetupError(f"{command} is missing: install it (Debian: apt-get install -y {package})")
+    print(f"{command} is missing: installing {package} with apt-get", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", package], check=True, env=env)
+    if not shutil.which(command):
+        raise SetupError(f"apt-get install {package} did not provide a {command} command")
+
+
+def pg_sh(action, env=None, capture=True):
+    """`scripts/pg.sh ACTION`, with `env` added to the environment; its output captured, or shown."""
+    output = {"capture_output": True, "text": True} if capture else {}
+    try:
+        return subprocess.run(["bash", str(PG_SH), action], env=dict(os.environ, **(env or {})), timeout=900, **output)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"scripts/pg.sh {action} did not finish in 15 minutes") from None
+
+
+def exit_on_sigterm(signum, frame):
+    """A SIGTERM handler that unwinds like Ctrl-C: what a tool started is stopped on the way out."""
+    raise SystemExit(128 + signum)

@@ -21,9 +21,12 @@ from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from gnosis_tools import bench, system
+from gnosis_tools import ROOT, system
+from gnosis_tools.bench import (anchors, catalog, chart, databases, httparena, load, nginx, options, proc, report,
+                                schedule, summary, tfb, workload)
+from gnosis_tools.bench.servers import Lineup, Server, preflight
 
-BENCH = [sys.executable, str(bench.REPO / "scripts" / "tool"), "bench"]
+BENCH = [sys.executable, str(ROOT / "scripts" / "tool"), "bench"]
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -113,7 +116,7 @@ class WrkRuns(unittest.TestCase):
         before = CountingHandler.seen
         # 3 s: on a busy machine this process's server threads may get little CPU, and a run
         # with no answer at all would fail these tests without a defect.
-        run = bench.run_wrk(FakeServer(), self.base + path, 2, 1, 3, bench.ACCEPT_PLAIN, pipelined)
+        run = load.run_wrk(FakeServer(), self.base + path, 2, 1, 3, tfb.ACCEPT_PLAIN, pipelined)
         return run["summary"], CountingHandler.seen - before
 
     def test_counts_answers_and_rate(self):
@@ -145,19 +148,19 @@ class WrkRuns(unittest.TestCase):
         self.addCleanup(second.server_close)
         self.addCleanup(second.shutdown)
         servers = [FakeServer("a", self.httpd.server_address[1]), FakeServer("b", second.server_address[1])]
-        record = bench.run_test(bench.TESTS["cached"], servers, args, log=lambda message: None)
+        record = schedule.run_test(catalog.TESTS["cached"], servers, args, log=lambda message: None)
 
         for name in ("a", "b"):
             runs = record["servers"][name]["runs"]
             self.assertEqual([r["phase"] for r in runs], ["primer", "warmup"] + ["level"] * 4)
             self.assertEqual(runs[0]["path"], "/cached-queries?count=2")
             self.assertEqual([(r["level"], r["round"]) for r in runs[2:]], [(1, 1), (1, 2), (13, 1), (13, 2)])
-        rows = bench.summarize(record)
+        rows = summary.summarize(record)
         self.assertEqual(rows[("a", 1)]["non_2xx"], 0)
         failing = [r for r in record["servers"]["a"]["runs"] if r["level"] == 13]
         self.assertEqual(rows[("a", 13)]["non_2xx"], sum(r["summary"]["requests"] for r in failing))
         self.assertGreater(rows[("a", 13)]["non_2xx"], 0)
-        failures = bench.collect_failures([record])
+        failures = summary.collect_failures([record])
         self.assertEqual(len(failures), 2)
         self.assertIn("cached / a", failures[0])
 
@@ -170,12 +173,12 @@ class WrkRuns(unittest.TestCase):
                 "max_concurrency": 2, "threads": 1,
             },
         }  # fmt: skip
-        table = bench.render_markdown(meta, [record], ["a", "b"])
+        table = report.render_markdown(meta, [record], ["a", "b"])
         self.assertIn("WARNING: this run had errors", table)
         self.assertIn("| N | a requests/s | b requests/s | ratio |", table)
         self.assertRegex(table, r"\n\| 13 \| 2 \| a \| [\d,]+ \| 2 \(")
-        chart = ET.fromstring(bench.chart_for(record, ["a", "b"]))
-        self.assertEqual(len(chart.findall(f"{SVG}polyline")), 2)
+        svg = ET.fromstring(chart.chart_for(record, ["a", "b"]))
+        self.assertEqual(len(svg.findall(f"{SVG}polyline")), 2)
 
     def test_pipelined_requests_all_answered(self):
         summary, served = self.wrk("/ok", pipelined=True)
@@ -183,7 +186,7 @@ class WrkRuns(unittest.TestCase):
         self.assertEqual(summary["socket_errors"], 0)
         # Each write carries 16 requests: the server sees whole batches.
         self.assertGreaterEqual(served, summary["requests"])
-        self.assertLessEqual(served - summary["requests"], 2 * bench.PIPELINE_DEPTH)
+        self.assertLessEqual(served - summary["requests"], 2 * workload.PIPELINE_DEPTH)
 
 
 class PostgresAccounting(unittest.TestCase):
@@ -196,11 +199,11 @@ class PostgresAccounting(unittest.TestCase):
             "while time.process_time() < 0.3: pass\n"
             "print('done', flush=True); time.sleep(60)\n"
         )
-        before = bench.postgres_cpu_ticks()
+        before = proc.postgres_cpu_ticks()
         child = subprocess.Popen([sys.executable, "-c", burner], stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(child.stdout.readline().strip(), "done")
-            burned = bench.ticks_since(before, bench.postgres_cpu_ticks())
+            burned = proc.ticks_since(before, proc.postgres_cpu_ticks())
         finally:
             child.kill()
             child.wait()
@@ -213,10 +216,10 @@ class ServerAccounting(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
             command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp}"
-            server = bench.Server("http.server", command, "127.0.0.1", port, Path(tmp) / "log")
+            server = Server("http.server", command, "127.0.0.1", port, Path(tmp) / "log")
             try:
                 server.start(timeout=20)
-                run = bench.run_wrk(server, f"http://127.0.0.1:{port}/", 4, 1, 1, bench.ACCEPT_JSON, False)
+                run = load.run_wrk(server, f"http://127.0.0.1:{port}/", 4, 1, 1, tfb.ACCEPT_JSON, False)
             finally:
                 server.stop()
             self.assertGreater(run["summary"]["requests"], 0)
@@ -230,7 +233,7 @@ class ServerAccounting(unittest.TestCase):
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), CountingHandler)
         try:
             port = httpd.server_address[1]
-            server = bench.Server("x", "sleep 30", "127.0.0.1", port, Path(os.devnull))
+            server = Server("x", "sleep 30", "127.0.0.1", port, Path(os.devnull))
             with self.assertRaises(system.SetupError):
                 server.start(timeout=5)
             self.assertIsNone(server.process)
@@ -248,7 +251,7 @@ def free_port():
 class ParsingAndLevels(unittest.TestCase):
     def test_missing_summary_line_is_an_error(self):
         with self.assertRaises(ValueError):
-            bench.parse_wrk_output("Running 1s test @ http://127.0.0.1/\n  1 threads and 1 connections\n")
+            load.parse_wrk_output("Running 1s test @ http://127.0.0.1/\n  1 threads and 1 connections\n")
 
     def test_unknown_percentile_is_none(self):
         line = (
@@ -256,7 +259,7 @@ class ParsingAndLevels(unittest.TestCase):
             '"write":3,"status":4,"timeout":5},"latency_us":{"mean":1.0,"stdev":1.0,"max":9,'
             '"p50":7,"p75":8,"p90":9,"p99":0}}'
         )
-        summary = bench.parse_wrk_output("Running 2s test\n" + line + "\n")
+        summary = load.parse_wrk_output("Running 2s test\n" + line + "\n")
         self.assertEqual(summary["latency_us"]["p50"], 7)
         self.assertIsNone(summary["latency_us"]["p99"])
         self.assertEqual(summary["socket_errors"], 11)
@@ -264,23 +267,23 @@ class ParsingAndLevels(unittest.TestCase):
         self.assertEqual(summary["requests_per_s"], 500)
 
     def test_level_overrides(self):
-        profile = bench.PROFILES["tfb"]["levels"]
-        levels = bench.resolve_levels(["json", "queries"], profile, ["64,512", "queries=1,20"])
+        profile = catalog.PROFILES["tfb"]["levels"]
+        levels = options.resolve_levels(["json", "queries"], profile, ["64,512", "queries=1,20"])
         self.assertEqual(levels, {"json": [64, 512], "queries": [1, 20]})
-        levels = bench.resolve_levels(["json"], profile, ["queries=1"])
-        self.assertEqual(levels, {"json": bench.TFB_CONNECTION_LEVELS})
+        levels = options.resolve_levels(["json"], profile, ["queries=1"])
+        self.assertEqual(levels, {"json": tfb.CONNECTION_LEVELS})
         for bad in (["json=0"], ["nope=1"], ["a,b"], ["json="]):
             with self.assertRaises(ValueError):
-                bench.resolve_levels(["json"], profile, bad)
+                options.resolve_levels(["json"], profile, bad)
 
     def test_program_name(self):
-        self.assertEqual(bench.program_name("env PGHOST=x /opt/gnosis/bin/gnosis --port 1"), "gnosis")
-        self.assertEqual(bench.program_name("target/release/gnosis-uring --port {port}"), "gnosis-uring")
+        self.assertEqual(options.program_name("env PGHOST=x /opt/gnosis/bin/gnosis --port 1"), "gnosis")
+        self.assertEqual(options.program_name("target/release/gnosis-uring --port {port}"), "gnosis-uring")
 
 
 def bench_args(*argv):
     """parse_args with --out somewhere harmless (nothing is written by parsing)."""
-    return bench.parse_args(list(argv))
+    return options.parse_args(list(argv))
 
 
 class AnchorsOnTheCommandLine(unittest.TestCase):
@@ -290,17 +293,17 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         # The anchors own 8080: gnosis moves to 8081 unless told otherwise.
         self.assertEqual([s.port for s in args.specs], [8081, 8080, 8080])
         self.assertTrue(args.specs[0].command.endswith("/target/release/gnosis --port 8081"))
-        self.assertEqual(args.specs[1].command, str(bench.DEFAULT_ANCHORS_DIR / "xitca-web"))
-        self.assertIs(args.specs[2].anchor, bench.ANCHORS["faf"])
+        self.assertEqual(args.specs[1].command, str(anchors.DEFAULT_ANCHORS_DIR / "xitca-web"))
+        self.assertIs(args.specs[2].anchor, anchors.ANCHORS["faf"])
         self.assertEqual(args.rounds, 4)
 
     def test_the_anchors_are_found_beside_the_checkout_or_where_told(self):
-        beside = bench.REPO.parent / "shared" / "anchors" / "bin"
-        self.assertEqual(bench.shared_path("anchors", "bin", environ={}), beside)
-        self.assertEqual(bench.shared_path("anchors", "bin", environ={"GNOSIS_SHARED_DIR": ""}), beside)
+        beside = ROOT.parent / "shared" / "anchors" / "bin"
+        self.assertEqual(anchors.shared_path("anchors", "bin", environ={}), beside)
+        self.assertEqual(anchors.shared_path("anchors", "bin", environ={"GNOSIS_SHARED_DIR": ""}), beside)
         elsewhere = Path(tempfile.gettempdir()) / "shared"
         told = {"GNOSIS_SHARED_DIR": str(elsewhere)}
-        self.assertEqual(bench.shared_path("anchors", "bin", environ=told), elsewhere / "anchors" / "bin")
+        self.assertEqual(anchors.shared_path("anchors", "bin", environ=told), elsewhere / "anchors" / "bin")
         # A fresh `scripts/tool bench` takes the variable too.
         shown = subprocess.run(
             [*BENCH, "--help"], capture_output=True, text=True,
@@ -318,11 +321,11 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         self.assertEqual(args.rounds, 1)
         args = bench_args("--server", "anchor:faf", "--anchors", "faf")
         self.assertEqual([s.name for s in args.specs], ["faf", "faf #2"])
-        self.assertEqual([s.name for s in bench_args("--anchors", "all").specs[1:]], list(bench.ANCHORS))
+        self.assertEqual([s.name for s in bench_args("--anchors", "all").specs[1:]], list(anchors.ANCHORS))
         # Without an anchor nothing changes: 8080, and the baseline on the next port.
         args = bench_args("--baseline", "/tmp/old --port {port}")
         self.assertEqual([(s.name, s.command, s.port) for s in args.specs],
-                         [("gnosis", f"{bench.REPO}/target/release/gnosis --port 8080", 8080),
+                         [("gnosis", f"{ROOT}/target/release/gnosis --port 8080", 8080),
                           ("baseline", "/tmp/old --port 8081", 8081)])  # fmt: skip
 
     def test_unknown_anchor_is_a_usage_error(self):
@@ -336,18 +339,18 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         self.assertEqual(args.levels, {"db": [512], "queries": [20], "plaintext": [256]})
         args = bench_args("--anchors", "faf", "--profile", "tfb", "--tests", "plaintext,updates,fortunes")
         self.assertEqual(args.levels, {"plaintext": [256, 1024, 4096, 16384], "updates": [1, 5, 10, 15, 20],
-                                       "fortunes": bench.TFB_CONNECTION_LEVELS})  # fmt: skip
+                                       "fortunes": tfb.CONNECTION_LEVELS})  # fmt: skip
         self.assertEqual((args.duration, args.warmup, args.primer), (15, 15, 5))
 
 
 class AnchorUrls(unittest.TestCase):
     def server(self, anchor=None):
-        return bench.Server(anchor.name if anchor else "gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), anchor)
+        return Server(anchor.name if anchor else "gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), anchor)
 
     def test_url_mapping(self):
-        t = bench.TESTS
+        t = catalog.TESTS
         for name in ("may-minihttp", "xitca-web", "vortex"):
-            anchor = self.server(bench.ANCHORS[name])
+            anchor = self.server(anchors.ANCHORS[name])
             self.assertEqual(anchor.url_path(t["queries"], 20), "/queries?q=20")
             self.assertEqual(anchor.url_path(t["updates"], 5), "/updates?q=5")
             for test, path in (("json", "/json"), ("db", "/db"), ("fortunes", "/fortunes"), ("plaintext", "/plaintext")):
@@ -358,8 +361,8 @@ class AnchorUrls(unittest.TestCase):
         self.assertEqual(gnosis.url_path(t["cached"], 100), "/cached-queries?count=100")
 
     def test_what_each_serves(self):
-        served = {name: {t for t in bench.TESTS if self.server(a).serves(bench.TESTS[t])}
-                  for name, a in bench.ANCHORS.items()}  # fmt: skip
+        served = {name: {t for t in catalog.TESTS if self.server(a).serves(catalog.TESTS[t])}
+                  for name, a in anchors.ANCHORS.items()}  # fmt: skip
         everything_but_cached = {"json", "plaintext", "db", "queries", "updates", "fortunes"}
         h1 = {"baseline", "pipelined", "limited-conn"}
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
@@ -367,13 +370,13 @@ class AnchorUrls(unittest.TestCase):
                                   "rust-epoll": h1, "tokio": h1, "hyper": h1, "may-minihttp-arena": h1,
                                   "sark": h1 | {"arena-json", "async-db", "arena-fortunes"}})  # fmt: skip
         # A command line serves everything but the one-worker tests, unless it can run with one.
-        self.assertEqual({t for t in bench.TESTS if not self.server().serves(bench.TESTS[t])}, {"plaintext-single-1worker"})
-        one_worker = bench.Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1")
-        self.assertTrue(all(one_worker.serves(t) for t in bench.TESTS.values()))
-        self.assertFalse(bench.ANCHORS["faf"].needs_database)
-        self.assertTrue(bench.ANCHORS["vortex"].needs_database)
+        self.assertEqual({t for t in catalog.TESTS if not self.server().serves(catalog.TESTS[t])}, {"plaintext-single-1worker"})
+        one_worker = Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1")
+        self.assertTrue(all(one_worker.serves(t) for t in catalog.TESTS.values()))
+        self.assertFalse(anchors.ANCHORS["faf"].needs_database)
+        self.assertTrue(anchors.ANCHORS["vortex"].needs_database)
         # sark's database is HttpArena's (DATABASE_URL), not TFB's tfb-database.
-        self.assertFalse(bench.ANCHORS["sark"].needs_database)
+        self.assertFalse(anchors.ANCHORS["sark"].needs_database)
 
 
 def fake_run(requests, cpu_s=1.0, non_2xx=0):
@@ -409,15 +412,15 @@ class Scheduling(unittest.TestCase):
             return fake_run(self.RATES[server.name], non_2xx=self.non_2xx.get(server.name, 0))
 
         self.non_2xx = {}
-        patches = [mock.patch.object(bench, "run_wrk", run_wrk),
-                   mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 13))]  # fmt: skip
+        patches = [mock.patch.object(schedule, "run_wrk", run_wrk),
+                   mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 13))]  # fmt: skip
         for patch in patches:
             patch.start()
             self.addCleanup(patch.stop)
         self.servers = [
-            bench.Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8081, Path(os.devnull)),
-            bench.Server("xitca-web", "/bin/xitca-web", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["xitca-web"]),
-            bench.Server("faf", "/bin/faf", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["faf"]),
+            Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8081, Path(os.devnull)),
+            Server("xitca-web", "/bin/xitca-web", "127.0.0.1", 8080, Path(os.devnull), anchors.ANCHORS["xitca-web"]),
+            Server("faf", "/bin/faf", "127.0.0.1", 8080, Path(os.devnull), anchors.ANCHORS["faf"]),
         ]  # fmt: skip
 
     def args(self, test, levels, rounds=2):
@@ -428,7 +431,7 @@ class Scheduling(unittest.TestCase):
 
     def test_side_by_side_with_an_anchor_that_is_left_out(self):
         lineup = RecordingLineup()
-        record = bench.run_test(bench.TESTS["queries"], self.servers, self.args("queries", [1, 20]), lambda m: None, lineup)
+        record = schedule.run_test(catalog.TESTS["queries"], self.servers, self.args("queries", [1, 20]), lambda m: None, lineup)
         self.assertEqual(record["skipped"], {"faf": "faf does not serve queries"})
         self.assertEqual(lineup.calls, [["gnosis", "xitca-web"]])  # both up together, faf never started
         levels = [(name, url) for name, url, _, duration, _ in self.calls if duration == 3]
@@ -443,19 +446,19 @@ class Scheduling(unittest.TestCase):
                          [("http://127.0.0.1:8081/queries?queries=2", 8, 1), ("http://127.0.0.1:8081/queries?queries=2", 512, 2)])  # fmt: skip
         self.assertEqual({c[2] for c in self.calls[4:]}, {512})
 
-        rows = bench.summarize(record)
+        rows = summary.summarize(record)
         self.assertEqual(rows[("gnosis", 20)]["cpu_s_per_1k_requests"], 1.0)
         self.assertNotIn(("faf", 20), rows)
-        self.assertAlmostEqual(bench.ratios(record, "gnosis", "xitca-web", bench.rate)[20]["ratio"], 1.25)
-        self.assertEqual(bench.ratios(record, "gnosis", "faf", bench.rate), {})
-        table = bench.render_markdown(meta_for(["gnosis", "xitca-web", "faf"], rounds=2), [record], ["gnosis", "xitca-web", "faf"])
+        self.assertAlmostEqual(summary.ratios(record, "gnosis", "xitca-web", summary.rate)[20]["ratio"], 1.25)
+        self.assertEqual(summary.ratios(record, "gnosis", "faf", summary.rate), {})
+        table = report.render_markdown(meta_for(["gnosis", "xitca-web", "faf"], rounds=2), [record], ["gnosis", "xitca-web", "faf"])
         self.assertIn("| queries | N=20 | 1,000 | 800 | – | 1.250 (2/2 higher) | – |", table)
         self.assertIn("ratio: – (faf does not serve queries)", table)
         self.assertNotIn("WARNING", table)
 
     def test_servers_sharing_a_port_take_turns(self):
         lineup = RecordingLineup()
-        record = bench.run_test(bench.TESTS["plaintext"], self.servers, self.args("plaintext", [256]), lambda m: None, lineup)
+        record = schedule.run_test(catalog.TESTS["plaintext"], self.servers, self.args("plaintext", [256]), lambda m: None, lineup)
         # Round 1: gnosis, xitca-web, faf; round 2 starts one further on; each turn: primer, warm-up, levels.
         self.assertEqual(lineup.calls, [["gnosis"], ["xitca-web"], ["faf"], ["xitca-web"], ["faf"], ["gnosis"]])
         order = [(name, duration) for name, _, _, duration, _ in self.calls]
@@ -464,13 +467,13 @@ class Scheduling(unittest.TestCase):
         self.assertEqual({c[4] for c in self.calls if c[3] == 3}, {True})  # levels pipelined, primer/warm-up not
         self.assertEqual({c[4] for c in self.calls if c[3] != 3}, {False})
         self.assertEqual([r["round"] for r in record["servers"]["faf"]["runs"]], [1, 1, 1, 2, 2, 2])
-        self.assertAlmostEqual(bench.ratios(record, "gnosis", "faf", bench.rate)[256]["ratio"], 2.0)
+        self.assertAlmostEqual(summary.ratios(record, "gnosis", "faf", summary.rate)[256]["ratio"], 2.0)
 
     def test_errors_make_the_ratio_invalid(self):
         self.non_2xx = {"xitca-web": 7}
-        record = bench.run_test(bench.TESTS["db"], self.servers[:2], self.args("db", [512]), lambda m: None, RecordingLineup())
+        record = schedule.run_test(catalog.TESTS["db"], self.servers[:2], self.args("db", [512]), lambda m: None, RecordingLineup())
         names = ["gnosis", "xitca-web"]
-        table = bench.render_markdown(meta_for(names, rounds=2), [record], names)
+        table = report.render_markdown(meta_for(names, rounds=2), [record], names)
         self.assertIn("WARNING: this run had errors", table)
         self.assertIn("| db | c=512 | 1,000 | 800 | **invalid: errors** |", table)
         self.assertIn("**invalid: errors** (1.250)", table)
@@ -478,33 +481,33 @@ class Scheduling(unittest.TestCase):
 
     def test_vortex_updates_are_flagged_as_no_legal_bar(self):
         self.RATES = dict(self.RATES, vortex=2000)
-        vortex = bench.Server("vortex", "/bin/vortex", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["vortex"])
+        vortex = Server("vortex", "/bin/vortex", "127.0.0.1", 8080, Path(os.devnull), anchors.ANCHORS["vortex"])
         servers = [self.servers[0], vortex]
-        record = bench.run_test(bench.TESTS["updates"], servers, self.args("updates", [5], rounds=1), lambda m: None, RecordingLineup())
+        record = schedule.run_test(catalog.TESTS["updates"], servers, self.args("updates", [5], rounds=1), lambda m: None, RecordingLineup())
         self.assertIn(("vortex", "http://127.0.0.1:8080/updates?q=5", 512, 3, False), self.calls)
         meta = dict(meta_for(["gnosis", "vortex"]), anchors={"vortex": "vortex"})
-        table = bench.render_markdown(meta, [record], ["gnosis", "vortex"])
+        table = report.render_markdown(meta, [record], ["gnosis", "vortex"])
         self.assertIn("| updates* | N=5 | 1,000 | 2,000 | 0.500 (1/1 lower) |", table)
         self.assertEqual(table.count("TFB's rule 7 forbids"), 2)  # under the summary and the test
 
     def test_vortex_plaintext_is_flagged_for_its_own_reason(self):
         self.RATES = dict(self.RATES, vortex=2000)
-        vortex = bench.Server("vortex", "/bin/vortex", "127.0.0.1", 8080, Path(os.devnull), bench.ANCHORS["vortex"])
+        vortex = Server("vortex", "/bin/vortex", "127.0.0.1", 8080, Path(os.devnull), anchors.ANCHORS["vortex"])
         servers = [self.servers[0], vortex]
-        record = bench.run_test(bench.TESTS["plaintext"], servers, self.args("plaintext", [256], rounds=1), lambda m: None, RecordingLineup())
+        record = schedule.run_test(catalog.TESTS["plaintext"], servers, self.args("plaintext", [256], rounds=1), lambda m: None, RecordingLineup())
         meta = dict(meta_for(["gnosis", "vortex"]), anchors={"vortex": "vortex"})
-        table = bench.render_markdown(meta, [record], ["gnosis", "vortex"])
+        table = report.render_markdown(meta, [record], ["gnosis", "vortex"])
         self.assertIn("| plaintext* | c=256 | 1,000 | 2,000 | 0.500 (1/1 lower) |", table)
         self.assertEqual(table.count("the response to the first one"), 2)
         self.assertNotIn("rule 7", table)
 
     def test_a_test_no_server_serves(self):
-        record = bench.run_test(bench.TESTS["cached"], self.servers[1:], self.args("cached", [1]), lambda m: None, RecordingLineup())
+        record = schedule.run_test(catalog.TESTS["cached"], self.servers[1:], self.args("cached", [1]), lambda m: None, RecordingLineup())
         self.assertTrue(record["not_served"])
         self.assertEqual(self.calls, [])
-        table = bench.render_markdown(meta_for(["xitca-web", "faf"]), [record], ["xitca-web", "faf"])
+        table = report.render_markdown(meta_for(["xitca-web", "faf"]), [record], ["xitca-web", "faf"])
         self.assertIn("**Not run: no server of this run serves it.**", table)
-        self.assertEqual(bench.collect_failures([record]), [])
+        self.assertEqual(summary.collect_failures([record]), [])
 
 
 def meta_for(names, rounds=1):
@@ -530,7 +533,7 @@ class ServerTrouble(unittest.TestCase):
     def test_sigill_at_start_names_the_cpu(self):
         with tempfile.TemporaryDirectory() as tmp:
             binary = executable(tmp, "faf", "#!/bin/sh\necho 'about to die'\nkill -ILL $$\n")
-            server = bench.Server("faf", str(binary), "127.0.0.1", free_port(), Path(tmp) / "log", bench.ANCHORS["faf"])
+            server = Server("faf", str(binary), "127.0.0.1", free_port(), Path(tmp) / "log", anchors.ANCHORS["faf"])
             with self.assertRaises(system.SetupError) as caught:
                 server.start(timeout=20)
         message = str(caught.exception)
@@ -542,7 +545,7 @@ class ServerTrouble(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
             command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp}"
-            victim = bench.Server("victim", command, "127.0.0.1", port, Path(tmp) / "log")
+            victim = Server("victim", command, "127.0.0.1", port, Path(tmp) / "log")
             other = FakeServer("other", 1)
             done = []
 
@@ -559,10 +562,10 @@ class ServerTrouble(unittest.TestCase):
                                       max_concurrency=2, rounds=2, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
             try:
                 victim.start(timeout=20)
-                with mock.patch.object(bench, "run_wrk", run_wrk), \
-                        mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 27)), \
+                with mock.patch.object(schedule, "run_wrk", run_wrk), \
+                        mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 27)), \
                         self.assertRaises(system.SetupError) as caught:  # fmt: skip
-                    bench.run_test(bench.TESTS["json"], [victim, other], args, lambda m: None)
+                    schedule.run_test(catalog.TESTS["json"], [victim, other], args, lambda m: None)
             finally:
                 victim.stop()
         self.assertEqual(done, ["victim", "victim", "other", "other", "victim"])
@@ -571,11 +574,11 @@ class ServerTrouble(unittest.TestCase):
         record = caught.exception.record
         self.assertIn("SIGSEGV", record["failed"])
         names = ["victim", "other"]
-        table = bench.render_markdown(meta_for(names, rounds=2), [record], names)
+        table = report.render_markdown(meta_for(names, rounds=2), [record], names)
         self.assertIn("**FAILED, no ratio: victim died during the run", table)
         self.assertNotIn("| ratio |", table)
         self.assertIn("| json | **FAILED** | – | – | – |", table)
-        self.assertEqual(len(bench.collect_failures([record])), 1)
+        self.assertEqual(len(summary.collect_failures([record])), 1)
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
     def test_a_wrapper_script_measures_the_real_server(self):
@@ -584,11 +587,11 @@ class ServerTrouble(unittest.TestCase):
             port = free_port()
             wrapper = executable(tmp, "vortex", f"#!/bin/sh\nexec {sys.executable} -m http.server {port} "
                                                 f"--bind 127.0.0.1 --directory {tmp}\n")  # fmt: skip
-            server = bench.Server("vortex", str(wrapper), "127.0.0.1", port, Path(tmp) / "log", bench.ANCHORS["vortex"])
+            server = Server("vortex", str(wrapper), "127.0.0.1", port, Path(tmp) / "log", anchors.ANCHORS["vortex"])
             try:
-                bench.Lineup([server], 20, lambda m: None).bring_up([server])
+                Lineup([server], 20, lambda m: None).bring_up([server])
                 processes = server.processes()
-                run = bench.run_wrk(server, f"http://127.0.0.1:{port}/", 2, 1, 1, bench.ACCEPT_JSON, False)
+                run = load.run_wrk(server, f"http://127.0.0.1:{port}/", 2, 1, 1, tfb.ACCEPT_JSON, False)
             finally:
                 server.stop()
         self.assertEqual(len(processes), 1)
@@ -607,9 +610,9 @@ class PortsAndHosts(unittest.TestCase):
         self.assertIsNone(system.port_in_use(free_port()))
 
     def test_preflight_wants_the_anchor_binaries(self):
-        server = bench.Server("faf", "/nonexistent/faf", "127.0.0.1", free_port(), Path(os.devnull), bench.ANCHORS["faf"])
+        server = Server("faf", "/nonexistent/faf", "127.0.0.1", free_port(), Path(os.devnull), anchors.ANCHORS["faf"])
         with self.assertRaisesRegex(system.SetupError, "anchor faf: no executable /nonexistent/faf"):
-            bench.preflight([server])
+            preflight([server])
 
     def test_hosts_file(self):
         messages = []
@@ -634,8 +637,8 @@ class PortsAndHosts(unittest.TestCase):
         self.assertIsNone(system.hosts_entry("127.0.0.1 tfb-databases\n", "tfb-database"))
 
 
-GNOSIS = bench.REPO / "target" / "release" / "gnosis"
-FAF = bench.DEFAULT_ANCHORS_DIR / "faf"
+GNOSIS = ROOT / "target" / "release" / "gnosis"
+FAF = anchors.DEFAULT_ANCHORS_DIR / "faf"
 
 
 @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
@@ -645,7 +648,7 @@ class EndToEnd(unittest.TestCase):
     def test_gnosis_against_faf(self):
         """The real command: gnosis and the real faf, plaintext, 1 s, 1 round; then nothing left running."""
         port = free_port()
-        for needed in (bench.ANCHOR_PORT, port):
+        for needed in (anchors.ANCHOR_PORT, port):
             owner = system.port_in_use(needed)
             if owner:
                 self.skipTest(f"port {needed} is in use ({owner}) on this shared machine")
@@ -748,28 +751,28 @@ def kind(request):
 
 class HttpArenaMixes(unittest.TestCase):
     def test_the_requests_are_httparenas(self):
-        self.assertEqual(parse_requests("".join(bench.BASELINE_MIX).encode()), [
+        self.assertEqual(parse_requests("".join(httparena.BASELINE_MIX).encode()), [
             ("GET", "/baseline11?a=13&b=42", {"host": "localhost"}, b""),
             ("POST", "/baseline11?a=13&b=42", {"host": "localhost", "content-length": "2"}, b"20"),
             ("POST", "/baseline11?a=13&b=42", {"host": "localhost", "transfer-encoding": "chunked"}, b"20"),
         ])  # fmt: skip
-        paths = [path for _, path, _, _ in parse_requests("".join(bench.JSON_MIX).encode())]
+        paths = [path for _, path, _, _ in parse_requests("".join(httparena.JSON_MIX).encode())]
         self.assertEqual(paths, ["/json/1?m=3", "/json/5?m=7", "/json/10?m=2", "/json/15?m=5", "/json/25?m=4",
                                  "/json/40?m=8", "/json/50?m=6"])  # fmt: skip
-        t = bench.TESTS
-        self.assertEqual((t["baseline"].requests, t["baseline"].close_every), (bench.BASELINE_MIX, 0))
-        self.assertEqual((t["limited-conn"].requests, t["limited-conn"].close_every), (bench.BASELINE_MIX, 10))
-        self.assertEqual((t["arena-json"].requests, t["arena-json"].close_every), (bench.JSON_MIX, 25))
+        t = catalog.TESTS
+        self.assertEqual((t["baseline"].requests, t["baseline"].close_every), (httparena.BASELINE_MIX, 0))
+        self.assertEqual((t["limited-conn"].requests, t["limited-conn"].close_every), (httparena.BASELINE_MIX, 10))
+        self.assertEqual((t["arena-json"].requests, t["arena-json"].close_every), (httparena.JSON_MIX, 25))
         self.assertEqual((t["pipelined"].path, t["pipelined"].kind), ("/pipeline", "pipelined"))
         self.assertEqual((t["async"].path, t["async"].ceiling_rps(10000)), ("/delay/10", 1_000_000))
 
     def test_wrk_command_of_a_mix(self):
-        command = bench.wrk_command("http://127.0.0.1:1/", 512, 2, 5, bench.ACCEPT_PLAIN, False, (bench.BASELINE_MIX, 10))
-        self.assertEqual(command[command.index("-s") + 1], str(bench.MIX_LUA))
+        command = load.wrk_command("http://127.0.0.1:1/", 512, 2, 5, tfb.ACCEPT_PLAIN, False, (httparena.BASELINE_MIX, 10))
+        self.assertEqual(command[command.index("-s") + 1], str(load.MIX_LUA))
         tail = command[command.index("--") + 1 :]
         self.assertEqual(tail[0], "10")
         # Line ends written out, so that the printed command can be pasted into a shell.
-        self.assertEqual([a.replace("\\r\\n", "\r\n") for a in tail[1:]], list(bench.BASELINE_MIX))
+        self.assertEqual([a.replace("\\r\\n", "\r\n") for a in tail[1:]], list(httparena.BASELINE_MIX))
         self.assertFalse(any("\r" in a for a in tail))
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed")
@@ -781,7 +784,7 @@ class HttpArenaMixes(unittest.TestCase):
         self.addCleanup(httpd.shutdown)
         RecordingHandler.seen = []
         url = f"http://127.0.0.1:{httpd.server_address[1]}/"
-        run = bench.run_wrk(FakeServer(), url, 1, 1, 2, bench.ACCEPT_PLAIN, False, mix=(bench.BASELINE_MIX, 10))
+        run = load.run_wrk(FakeServer(), url, 1, 1, 2, tfb.ACCEPT_PLAIN, False, mix=(httparena.BASELINE_MIX, 10))
         seen = list(RecordingHandler.seen)
         summary = run["summary"]
         self.assertGreater(len(seen), 30)
@@ -802,7 +805,7 @@ class HttpArenaMixes(unittest.TestCase):
 class HttpArenaRuns(unittest.TestCase):
     def test_anchors_and_ports_of_an_httparena_run(self):
         args = bench_args("--tests", "httparena,nginx", "--anchors", "httparena", "--nginx", "--httparena-dir", "/h")
-        self.assertEqual(args.tests, bench.TEST_GROUPS["httparena"] + bench.TEST_GROUPS["nginx"])
+        self.assertEqual(args.tests, catalog.TEST_GROUPS["httparena"] + catalog.TEST_GROUPS["nginx"])
         names = [s.name for s in args.specs]
         self.assertEqual(names, ["gnosis", "rust-epoll", "tokio", "hyper", "may-minihttp-arena", "sark", "nginx"])
         by_name = {s.name: s for s in args.specs}
@@ -812,8 +815,8 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertEqual((by_name["gnosis"].port, by_name["nginx"].port), (8083, 8085))
         self.assertTrue(by_name["gnosis"].one_worker_command.endswith("--port 8083 --threads 1"))
         self.assertIn("nginx-1worker.conf", by_name["nginx"].one_worker_command)
-        self.assertEqual(bench.expand_tests("baseline,tfb,json"), ["baseline"] + bench.TEST_GROUPS["tfb"])
-        self.assertEqual([a.name for a in bench.parse_anchor_list("tfb,faf")], ["may-minihttp", "xitca-web", "vortex", "faf"])
+        self.assertEqual(catalog.expand_tests("baseline,tfb,json"), ["baseline"] + catalog.TEST_GROUPS["tfb"])
+        self.assertEqual([a.name for a in anchors.parse_anchor_list("tfb,faf")], ["may-minihttp", "xitca-web", "vortex", "faf"])
 
     def test_each_test_runs_only_against_the_servers_that_serve_it(self):
         calls = []
@@ -822,22 +825,22 @@ class HttpArenaRuns(unittest.TestCase):
             calls.append((server.name, url, connections, mix))
             return dict(fake_run(1000), connections=connections)
 
-        anchors = bench.ANCHORS
+        known = anchors.ANCHORS
         servers = [
-            bench.Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), one_worker_command="g1"),
-            bench.Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), anchors["rust-epoll"]),
-            bench.Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), anchors["sark"]),
-            bench.Server("nginx", "nginx", "127.0.0.1", 8085, Path(os.devnull), tests=tuple(bench.TEST_GROUPS["nginx"]),
+            Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), one_worker_command="g1"),
+            Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), known["rust-epoll"]),
+            Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), known["sark"]),
+            Server("nginx", "nginx", "127.0.0.1", 8085, Path(os.devnull), tests=tuple(catalog.TEST_GROUPS["nginx"]),
                          one_worker_command="nginx 1"),
         ]  # fmt: skip
-        args = argparse.Namespace(levels=dict(bench.HTTPARENA_LEVELS), threads=2, primer=1, warmup=1, duration=3,
+        args = argparse.Namespace(levels=catalog.PROFILES["quick"]["levels"], threads=2, primer=1, warmup=1, duration=3,
                                   max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
         taking_part, lineups = {}, {}
-        with mock.patch.object(bench, "run_wrk", run_wrk), \
-                mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
-            for name in bench.TEST_GROUPS["httparena"] + bench.TEST_GROUPS["nginx"]:
+        with mock.patch.object(schedule, "run_wrk", run_wrk), \
+                mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
+            for name in catalog.TEST_GROUPS["httparena"] + catalog.TEST_GROUPS["nginx"]:
                 lineup = RecordingLineup()
-                record = bench.run_test(bench.TESTS[name], servers, args, lambda m: None, lineup)
+                record = schedule.run_test(catalog.TESTS[name], servers, args, lambda m: None, lineup)
                 taking_part[name], lineups[name] = sorted(record["servers"]), lineup.calls
         self.assertEqual(taking_part, {
             "baseline": ["gnosis", "rust-epoll", "sark"], "pipelined": ["gnosis", "rust-epoll", "sark"],
@@ -847,8 +850,8 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertEqual(lineups["plaintext-single-1worker"], [["gnosis", "nginx", "(one worker)"]])
         self.assertEqual(lineups["plaintext-single"], [["gnosis", "nginx"]])
         levels = [(name, connections, mix) for name, url, connections, mix in calls if connections >= 4096]
-        self.assertIn(("sark", 4096, (bench.JSON_MIX, 25)), levels)
-        self.assertIn(("gnosis", 4096, (bench.BASELINE_MIX, 10)), levels)
+        self.assertIn(("sark", 4096, (httparena.JSON_MIX, 25)), levels)
+        self.assertIn(("gnosis", 4096, (httparena.BASELINE_MIX, 10)), levels)
         self.assertIn(("gnosis", 14000, None), levels)
         self.assertIn(("gnosis", "http://127.0.0.1:8083/delay/10", 10000, None), calls)
 
@@ -857,9 +860,9 @@ class HttpArenaRuns(unittest.TestCase):
         run.update(server_peak_rss_kib=60_000, server_rss_at_start_kib=20_000)
         record = {"test": "async", "level_name": "connections", "levels": [10_000], "skipped": {},
                   "servers": {"gnosis": {"runs": [run], "probe": None}}}  # fmt: skip
-        row = bench.summarize(record)[("gnosis", 10_000)]
+        row = summary.summarize(record)[("gnosis", 10_000)]
         self.assertAlmostEqual(row["rss_per_connection_bytes"], 40_000 * 1024 / 10_000)
-        table = bench.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
+        table = report.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
         self.assertIn("| 4.0% of 1,000,000 | 4.00 KiB |", table)
 
     def test_a_run_without_an_answer_is_a_failure(self):
@@ -868,10 +871,10 @@ class HttpArenaRuns(unittest.TestCase):
         full = dict(fake_run(900), connections=14_000, phase="level", level=14_000, round=1)
         record = {"test": "async", "level_name": "connections", "levels": [14_000], "skipped": {},
                   "servers": {"gnosis": {"runs": [full], "probe": None}, "old": {"runs": [empty], "probe": None}}}  # fmt: skip
-        self.assertEqual(bench.collect_failures([record]),
+        self.assertEqual(summary.collect_failures([record]),
                          ["async / old: 0 socket errors, 0 non-2xx/3xx responses, 1 runs without an answer"])  # fmt: skip
-        self.assertEqual(bench.ratios(record, "gnosis", "old", bench.rate), {})
-        self.assertTrue(bench.run_has_errors(empty))
+        self.assertEqual(summary.ratios(record, "gnosis", "old", summary.rate), {})
+        self.assertTrue(summary.run_has_errors(empty))
 
     def test_a_server_that_ignores_connection_close_is_no_bar(self):
         def run(name, opened):
@@ -882,10 +885,10 @@ class HttpArenaRuns(unittest.TestCase):
         record = {"test": "limited-conn", "level_name": "connections", "levels": [512], "skipped": {},
                   "servers": {"gnosis": {"runs": [run("gnosis", 1512)], "probe": None},
                               "rust-epoll": {"runs": [run("rust-epoll", 512)], "probe": None}}}  # fmt: skip
-        breakers = bench.rule_breakers(record, {"anchors": {"rust-epoll": "rust-epoll"}})
+        breakers = summary.rule_breakers(record, {"anchors": {"rust-epoll": "rust-epoll"}})
         self.assertEqual([name for name, _ in breakers], ["rust-epoll"])
         self.assertIn("reconnected after 0% of them; 19.5 requests per connection, not 10", breakers[0][1])
-        table = bench.render_markdown(meta_for(["gnosis", "rust-epoll"]), [record], ["gnosis", "rust-epoll"])
+        table = report.render_markdown(meta_for(["gnosis", "rust-epoll"]), [record], ["gnosis", "rust-epoll"])
         self.assertIn("| limited-conn* | c=512 |", table)
         self.assertIn("| 6.6 |", table)  # gnosis: 10,000 requests over 1,512 connections
         self.assertIn("Requests in turn, one in flight per connection: `GET /baseline11?a=13&b=42 HTTP/1.1`, "
@@ -895,27 +898,27 @@ class HttpArenaRuns(unittest.TestCase):
     def test_a_level_beyond_the_machine_stops_the_run(self):
         args = argparse.Namespace(tests=["async", "queries"], levels={"async": [512, 25_000], "queries": [20]},
                                   max_concurrency=512)  # fmt: skip
-        self.assertEqual(bench.most_connections(args), 25_000)
+        self.assertEqual(load.most_connections(args), 25_000)
         with self.assertRaisesRegex(system.SetupError, r"async at 25000 connections: this machine allows 1792, set by the open-files limit"):
-            bench.check_capacity(args, 2048)
-        bench.check_capacity(argparse.Namespace(tests=["async"], levels={"async": [512]}, max_concurrency=512), 2048)
+            load.check_capacity(args, 2048)
+        load.check_capacity(argparse.Namespace(tests=["async"], levels={"async": [512]}, max_concurrency=512), 2048)
 
 
 class HttpArenaDatabase(unittest.TestCase):
     """async-db and arena-fortunes: HttpArena's requests, its database, and who serves them."""
 
     def test_the_requests_are_httparenas(self):
-        requests = parse_requests("".join(bench.ASYNC_DB_MIX).encode())
+        requests = parse_requests("".join(httparena.ASYNC_DB_MIX).encode())
         self.assertEqual([path for _, path, _, _ in requests],
                          [f"/async-db?min=10&max=50&limit={n}" for n in (5, 10, 20, 35, 50)])  # fmt: skip
         self.assertEqual({(method, tuple(headers.items())) for method, _, headers, _ in requests},
                          {("GET", (("host", "localhost"),))})  # fmt: skip
-        self.assertEqual(parse_requests(bench.ARENA_FORTUNES_MIX[0].encode()),
+        self.assertEqual(parse_requests(httparena.ARENA_FORTUNES_MIX[0].encode()),
                          [("GET", "/fortunes", {"host": "localhost"}, b"")])  # fmt: skip
-        t = bench.TESTS
-        self.assertEqual((t["async-db"].requests, t["async-db"].close_every), (bench.ASYNC_DB_MIX, 25))
-        self.assertEqual((t["arena-fortunes"].requests, t["arena-fortunes"].close_every), (bench.ARENA_FORTUNES_MIX, 0))
-        self.assertEqual(bench.expand_tests("arena-db"), ["async-db", "arena-fortunes"])
+        t = catalog.TESTS
+        self.assertEqual((t["async-db"].requests, t["async-db"].close_every), (httparena.ASYNC_DB_MIX, 25))
+        self.assertEqual((t["arena-fortunes"].requests, t["arena-fortunes"].close_every), (httparena.ARENA_FORTUNES_MIX, 0))
+        self.assertEqual(catalog.expand_tests("arena-db"), ["async-db", "arena-fortunes"])
         args = bench_args("--tests", "arena-db", "--anchors", "sark")
         self.assertEqual(args.levels, {"async-db": [1024], "arena-fortunes": [1024]})
 
@@ -926,11 +929,11 @@ class HttpArenaDatabase(unittest.TestCase):
         bench_args("--tests", "json,async-db")
 
     def servers(self):
-        anchors = bench.ANCHORS
+        known = anchors.ANCHORS
         return [
-            bench.Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), env={"DATASET_PATH": "/d"}),
-            bench.Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), anchors["rust-epoll"]),
-            bench.Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), anchors["sark"]),
+            Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), env={"DATASET_PATH": "/d"}),
+            Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), known["rust-epoll"]),
+            Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), known["sark"]),
         ]  # fmt: skip
 
     def test_each_runs_against_gnosis_and_sark(self):
@@ -940,41 +943,41 @@ class HttpArenaDatabase(unittest.TestCase):
             calls.append((server.name, url, connections, mix))
             return dict(fake_run(1000), connections=connections)
 
-        args = argparse.Namespace(levels=dict(bench.HTTPARENA_LEVELS), threads=2, primer=1, warmup=1, duration=3,
+        args = argparse.Namespace(levels=catalog.PROFILES["quick"]["levels"], threads=2, primer=1, warmup=1, duration=3,
                                   max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
         servers = self.servers()
-        with mock.patch.object(bench, "run_wrk", run_wrk), \
-                mock.patch.object(bench, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
-            for name in bench.ARENA_DB_TESTS:
-                record = bench.run_test(bench.TESTS[name], servers, args, lambda m: None, RecordingLineup())
+        with mock.patch.object(schedule, "run_wrk", run_wrk), \
+                mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
+            for name in httparena.DB_TESTS:
+                record = schedule.run_test(catalog.TESTS[name], servers, args, lambda m: None, RecordingLineup())
                 self.assertEqual(sorted(record["servers"]), ["gnosis", "sark"])
         at_1024 = {(name, url, mix) for name, url, connections, mix in calls if connections == 1024}
         self.assertEqual(at_1024, {
-            ("gnosis", "http://127.0.0.1:8083/async-db?min=10&max=50&limit=50", (bench.ASYNC_DB_MIX, 25)),
-            ("sark", "http://127.0.0.1:8080/async-db?min=10&max=50&limit=50", (bench.ASYNC_DB_MIX, 25)),
-            ("gnosis", "http://127.0.0.1:8083/fortunes", (bench.ARENA_FORTUNES_MIX, 0)),
-            ("sark", "http://127.0.0.1:8080/fortunes", (bench.ARENA_FORTUNES_MIX, 0)),
+            ("gnosis", "http://127.0.0.1:8083/async-db?min=10&max=50&limit=50", (httparena.ASYNC_DB_MIX, 25)),
+            ("sark", "http://127.0.0.1:8080/async-db?min=10&max=50&limit=50", (httparena.ASYNC_DB_MIX, 25)),
+            ("gnosis", "http://127.0.0.1:8083/fortunes", (httparena.ARENA_FORTUNES_MIX, 0)),
+            ("sark", "http://127.0.0.1:8080/fortunes", (httparena.ARENA_FORTUNES_MIX, 0)),
         })  # fmt: skip
 
     def test_a_run_without_them_needs_no_database(self):
         servers = self.servers()
-        self.assertIsNone(bench.give_arena_database(servers, ["baseline", "arena-json"], print))
+        self.assertIsNone(databases.give_arena_database(servers, ["baseline", "arena-json"], print))
         self.assertEqual([s.env for s in servers], [{"DATASET_PATH": "/d"}, None, None])
 
     @unittest.skipUnless(shutil.which("psql") and subprocess.run(
-        ["bash", str(bench.PG_SH), "status"], capture_output=True).returncode == 0,
+        ["bash", str(system.PG_SH), "status"], capture_output=True).returncode == 0,
         "scripts/pg.sh's cluster is not running")  # fmt: skip
     def test_the_servers_that_serve_them_get_httparena_s_database(self):
         servers = self.servers()
-        line = bench.give_arena_database(servers, ["baseline", "async-db"], lambda m: None)
-        url = subprocess.run(["bash", str(bench.PG_SH), "arena-env"], capture_output=True, text=True).stdout
+        line = databases.give_arena_database(servers, ["baseline", "async-db"], lambda m: None)
+        url = subprocess.run(["bash", str(system.PG_SH), "arena-env"], capture_output=True, text=True).stdout
         url = url.split("DATABASE_URL=", 1)[1].strip()
         gnosis, rust_epoll, sark = servers
         share = gnosis.env["DATABASE_MAX_CONN"]
         self.assertEqual(gnosis.env, {"DATASET_PATH": "/d", "DATABASE_URL": url, "DATABASE_MAX_CONN": share})
         self.assertEqual(sark.env, {"DATABASE_URL": url, "DATABASE_MAX_CONN": share})
         self.assertIsNone(rust_epoll.env)
-        self.assertTrue(bench.ARENA_DB_MIN_SHARE <= int(share) <= 256, share)
+        self.assertTrue(databases.ARENA_DB_MIN_SHARE <= int(share) <= 256, share)
         self.assertIn("gnosis, sark started with DATABASE_URL=postgres://bench@localhost:", line)
         self.assertNotIn(":bench@", line)
 
@@ -982,7 +985,7 @@ class HttpArenaDatabase(unittest.TestCase):
         run = dict(fake_run(40_000), connections=1024, phase="level", level=1024, round=1, postgres_cpu_s=2.0)
         record = {"test": "async-db", "level_name": "connections", "levels": [1024], "skipped": {},
                   "servers": {"gnosis": {"runs": [run], "probe": None}}}  # fmt: skip
-        table = bench.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
+        table = report.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
         self.assertIn("| PostgreSQL CPU-s per 1k req |", table)
         self.assertIn("| 0.05 |", table)  # 2 s of PostgreSQL CPU over 40,000 requests
 
@@ -1004,7 +1007,7 @@ class MemoryOfAServer(unittest.TestCase):
             script = Path(tmp) / "stand_in.py"
             script.write_text(stand_in)
             port = free_port()
-            server = bench.Server("stand-in", f"{sys.executable} {script} {{port}}", "127.0.0.1", port, Path(tmp) / "log")
+            server = Server("stand-in", f"{sys.executable} {script} {{port}}", "127.0.0.1", port, Path(tmp) / "log")
             try:
                 server.start(timeout=20)
                 server.reset_peak_rss()
@@ -1017,7 +1020,7 @@ class MemoryOfAServer(unittest.TestCase):
         self.assertGreater(start, 1000)
         self.assertGreaterEqual(peak, start + 60 * 1024)
         self.assertLess(now, peak - 32 * 1024)
-        self.assertEqual(bench.rss_per_connection_bytes(
+        self.assertEqual(summary.rss_per_connection_bytes(
             {"server_peak_rss_kib": peak, "server_rss_at_start_kib": start, "connections": 2}), (peak - start) * 512)  # fmt: skip
 
 
@@ -1026,15 +1029,15 @@ class Nginx(unittest.TestCase):
     def test_configs_pass_nginx_t_and_serve_plaintext(self):
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
-            bench.write_nginx_configs(tmp, port)  # raises if nginx -t rejects one
-            conf = (Path(tmp) / bench.NGINX_CONF).read_text()
-            one = (Path(tmp) / bench.NGINX_ONE_WORKER_CONF).read_text()
+            nginx.write_nginx_configs(tmp, port)  # raises if nginx -t rejects one
+            conf = (Path(tmp) / nginx.NGINX_CONF).read_text()
+            one = (Path(tmp) / nginx.NGINX_ONE_WORKER_CONF).read_text()
             self.assertIn(f"worker_processes {len(os.sched_getaffinity(0))};", conf)
             self.assertIn("worker_processes 1;", one)
             for directive in ("sendfile on;", "tcp_nodelay on;", "access_log off;", f"listen 127.0.0.1:{port} "):
                 self.assertIn(directive, conf)
-            command = bench.nginx_command(bench.NGINX_CONF).replace(bench.NGINX_DIR, tmp)
-            server = bench.Server("nginx", command, "127.0.0.1", port, Path(tmp) / "log", tests=("plaintext-single",))
+            command = nginx.nginx_command(nginx.NGINX_CONF).replace(nginx.NGINX_DIR, tmp)
+            server = Server("nginx", command, "127.0.0.1", port, Path(tmp) / "log", tests=("plaintext-single",))
             try:
                 server.start(timeout=20)
                 answer = probe_body(port, "/plaintext")
@@ -1043,7 +1046,7 @@ class Nginx(unittest.TestCase):
                 server.stop()
         self.assertEqual(answer, (200, "text/plain", b"Hello, World!"))
         self.assertEqual(len(processes), 1 + len(os.sched_getaffinity(0)))  # master and workers, no shell
-        self.assertFalse(server.serves(bench.TESTS["plaintext"]))
+        self.assertFalse(server.serves(catalog.TESTS["plaintext"]))
 
 
 def probe_body(port, path):
@@ -1058,7 +1061,7 @@ def probe_body(port, path):
 
 class Chart(unittest.TestCase):
     def test_lines_points_and_scale(self):
-        svg = bench.render_svg("json: requests/s", "connections", [16, 32, 64],
+        svg = chart.render_svg("json: requests/s", "connections", [16, 32, 64],
                                [("a", [100.0, 200.0, 300.0]), ("b", [50.0, None, 250.0])])  # fmt: skip
         root = ET.fromstring(svg)
         lines = root.findall(f"{SVG}polyline")
@@ -1073,10 +1076,10 @@ class Chart(unittest.TestCase):
         self.assertGreater(min(ys), 0)
 
     def test_names_are_escaped(self):
-        root = ET.fromstring(bench.render_svg("t", "x", [1], [("<a&b>", [1.0])]))
+        root = ET.fromstring(chart.render_svg("t", "x", [1], [("<a&b>", [1.0])]))
         self.assertIn("<a&b>", [t.text for t in root.iter(f"{SVG}text")])
 
     def test_nice_ceiling(self):
         for value, ceiling in ((0, 1), (0.5, 1), (7, 10), (1234, 2000), (2100, 2500), (2600, 5000), (5000, 5000)):
-            self.assertEqual(bench.nice_ceiling(value), ceiling, value)
+            self.assertEqual(chart.nice_ceiling(value), ceiling, value)
 

@@ -1,0 +1,67 @@
+"""HttpArena's HTTP/1.1 profiles as its load generator (gcannon) sends them: the raw requests of
+each (its requests/*.raw), how often a connection closes, and the connection counts of
+scripts/lib/profiles.sh (../shared/httparena-spec.md). A new profile is one more `Test` here,
+its levels and its group; the anchors that serve it say so in anchors.py."""
+
+from .tfb import ACCEPT_HTML, ACCEPT_JSON, ACCEPT_PLAIN  # the Accept headers sent here too
+from .workload import Test, raw_request
+
+# HttpArena's baseline and limited-conn mix (requests/get.raw, post_cl.raw, post_chunked.raw): 55, 75, 75.
+BASELINE_PATH = "/baseline11?a=13&b=42"
+BASELINE_MIX = (
+    raw_request("GET", BASELINE_PATH),
+    raw_request("POST", BASELINE_PATH, "20"),
+    raw_request("POST", BASELINE_PATH, "20", chunked=True),
+)
+# HttpArena's json profile: these (count, m) pairs in turn (requests/json-{count}.raw).
+JSON_PAIRS = ((1, 3), (5, 7), (10, 2), (15, 5), (25, 4), (40, 8), (50, 6))
+JSON_MIX = tuple(raw_request("GET", f"/json/{count}?m={m}") for count, m in JSON_PAIRS)
+# gcannon's -r of each profile (HttpArena's scripts/lib/tools/gcannon.sh): limited-conn 10, json 25.
+LIMITED_CONN_REQUESTS = 10
+JSON_REQUESTS_PER_CONNECTION = 25
+ASYNC_DELAY_MS = 10  # their scored async profile: GET /delay/10 (requests/async-delay.raw)
+# HttpArena's async-db load (scripts/lib/tools/gcannon.sh, requests/async-db-{5,10,20,35,50}.raw):
+# these limits over prices 10..50 in turn, a new connection every 25 requests (gcannon -r 25).
+ASYNC_DB_LIMITS = (5, 10, 20, 35, 50)
+ASYNC_DB_MIX = tuple(raw_request("GET", f"/async-db?min=10&max=50&limit={limit}") for limit in ASYNC_DB_LIMITS)
+ASYNC_DB_REQUESTS_PER_CONNECTION = 25
+# HttpArena's fortunes load: GET /fortunes alone on kept connections (requests/fortunes-get.raw).
+ARENA_FORTUNES_MIX = (raw_request("GET", "/fortunes"),)
+
+TESTS = [
+    Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
+    Test("pipelined", "/pipeline", "pipelined", ACCEPT_PLAIN),
+    Test("limited-conn", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX, LIMITED_CONN_REQUESTS),
+    Test("arena-json", "/json/1?m=3", "connections", ACCEPT_JSON, JSON_MIX, JSON_REQUESTS_PER_CONNECTION),
+    Test("async", f"/delay/{ASYNC_DELAY_MS}", "connections", ACCEPT_PLAIN, delay_ms=ASYNC_DELAY_MS),
+    # The database profiles, against HttpArena's database (DATABASE_URL); arena-fortunes is their
+    # fortunes (200 rows), named apart from TFB's.
+    Test("async-db", "/async-db?min=10&max=50&limit=50", "connections", ACCEPT_JSON, ASYNC_DB_MIX,
+         ASYNC_DB_REQUESTS_PER_CONNECTION),  # fmt: skip
+    Test("arena-fortunes", "/fortunes", "connections", ACCEPT_HTML, ARENA_FORTUNES_MIX),
+]
+DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
+GROUPS = {
+    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS],
+    "arena-db": list(DB_TESTS),
+}
+H1_TESTS = ("baseline", "pipelined", "limited-conn")  # what every HttpArena engine of anchors.py serves
+
+# HttpArena's connection counts, in every profile of `scripts/tool bench`. async: HttpArena holds
+# 32,000; here one level the CPU can answer in time (512 / 10 ms = 51,200/s) and two far beyond
+# it, the second near what Linux's default ephemeral ports allow (load.connection_capacity).
+LEVELS = {
+    "baseline": [512, 4096],
+    "pipelined": [512, 4096],
+    "limited-conn": [512, 4096],
+    "arena-json": [4096],
+    "async": [512, 10000, 14000],
+    "async-db": [1024],
+    "arena-fortunes": [1024],
+}
+
+KEPT_OPEN_NOTE = (
+    "kept its connections open after `Connection: close` (wrk reconnected after {closed:.0%} of them; "
+    "{per_connection:,.1f} requests per connection, not {close_every}): it skipped the reconnections "
+    "this test measures, so its number here is no bar"
+)

@@ -1,0 +1,179 @@
+"""wrk: its command line with our Lua scripts, one measured run, its output parsed, and how many
+connections this machine lets it hold open."""
+
+import json
+import os
+import resource
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from ..system import SetupError
+from .catalog import TESTS
+from .proc import postgres_cpu_ticks, tcp_active_opens, ticks_since
+from .workload import PIPELINE_DEPTH
+
+
+LUA_DIR = Path(__file__).resolve().parent
+REPORT_LUA = LUA_DIR / "report.lua"
+PIPELINE_LUA = LUA_DIR / "pipeline.lua"
+MIX_LUA = LUA_DIR / "mix.lua"
+JSON_MARKER = "BENCH_JSON "
+WRK_TIMEOUT_S = 8
+
+
+def wrk_command(url, connections, threads, duration, accept, pipelined, mix=None):
+    """The command line of TFB's concurrency/pipeline/query scripts, plus our reporting script;
+    with a `mix` (raw requests, close every N), mix.lua sends those requests in turn instead."""
+    script = MIX_LUA if mix else PIPELINE_LUA if pipelined else REPORT_LUA
+    command = [
+        "wrk",
+        "-H", "Host: localhost",
+        "-H", f"Accept: {accept}",
+        "-H", "Connection: keep-alive",
+        "--latency",
+        "-d", str(duration),
+        "-c", str(connections),
+        "--timeout", str(WRK_TIMEOUT_S),
+        "-t", str(threads),
+        "-s", str(script),
+        url,
+    ]  # fmt: skip
+    if mix:
+        requests, close_every = mix
+        command += ["--", str(close_every)] + [r.replace("\r\n", "\\r\\n") for r in requests]
+    elif pipelined:
+        command += ["--", str(PIPELINE_DEPTH)]
+    return command
+
+
+def parse_wrk_output(stdout):
+    """The summary that report.lua prints after the run, with requests/s and error totals added."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(JSON_MARKER):
+            summary = json.loads(line[len(JSON_MARKER) :])
+            break
+    else:
+        raise ValueError("wrk printed no summary line (did report.lua run?)")
+    latency = summary["latency_us"]
+    for key in ("p50", "p75", "p90", "p99"):
+        # wrk's percentile() returns 0 when its coordinated-omission correction put samples below
+        # the minimum it scans from (seen with pipelining at high connection counts): unknown.
+        if latency[key] == 0 and summary["requests"] > 0:
+            latency[key] = None
+    seconds = summary["duration_us"] / 1e6
+    summary["requests_per_s"] = summary["requests"] / seconds if seconds > 0 else 0.0
+    errors = summary["errors"]
+    # A server may close a connection after answering its `Connection: close` request without
+    # saying so in the answer (RFC 9112 allows it); wrk counts each such close as a read error.
+    summary["closes"] = summary.get("closes", 0)
+    read_errors = max(0, errors["read"] - summary["closes"])
+    summary["socket_errors"] = errors["connect"] + read_errors + errors["write"] + errors["timeout"]
+    summary["non_2xx"] = errors["status"]
+    return summary
+
+
+def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
+    """One wrk run against `server`, with the server's CPU time, peak RSS, and the CPU time of
+    PostgreSQL and of wrk itself: on one machine the three share the cores."""
+    command = wrk_command(url, connections, threads, duration, accept, pipelined, mix)
+    server.check_alive()
+    server.reset_peak_rss()
+    opened_before = tcp_active_opens()
+    ticks_before = server.cpu_ticks()
+    postgres_before = postgres_cpu_ticks()
+    own_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"wrk did not finish: {shlex.join(command)}") from None
+    wall = time.monotonic() - started
+    own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
+    postgres_cpu_s = ticks_since(postgres_before, postgres_cpu_ticks()) / os.sysconf("SC_CLK_TCK")
+    wrk_cpu_s = (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime)
+    peak_rss_kib = server.peak_rss_kib()
+    opened = tcp_active_opens() - opened_before
+    server.check_alive()
+    if done.returncode != 0:
+        raise SetupError(f"wrk failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
+    summary = parse_wrk_output(done.stdout)
+    run = {
+        "command": shlex.join(command),
+        "connections": connections,
+        "threads": threads,
+        "summary": summary,
+        "server_cpu_s": round(cpu_s, 2),
+        "server_cpu_percent": round(100 * cpu_s / wall, 1),
+        # Requests per second of server CPU: on a shared machine much steadier than requests/s.
+        "requests_per_cpu_s": round(summary["requests"] / cpu_s) if cpu_s > 0 else None,
+        "server_peak_rss_kib": peak_rss_kib,
+        "server_rss_at_start_kib": server.rss_at_start_kib,
+        # TCP connections this network namespace opened meanwhile: wrk's, and a few of others'.
+        "connections_opened": opened,
+        "postgres_cpu_percent": round(100 * postgres_cpu_s / wall, 1),
+        "postgres_cpu_s": round(postgres_cpu_s, 2),
+        "wrk_cpu_s": round(wrk_cpu_s, 2),
+        "wrk_cpu_percent": round(100 * wrk_cpu_s / wall, 1),
+        "wall_s": round(wall, 2),
+        "wrk_output": done.stdout,
+    }
+    return run
+
+
+# What wrk and a server need beyond their connections: listeners, logs, rings, epoll, pipes.
+SPARE_FILES = 256
+
+
+def raise_open_files_limit(connections=0):
+    """wrk and the servers inherit this: 16,384 connections need more than the usual 1,024.
+    Up to the hard limit, or, where allowed (root), beyond it to what `connections` need."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + SPARE_FILES
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            soft, hard = wanted, wanted
+        except (ValueError, OSError):
+            pass  # not allowed: the hard limit stays, and connection_capacity says so
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def ephemeral_ports():
+    """How many local ports connect() may pick from (net.ipv4.ip_local_port_range)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return None
+    return high - low + 1
+
+
+def connection_capacity(open_files):
+    """(the most connections wrk can hold open to one server here, and what sets it)."""
+    limits = [(open_files - SPARE_FILES, f"the open-files limit ({open_files}, less {SPARE_FILES} spare)")]
+    ports = ephemeral_ports()
+    if ports:
+        # connect() takes ports of one parity first (Linux >= 4.6): beyond that half, each
+        # connect scans the whole half first, and wrk needs tens of seconds to connect.
+        limits.append((ports // 2, f"half the ephemeral ports (net.ipv4.ip_local_port_range: {ports}), "
+                                   "those connect() picks first"))  # fmt: skip
+    return min(limits)
+
+
+def most_connections(args):
+    """The most connections one wrk run of this command opens."""
+    return max([args.max_concurrency] + [max(args.levels[t]) for t in args.tests if TESTS[t].kind != "queries"])
+
+
+def check_capacity(args, open_files):
+    """Every level fits in what this machine lets wrk hold open, or the run stops before it starts."""
+    capacity, limit = connection_capacity(open_files)
+    too_many = [f"{t} at {level}" for t in args.tests if TESTS[t].kind != "queries" for level in args.levels[t]
+                if level > capacity]  # fmt: skip
+    if too_many:
+        raise SetupError(f"{', '.join(too_many)} connections: this machine allows {capacity}, set by {limit}; "
+                         "choose lower --levels")  # fmt: skip

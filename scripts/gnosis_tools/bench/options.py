@@ -1,0 +1,187 @@
+"""The command line of `scripts/tool bench`: its options, settled into the tests, levels and
+servers of the run."""
+
+import argparse
+import dataclasses
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import ROOT as REPO
+from .anchors import (ANCHOR_PORT, ANCHOR_PREFIX, ANCHORS, DEFAULT_ANCHORS_DIR, DEFAULT_HTTPARENA_DIR, Anchor,
+                      anchor_named, parse_anchor_list)
+from .catalog import PROFILES, TEST_GROUPS, TESTS, expand_tests
+from .httparena import DB_TESTS as ARENA_DB_TESTS
+from .nginx import NGINX_CONF, NGINX_ONE_WORKER_CONF, nginx_command
+from .tfb import DB_TESTS
+
+
+def add_arguments(p):
+    # fmt: off
+    groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
+    p.add_argument("--server", default=f"{REPO}/target/release/gnosis --port {{port}}",
+                   help="server command line, run by /bin/sh, {port} replaced by the port; or anchor:NAME "
+                   f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)")
+    p.add_argument("--name", help="label of --server in the tables (default: its program or anchor name)")
+    p.add_argument("--baseline", help="a second server (command line or anchor:NAME), run alternately with --server")
+    p.add_argument("--baseline-name", help="label of --baseline (default: the anchor's name, or 'baseline')")
+    p.add_argument("--anchors", metavar="NAME,NAME|tfb|httparena|all",
+                   help=f"more servers: these anchors ({', '.join(ANCHORS)}; tfb: TFB's, httparena: HttpArena's "
+                   "engines), each run alternately with --server (and --baseline) on the tests it serves; "
+                   "ratios are --server over each of them")
+    p.add_argument("--anchors-dir", default=str(DEFAULT_ANCHORS_DIR),
+                   help="where TFB's anchors' binaries are ($GNOSIS_SHARED_DIR/anchors/bin, default: %(default)s)")
+    p.add_argument("--httparena-dir", default=str(DEFAULT_HTTPARENA_DIR), help="where HttpArena's engines are, "
+                   "in bin/ ($GNOSIS_SHARED_DIR/anchors/httparena, default: %(default)s)")
+    p.add_argument("--nginx", action="store_true", help="one more server: Debian's nginx (nginx-light), "
+                   f"configured here, on the nginx tests ({', '.join(TEST_GROUPS['nginx'])})")
+    p.add_argument("--port", type=int, help=f"port of --server (default: 8080, or the first port above "
+                   f"{ANCHOR_PORT} that no anchor binds when an anchor, always on {ANCHOR_PORT}, is in the run)")
+    p.add_argument("--baseline-port", type=int, help="port of --baseline (default: --port + 1)")
+    p.add_argument("--nginx-port", type=int, help="port of --nginx (default: the next one after --baseline-port)")
+    p.add_argument("--tests", default="tfb", help=f"comma-separated tests or groups ({groups}) (default: %(default)s)")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="(default: %(default)s)")
+    p.add_argument("--duration", type=int, help="seconds per level (profile default)")
+    p.add_argument("--warmup", type=int, help="seconds of warm-up at the top level (profile default)")
+    p.add_argument("--primer", type=int, help="seconds of primer at 8 connections (profile default)")
+    p.add_argument("--levels", action="append", default=[], metavar="[TEST=]L1,L2,...",
+                   help="levels (connections, or N for queries/updates/cached); repeatable; "
+                   "without TEST= they apply to every selected test")
+    p.add_argument("--max-concurrency", type=int, default=512,
+                   help="connections of the warm-up and of every query-test level (default and TFB: %(default)s)")
+    p.add_argument("--rounds", type=int, help="runs of each level per server (default 1, or 4 with --baseline: "
+                   "an even number lets each server go first equally often)")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                   help="wrk threads; a level uses min(threads, connections) (default: nproc, %(default)s, as TFB)")
+    p.add_argument("--out", default=str(REPO / "results"),
+                   help="a timestamped folder is made in it (default: %(default)s)")
+    p.add_argument("--startup-timeout", type=float, default=60.0,
+                   help="seconds to wait for a server's port (default: %(default)s)")
+    # fmt: on
+
+
+def parse_args(argv):
+    """The options of `scripts/tool bench ARGV`, settled."""
+    parser = argparse.ArgumentParser(prog="scripts/tool bench")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return settle(args)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def settle(args):
+    """Groups expanded, the profile's values where no option was given, the servers of the run;
+    ValueError for options that do not go together."""
+    args.tests = expand_tests(args.tests)
+    unknown = [t for t in args.tests if t not in TESTS]
+    if unknown or not args.tests:
+        raise ValueError(f"unknown test(s) {unknown}; choose from {','.join(TESTS)} or the groups {','.join(TEST_GROUPS)}")
+    if set(args.tests) & set(ARENA_DB_TESTS) and set(args.tests) & set(DB_TESTS):
+        # A server started with DATABASE_URL finds HttpArena's database, not TFB's.
+        raise ValueError(f"{','.join(ARENA_DB_TESTS)} (HttpArena's database) and {','.join(DB_TESTS)} (TFB's) need "
+                "different databases: run them in separate runs")  # fmt: skip
+    profile = PROFILES[args.profile]
+    for key in ("duration", "warmup", "primer"):
+        if getattr(args, key) is None:
+            setattr(args, key, profile[key])
+    args.pause_after_warmup = profile["pause_after_warmup"]
+    args.pause_between_levels = profile["pause_between_levels"]
+    args.levels = resolve_levels(args.tests, profile["levels"], args.levels)
+    args.specs = server_specs(args)
+    if args.rounds is None:
+        args.rounds = 4 if len(args.specs) > 1 else 1
+    if min(args.duration, args.warmup, args.primer, args.rounds, args.threads, args.max_concurrency) < 1:
+        raise ValueError("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
+    commands = [s for s in args.specs if s.anchor is None]
+    if len({s.port for s in commands}) < len(commands):
+        raise ValueError("--port, --baseline-port and --nginx-port must differ")
+    return args
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One server of the run: a command line (with its port), or an anchor (always on 8080)."""
+
+    name: str
+    command: str  # the command line, or the anchor's binary
+    port: int
+    anchor: Anchor = None
+    tests: tuple = None  # the tests it serves, if not all (an anchor: its own)
+    one_worker_command: str = None  # the command line for the one-worker tests, if it has one
+
+
+def server_specs(args):
+    """The servers in run order: --server, --baseline, then each of --anchors."""
+    wanted = [(args.server, args.name, "server"), (args.baseline, args.baseline_name, "baseline")]
+    anchors_dir = Path(args.anchors_dir)
+    chosen = []  # (name or None, command or None, anchor or None, role)
+    for text, name, role in wanted:
+        if text is None:
+            continue
+        if text.startswith(ANCHOR_PREFIX):
+            chosen.append((name, None, anchor_named(text[len(ANCHOR_PREFIX):].strip()), role))
+        else:
+            chosen.append((name, text, None, role))
+    for anchor in parse_anchor_list(args.anchors) if args.anchors else []:
+        chosen.append((None, None, anchor, "anchor"))
+
+    anchor_ports = {port for _, _, anchor, _ in chosen if anchor for port in anchor.ports}
+    if args.port is None:
+        args.port = next(p for p in range(ANCHOR_PORT + 1, 65536) if p not in anchor_ports) if anchor_ports else 8080
+    if args.baseline_port is None:
+        args.baseline_port = args.port + 1
+    if args.nginx_port is None:
+        args.nginx_port = next(p for p in range(args.baseline_port + 1, 65536) if p not in anchor_ports | {args.port})
+    specs, taken = [], set()
+    for name, command, anchor, role in chosen:
+        if anchor:
+            name = name or anchor.name
+            spec = ServerSpec(name, str(anchor.path(anchors_dir, args.httparena_dir)), ANCHOR_PORT, anchor, anchor.tests)
+        else:
+            name = name or (program_name(command) if role == "server" else "baseline")
+            port = args.port if role == "server" else args.baseline_port
+            # The one-worker tests run it with --threads 1, as gnosis takes it.
+            spec = ServerSpec(name, command.replace("{port}", str(port)), port,
+                              one_worker_command=f"{command.replace('{port}', str(port))} --threads 1")  # fmt: skip
+        if spec.name in taken:  # the same program twice: keep the labels apart
+            number = 2
+            while f"{spec.name} #{number}" in taken:
+                number += 1
+            spec = dataclasses.replace(spec, name=f"{spec.name} #{number}")
+        taken.add(spec.name)
+        specs.append(spec)
+    if args.nginx:
+        specs.append(ServerSpec("nginx", nginx_command(NGINX_CONF), args.nginx_port, tests=tuple(TEST_GROUPS["nginx"]),
+                                one_worker_command=nginx_command(NGINX_ONE_WORKER_CONF)))  # fmt: skip
+    return specs
+
+
+def resolve_levels(tests, profile_levels, overrides):
+    """Profile levels per test, replaced by `--levels [TEST=]L1,L2` overrides (later wins)."""
+    levels = {t: list(profile_levels[t]) for t in tests}
+    for spec in overrides:
+        target, _, values = spec.rpartition("=")
+        try:
+            parsed = [int(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"--levels {spec!r}: levels must be integers") from None
+        if not parsed or min(parsed) < 1:
+            raise ValueError(f"--levels {spec!r}: need at least one level, each >= 1")
+        if target and target not in TESTS:
+            raise ValueError(f"--levels {spec!r}: unknown test {target!r}")
+        for t in [target] if target else tests:
+            if t in levels:
+                levels[t] = parsed
+    return levels
+
+
+def program_name(command):
+    """The label for a server: the basename of the first word that is not an env assignment."""
+    for word in shlex.split(command):
+        if word == "env" or ("=" in word and not word.startswith("-")):
+            continue
+        return os.path.basename(word)
+    return "server"

@@ -1,0 +1,133 @@
+"""The order of a test's runs: primer, warm-up and levels of each server, the servers alternating
+round by round, side by side or taking turns on a shared port."""
+
+import http.client
+import time
+
+from ..system import SetupError
+from .load import run_wrk
+from .report import format_latency
+from .servers import probe
+
+
+PRIMER_CONNECTIONS = 8
+# TFB's query scripts prime and warm up with this N.
+QUERY_WARMUP_N = 2
+
+
+def rotated(servers, round_no):
+    """Round 1: A B C, round 2: B C A, round 3: C A B ...: each server goes first equally often
+    (with two servers: A B, B A), so that slow drift of the machine hits all alike."""
+    k = (round_no - 1) % len(servers)
+    return servers[k:] + servers[:k]
+
+
+def run_test(test, servers, args, log, lineup=None):
+    """One test, alternating the servers that serve it; the record of every wrk run.
+
+    Servers with ports of their own run side by side: primer and warm-up of each, then each
+    level, round by round, one run per server. Servers that share a port (the anchors' 8080)
+    take turns instead: per round, each in turn is started if need be, primed, warmed up and
+    run at every level. `lineup` starts and stops them (None: they are up already). A server
+    that dies raises SetupError with the test's record, marked failed, as `error.record`.
+    """
+    levels = args.levels[test.name]
+    record = {"test": test.name, "level_name": test.level_name, "levels": levels, "servers": {}, "skipped": {}}
+    taking_part = []
+    for server in servers:
+        if server.serves(test):
+            taking_part.append(server)
+            record["servers"][server.name] = {"runs": [], "probe": None}
+        else:
+            record["skipped"][server.name] = f"{server.name} does not serve {test.name}"
+            log(f"--- {test.name}: {server.name} does not serve it: left out, its ratio is –")
+    if not taking_part:
+        record["not_served"] = True
+        log(f"--- {test.name}: no server of this run serves it")
+        return record
+    try:
+        if len({s.port for s in taking_part}) == len(taking_part):
+            run_side_by_side(test, taking_part, levels, record, args, log, lineup)
+        else:
+            if lineup is None:
+                raise SetupError("servers sharing a port need a lineup to take turns")
+            run_in_turns(test, taking_part, levels, record, args, log, lineup)
+    except SetupError as e:
+        record["failed"] = str(e)
+        e.record = record
+        raise
+    return record
+
+
+def probe_server(test, server, path, record, log):
+    """True if the server answers 200 to `path`; else marks the test failed (but not the run)."""
+    try:
+        status, length = probe(server.host, server.port, path, test.accept)
+    except (OSError, http.client.HTTPException) as e:
+        server.check_alive()
+        status, length = f"no answer ({e})", 0
+    record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
+    if status != 200:
+        record["failed"] = f"{server.name} answered {status} to {path}"
+        log(f"!!! {test.name}: {record['failed']}; skipping this test")
+        return False
+    return True
+
+
+def measure(test, server, record, args, log, phase, level, round_no):
+    """One wrk run: primer (8 connections), warm-up (the top concurrency) or a level."""
+    if phase == "level":
+        path = server.url_path(test, level)
+        connections = args.max_concurrency if test.kind == "queries" else level
+        duration, pipelined = args.duration, test.kind == "pipelined"
+    else:
+        # TFB primes and warms up the query tests with N = 2, and plaintext without pipelining.
+        path = server.url_path(test, QUERY_WARMUP_N) if test.kind == "queries" else test.path
+        connections = PRIMER_CONNECTIONS if phase == "primer" else args.max_concurrency
+        duration, pipelined = (args.primer if phase == "primer" else args.warmup), False
+    threads = min(connections, args.threads)
+    url = f"http://{server.host}:{server.port}{path}"
+    # A mix primes and warms up with itself: its requests are the test.
+    mix = (test.requests, test.close_every) if test.requests else None
+    run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
+    run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
+    record["servers"][server.name]["runs"].append(run)
+    s = run["summary"]
+    trouble = s["socket_errors"] or s["non_2xx"]
+    log(
+        f"{'!!! ' if trouble else ''}{test.name:9} {server.name:>12} {phase:7} "
+        f"{test.level_name}={level if level is not None else '-':<5} c={connections:<5} "
+        f"{s['requests_per_s']:>12,.0f} req/s  p99 {format_latency(s['latency_us']['p99']):>9}  "
+        f"cpu {run['server_cpu_percent']:5.0f}%  errors {s['socket_errors']}  non-2xx {s['non_2xx']}"
+    )
+
+
+def run_side_by_side(test, servers, levels, record, args, log, lineup):
+    if lineup:
+        lineup.bring_up(servers, test.one_worker)
+    for server in servers:
+        if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
+            return
+    for server in servers:
+        measure(test, server, record, args, log, "primer", None, 0)
+        measure(test, server, record, args, log, "warmup", None, 0)
+    time.sleep(args.pause_after_warmup)
+    for level in levels:
+        for round_no in range(1, args.rounds + 1):
+            for server in rotated(servers, round_no):
+                measure(test, server, record, args, log, "level", level, round_no)
+                time.sleep(args.pause_between_levels)
+
+
+def run_in_turns(test, servers, levels, record, args, log, lineup):
+    for round_no in range(1, args.rounds + 1):
+        for server in rotated(servers, round_no):
+            lineup.bring_up([server], test.one_worker)
+            if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
+                return
+            measure(test, server, record, args, log, "primer", None, round_no)
+            measure(test, server, record, args, log, "warmup", None, round_no)
+            time.sleep(args.pause_after_warmup)
+            for level in levels:
+                measure(test, server, record, args, log, "level", level, round_no)
+                time.sleep(args.pause_between_levels)

@@ -1,0 +1,261 @@
+"""The servers measured: each started in its own session, watched, measured through /proc and
+stopped with every process it made; a lineup takes turns on a shared port."""
+
+import http.client
+import os
+import signal
+import subprocess
+import time
+
+from ..system import SetupError, log_tail, port_in_use, port_open, port_owners, read_proc_stat
+from .proc import cpu_model, proc_stats, read_status_kib, thread_count
+
+
+# How long a port held by no visible process may take to be released.
+PORT_RELEASE_WAIT = 15
+
+
+class Server:
+    """A server started in its own session; its CPU and memory are those of every process in it.
+
+    A command line runs under /bin/sh; an anchor's binary (or wrapper script) runs directly,
+    without arguments. It can be stopped and started again (anchors sharing port 8080 take turns).
+    """
+
+    def __init__(self, name, command, host, port, log_path, anchor=None, env=None, tests=None, one_worker_command=None):
+        self.name = name
+        self.command = command.replace("{port}", str(port))
+        self.host = host
+        self.port = port
+        self.log_path = log_path
+        self.anchor = anchor
+        self.env = env  # added to the inherited environment
+        self.tests = anchor.tests if anchor and tests is None else tests  # None: every test
+        self.one_worker_command = one_worker_command and one_worker_command.replace("{port}", str(port))
+        self.one_worker = False  # whether it runs (or last ran) its one-worker command
+        self.process = None
+        self.stopped = True  # not started yet, or stopped on purpose
+        self.starts = 0
+        self.peak_reset_works = True
+        self.rss_at_start_kib = None  # once it opened its port, before any load
+
+    def serves(self, test):
+        if test.one_worker and not self.one_worker_command:
+            return False
+        return self.tests is None or test.name in self.tests
+
+    def url_path(self, test, level):
+        return self.anchor.url_path(test, level) if self.anchor else test.url_path(level)
+
+    def is_up(self):
+        """Started and not stopped on purpose (it may have died since: check_alive says so)."""
+        return self.process is not None and not self.stopped
+
+    def start(self, timeout, one_worker=False):
+        owner = port_in_use(self.port)
+        # A server that just exited may hold its port a little longer: an io_uring server's
+        # sockets live until the kernel has torn its rings down, after the process is gone.
+        deadline = time.monotonic() + PORT_RELEASE_WAIT
+        while owner and not port_owners(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            owner = port_in_use(self.port)
+        if owner:
+            raise SetupError(
+                f"port {self.port} is already in use ({owner}): refusing to start {self.name} "
+                "or to benchmark whatever listens there"
+            )
+        self.starts += 1
+        self.one_worker = one_worker
+        command = self.one_worker_command if one_worker else self.command
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- bench: start {self.starts} of {self.name}: {command}\n".encode())
+            log.flush()
+            print(f"starting {self.name}: {command}", flush=True)
+            env = dict(os.environ, **self.env) if self.env else None
+            argv, shell = (command, True) if self.anchor is None else ([command], False)
+            try:
+                self.process = subprocess.Popen(
+                    argv, shell=shell, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                )
+            except OSError as e:
+                raise SetupError(f"cannot start {self.name} ({command}): {e}") from None
+        self.stopped = False
+        deadline = time.monotonic() + timeout
+        while not port_open(self.host, self.port):
+            if self.process.poll() is not None:
+                self.stopped = True
+                raise SetupError(self.death_notice("exited before it opened its port"))
+            if time.monotonic() > deadline:
+                raise SetupError(f"{self.name} did not open port {self.port} within {timeout:.0f} s; see {self.log_path}")
+            time.sleep(0.1)
+        self.rss_at_start_kib = self.rss_kib()
+
+    def check_alive(self):
+        if self.process is not None and not self.stopped and self.process.poll() is not None:
+            self.stopped = True
+            raise SetupError(self.death_notice("died during the run; its numbers for this test are void"))
+
+    def death_notice(self, what):
+        """What to tell about a server that exited on its own: how, and why SIGILL matters."""
+        notice = f"{self.name} {what} ({exit_description(self.process.returncode, self.anchor is None)})"
+        if exit_signal(self.process.returncode, self.anchor is None) == signal.SIGILL:
+            notice += (
+                f". SIGILL is an illegal instruction: this machine's CPU ({cpu_model()}) lacks one that "
+                "the binary was compiled for (the anchors are built with -C target-cpu=native on "
+                "another machine): rebuild it on this CPU"
+            )
+        tail = log_tail(self.log_path)
+        return notice + (f"; the end of {self.log_path}:\n{tail}" if tail else f"; see {self.log_path}")
+
+    def stop(self):
+        """Stop every process of the server's group, also when its first process already died."""
+        if self.process is None:
+            return
+        self.stopped = True
+        if self.process.poll() is not None and not self.pids():
+            return  # already gone, every process of it
+        group = self.process.pid
+        self.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while self.pids() and time.monotonic() < deadline:
+            self.process.poll()  # reap the first process, so that it stops counting
+            time.sleep(0.1)
+        if self.pids():
+            print(f"{self.name} ignored SIGTERM for 10 s: killing process group {group}", flush=True)
+            self.signal_group(signal.SIGKILL)
+        self.process.wait()
+
+    def signal_group(self, signum):
+        try:
+            os.killpg(self.process.pid, signum)
+        except ProcessLookupError:
+            pass  # every process of the group has exited
+
+    def pids(self, measured_only=False):
+        """The live processes of the server's session; `measured_only` leaves out the /bin/sh
+        that runs the command line while it waits for the server (its memory is not the server's)."""
+        session = self.process.pid
+        found = []
+        for pid, (name, state, sid, _) in proc_stats():
+            if sid != session or state == "Z":
+                continue
+            if measured_only and pid == session and name == "sh":
+                continue
+            found.append(pid)
+        return found
+
+    def processes(self):
+        """`name[pid] N threads` of each measured process: what the CPU and RSS figures cover."""
+        found = []
+        if self.process is None:
+            return found
+        for pid in self.pids(measured_only=True):
+            try:
+                found.append(f"{read_proc_stat(pid)[0]}[{pid}] {thread_count(pid)} threads")
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
+
+    def cpu_ticks(self):
+        return self.sum_over_processes(lambda pid: read_proc_stat(pid)[3])
+
+    def reset_peak_rss(self):
+        """Restart VmHWM from the current RSS (Linux >= 4.0), so that a peak belongs to one run."""
+        for pid in self.pids(measured_only=True):
+            try:
+                with open(f"/proc/{pid}/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                self.peak_reset_works = False
+
+    def peak_rss_kib(self):
+        """Sum over the session's processes of their peak RSS (one process for gnosis)."""
+        return self.sum_over_processes(lambda pid: read_status_kib(pid, "VmHWM:"))
+
+    def rss_kib(self):
+        """Sum over the session's processes of their RSS now."""
+        return self.sum_over_processes(lambda pid: read_status_kib(pid, "VmRSS:"))
+
+    def sum_over_processes(self, measure):
+        """`measure(pid)` summed over the measured processes, but those that end meanwhile."""
+        total = 0
+        for pid in self.pids(measured_only=True):
+            try:
+                total += measure(pid)
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
+
+def exit_signal(returncode, via_shell):
+    """The signal that ended a process, from Popen's returncode (a shell reports 128 + N)."""
+    if returncode is None:
+        return None
+    number = -returncode if returncode < 0 else returncode - 128 if via_shell and 128 < returncode < 160 else None
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
+
+
+def exit_description(returncode, via_shell):
+    sig = exit_signal(returncode, via_shell)
+    return f"killed by {sig.name}" if sig else f"exit status {returncode}"
+
+
+class Lineup:
+    """Starts the servers a test needs; a server whose port another one holds waits for it to stop."""
+
+    def __init__(self, servers, timeout, log):
+        self.servers = servers
+        self.timeout = timeout
+        self.log = log
+
+    def bring_up(self, wanted, one_worker=False):
+        """Each wanted server up, with one worker or its usual number (restarted to change)."""
+        for server in wanted:
+            for other in self.servers:
+                if other is not server and other.port == server.port and other.is_up():
+                    other.check_alive()
+                    self.log(f"--- stopping {other.name}: {server.name} needs port {server.port}")
+                    other.stop()
+            if server.is_up():
+                server.check_alive()
+                if server.one_worker == one_worker:
+                    continue
+                self.log(f"--- restarting {server.name} with {'one worker' if one_worker else 'its usual workers'}")
+                server.stop()
+            server.start(self.timeout, one_worker)
+            self.log(f"--- {server.name} is up on port {server.port}: {', '.join(server.processes())}")
+
+    def stop_all(self):
+        for server in self.servers:
+            server.stop()
+
+
+def preflight(servers):
+    """Before anything starts: the anchors' binaries exist, and no port of the run is taken."""
+    for server in servers:
+        if server.anchor and not os.access(server.command, os.X_OK):
+            raise SetupError(
+                f"anchor {server.name}: no executable {server.command} (see ../shared/anchors/README.md beside "
+                "the checkout, or --anchors-dir, --httparena-dir, GNOSIS_SHARED_DIR)"
+            )
+    ports = {s: s.anchor.ports if s.anchor else (s.port,) for s in servers}
+    for port in sorted({p for used in ports.values() for p in used}):
+        owner = port_in_use(port)
+        if owner:
+            users = ", ".join(s.name for s in servers if port in ports[s])
+            raise SetupError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
+
+
+def probe(host, port, path, accept, timeout=10):
+    """One plain request before the load: a test the server lacks fails here, clearly."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Host": "localhost", "Accept": accept})
+        response = conn.getresponse()
+        body = response.read()
+        return response.status, len(body)
+    finally:
+        conn.close()

@@ -1,0 +1,211 @@
+"""One `scripts/tool bench` run from start to end: the machine prepared, the servers and
+databases started, every test run, and results/<timestamp>/ written."""
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import ROOT as REPO
+from ..system import LOOPBACK, SetupError, ensure_installed, exit_on_sigterm
+from .catalog import TESTS
+from .chart import chart_for
+from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
+from .load import check_capacity, most_connections, raise_open_files_limit
+from .nginx import NGINX_CONF, NGINX_DIR, write_nginx_configs
+from .options import settle
+from .proc import cpu_model
+from .report import chart_name, render_markdown
+from .schedule import run_test
+from .servers import Lineup, Server, preflight
+from .summary import collect_failures, has_numbers, ratios, rate, rate_per_cpu, summarize
+
+DATASET = REPO / "data" / "dataset.json"
+
+
+def run(args):
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
+    try:
+        settle(args)
+    except ValueError as e:
+        print(f"scripts/tool bench: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        return measure_all(args)
+    except SetupError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def measure_all(args):
+    ensure_installed("wrk", "wrk")
+    if args.nginx:
+        ensure_installed("nginx", "nginx-light")
+    open_files = raise_open_files_limit(most_connections(args))
+    check_capacity(args, open_files)
+    now = datetime.now(timezone.utc)
+    out_dir = Path(args.out) / now.strftime("%Y%m%dT%H%M%SZ")
+    out_dir.mkdir(parents=True, exist_ok=False)
+    meta = {
+        "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join(sys.argv),
+        "machine": machine_info(),
+        "open_files_limit": open_files,
+        "load_average": {"start": os.getloadavg()[0]},
+        "database": database_settings(),
+        "config": {
+            k: getattr(args, k)
+            for k in ("profile", "tests", "levels", "duration", "warmup", "primer", "rounds", "threads",
+                      "max_concurrency", "pause_after_warmup", "pause_between_levels")
+        },  # fmt: skip
+    }
+    # A database anchor cannot even start without tfb-database: then every server of the run
+    # uses that database, gnosis included, over TCP as the anchors do.
+    anchor_db = any(spec.anchor and spec.anchor.needs_database for spec in args.specs)
+    if anchor_db:
+        meta["database"] = (
+            f"tfb-database:{ANCHOR_DB_PORT} (127.0.0.1), SCRAM over TCP, for every server: the anchors by "
+            f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
+            f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
+        )
+    nginx_dir = tempfile.mkdtemp(prefix="bench-nginx-") if args.nginx else None
+    servers = make_servers(args, out_dir, ANCHOR_DB_CLIENT_ENV if anchor_db else {}, nginx_dir, meta)
+    names = [s.name for s in servers]
+    meta["servers"] = {s.name: s.command + (f" (anchor, port {s.port})" if s.anchor else "") for s in servers}
+    meta["anchors"] = {s.name: s.anchor.name for s in servers if s.anchor}
+
+    with open(out_dir / "bench.log", "w") as log_file:
+
+        def log(message):
+            print(message, flush=True)
+            log_file.write(message + "\n")
+            log_file.flush()
+
+        log(f"results in {out_dir}")
+        records = []
+        database = AnchorDatabase(log) if anchor_db else None
+        lineup = Lineup(servers, args.startup_timeout, log)
+        try:
+            preflight(servers)
+            if database:
+                database.start()
+                meta["setup"] = [
+                    f"PostgreSQL on 127.0.0.1:{ANCHOR_DB_PORT} ({ANCHOR_PG_DIR}) "
+                    + ("started for this run and stopped after it" if database.started else "already running, left running")
+                ]
+            meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
+            for name in args.tests:
+                records.append(run_test(TESTS[name], servers, args, log, lineup))
+        except SetupError as e:
+            if getattr(e, "record", None) is not None:
+                records.append(e.record)
+            log(f"!!! {e}")
+            meta["aborted"] = str(e)
+        finally:
+            lineup.stop_all()
+            if nginx_dir:
+                shutil.rmtree(nginx_dir, ignore_errors=True)
+            if database:
+                database.stop()
+            if any(not s.peak_reset_works for s in servers):
+                meta["peak_rss_note"] = "clear_refs not writable: peak RSS is since the server started"
+            meta["load_average"]["end"] = os.getloadavg()[0]
+
+    table = write_results(out_dir, meta, records, names)
+    print()
+    print(table)
+    failures = collect_failures(records) + ([meta["aborted"]] if "aborted" in meta else [])
+    if failures:
+        banner = "!" * 72
+        print(f"\n{banner}\nTHIS RUN HAD ERRORS; its numbers are not valid:", file=sys.stderr)
+        for f in failures:
+            print(f"  - {f}", file=sys.stderr)
+        print(f"{banner}\nresults: {out_dir}", file=sys.stderr)
+        return 1
+    print(f"\nresults: {out_dir}")
+    return 0
+
+
+def make_servers(args, out_dir, client_env, nginx_dir, meta):
+    """The servers of the run, not started yet, each logging to its file in `out_dir`; nginx's
+    configurations written to `nginx_dir` (and into `meta`)."""
+    # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
+    command_env = dict(client_env, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
+    servers = []
+    for i, spec in enumerate(args.specs):
+        if spec.anchor:
+            log_name = f"anchor-{spec.name}.log"
+        else:
+            log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"{spec.name}.log"
+        command, one_worker_command = spec.command, spec.one_worker_command
+        if nginx_dir and NGINX_DIR in command:
+            write_nginx_configs(nginx_dir, spec.port)
+            command, one_worker_command = (c.replace(NGINX_DIR, nginx_dir) for c in (command, one_worker_command))
+            meta["nginx_config"] = (Path(nginx_dir) / NGINX_CONF).read_text()
+        servers.append(
+            Server(spec.name, command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
+                   anchor=spec.anchor, env=None if spec.anchor else command_env, tests=spec.tests,
+                   one_worker_command=one_worker_command)
+        )  # fmt: skip
+    return servers
+
+
+def write_results(out_dir, meta, records, names):
+    """results.json (with each test's summary and ratios added), a chart per test that ran, and
+    table.md, which it returns."""
+    measured = [r for r in records if has_numbers(r)]
+    for record in measured:
+        record["summary"] = [{"server": name, "level": level, **row} for (name, level), row in summarize(record).items()]
+        # Per other server: the first server's ratio to it, per metric and level.
+        record["ratios"] = {
+            other: {
+                metric.__name__: {str(level): r for level, r in ratios(record, names[0], other, metric).items()}
+                for metric in (rate, rate_per_cpu)
+            }
+            for other in names[1:]
+        }
+    (out_dir / "results.json").write_text(json.dumps({"meta": meta, "tests": records}, indent=1) + "\n")
+    for record in measured:
+        (out_dir / chart_name(record["test"])).write_text(chart_for(record, names))
+    table = render_markdown(meta, records, names)
+    if "aborted" in meta:
+        table += f"\n**ABORTED: {meta['aborted']}**\n"
+    (out_dir / "table.md").write_text(table)
+    return table
+
+
+def machine_info():
+    model = cpu_model()
+    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "wrk": wrk_version[0].split(" Copyright")[0].strip() if wrk_version else "unknown",
+        "git_commit": git_commit(),
+    }
+
+
+def database_settings():
+    """The PG* variables the servers inherit, password left out."""
+    names = ("PGHOST", "PGPORT", "PGUSER", "PGDATABASE")
+    return " ".join(f"{n}={os.environ[n]}" for n in names if os.environ.get(n))
+
+
+def git_commit():
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None

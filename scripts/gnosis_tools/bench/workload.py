@@ -1,0 +1,66 @@
+"""What one test sends: its URL, headers and requests, in one `Test` each venue's module fills in."""
+
+from dataclasses import dataclass
+
+PIPELINE_DEPTH = 16  # requests per write in a pipelined test (TFB's pipeline.sh, HttpArena's pipelined)
+
+
+@dataclass(frozen=True)
+class Test:
+    """One test type (TFB's, or one of HttpArena's profiles). `kind` says what a level is:
+    connections, or N at fixed connections."""
+
+    name: str
+    path: str  # for query tests, the URL up to the N; for a mix, the path its probe asks for
+    kind: str  # "connections", "pipelined" (connections, 16 requests per write) or "queries"
+    accept: str
+    # HttpArena's mixes: raw requests sent in turn, and every Nth request closes its connection.
+    requests: tuple = ()
+    close_every: int = 0
+    delay_ms: int = 0  # each request waits this long: the level's ceiling is connections / delay
+    one_worker: bool = False  # every server runs one worker thread or process
+
+    def url_path(self, level):
+        return f"{self.path}{level}" if self.kind == "queries" else self.path
+
+    @property
+    def level_name(self):
+        return "N" if self.kind == "queries" else "connections"
+
+    def ceiling_rps(self, connections):
+        """What `connections` held requests of `delay_ms` each allow at most, per second."""
+        return connections * 1000 / self.delay_ms if self.delay_ms else None
+
+
+def raw_request(method, path, body=None, chunked=False):
+    """An HTTP/1.1 request as HttpArena's load generator sends it (its requests/*.raw)."""
+    head = [f"{method} {path} HTTP/1.1", "Host: localhost"]
+    if body is None:
+        return "\r\n".join(head) + "\r\n\r\n"
+    head.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}")
+    payload = f"{len(body):x}\r\n{body}\r\n0\r\n\r\n" if chunked else body
+    return "\r\n".join(head) + "\r\n\r\n" + payload
+
+
+def load_description(test):
+    """What a HttpArena or nginx test sends, in words (TFB's tests say it in the header)."""
+    notes = []
+    if test.requests:
+        notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
+    if test.close_every:
+        notes.append(f"every {test.close_every}th request of a wrk thread says `Connection: close`: a new connection "
+                     f"per {test.close_every} requests on average")  # fmt: skip
+    if test.delay_ms:
+        notes.append(f"each request waits {test.delay_ms} ms: the ceiling is connections / {test.delay_ms} ms; RSS per "
+                     "connection is the peak RSS less the RSS at start, over the connections")  # fmt: skip
+    if test.one_worker:
+        notes.append("every server runs one worker (gnosis --threads 1, nginx worker_processes 1)")
+    text = "; ".join(notes)
+    return text[:1].upper() + text[1:]
+
+
+def request_label(raw):
+    """`POST /path HTTP/1.1` + body: a raw request in a few words."""
+    body = " (chunked)" if "Transfer-Encoding: chunked" in raw else " + body" if "Content-Length" in raw else ""
+    line = raw.split("\r\n", 1)[0]
+    return f"`{line}`{body}"
