@@ -178,7 +178,9 @@ fn clients_that_never_read_cost_no_more_than_the_budget(binary: &str) {
     for hog in &hogs {
         hog.set_nonblocking(true).unwrap();
     }
+    let flood_started = Instant::now();
     let sent = send_until_refused(&mut hogs, JSON, server.pid());
+    let flood = flood_started.elapsed();
     let grown_kib = rss_kib(server.pid()).saturating_sub(rss_before);
     eprintln!("{HOGS} clients sent {sent} bytes; the server grew by {grown_kib} KiB");
     stop.store(true, Ordering::Relaxed);
@@ -209,10 +211,12 @@ fn clients_that_never_read_cost_no_more_than_the_budget(binary: &str) {
     );
     // Until the hogs are refused the worker answers what they sent (this is a debug build,
     // on two shared cores), one read's worth each per turn of its loop: a steady client
-    // waits for turns, not for the hogs to be done.
+    // waits for turns, not for the hogs to be done. How long a turn takes depends on what
+    // else the machine runs, and so does the flood's length: the bound is a share of it.
     assert!(
-        slowest < Duration::from_secs(3),
-        "a steady client waited {slowest:?} during the flood (of {answered} requests)"
+        slowest < Duration::from_secs(3).max(flood / 3),
+        "a steady client waited {slowest:?} during a flood of {flood:?} (of {answered} \
+         requests)"
     );
     assert!(answered >= 10, "{answered}");
     assert!(
