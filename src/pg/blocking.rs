@@ -290,9 +290,8 @@ impl BlockingClient {
             if Instant::now() >= backstop {
                 // The answer may still come: drop the connection so that it cannot be taken
                 // for the next query's.
-                let now = Instant::now();
-                self.driver.conn_mut().park(now, &mut sink);
-                self.driver.conn_mut().unpark(now);
+                self.driver.conn_mut().park(&mut sink);
+                self.driver.conn_mut().unpark(Instant::now());
                 return Err(DbError::Timeout);
             }
             self.driver.poll_once(backstop, &mut sink);
@@ -318,7 +317,7 @@ impl BlockingClient {
                 return Err(conn.last_error().map_or(DbError::Timeout, DbError::clone));
             }
             // Waiting for the database: try again as soon as the policy allows.
-            conn.wanted(now);
+            conn.wanted();
             self.driver.poll_once(deadline, &mut sink);
         }
         Ok(())

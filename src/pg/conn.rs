@@ -305,7 +305,7 @@ impl PgConn {
     /// the connection was up (refused, timed out, the server still starting) and a retry may
     /// fix it, the next attempt comes no later than `MIN_ATTEMPT_GAP` after the last one
     /// began, so that the database is used again soon after it is back; never earlier.
-    pub fn wanted(&mut self, _now: Instant) {
+    pub fn wanted(&mut self) {
         if let Phase::Idle(retry) = &mut self.phase {
             let early = self.attempt_started + MIN_ATTEMPT_GAP;
             if retry.may_hurry && retry.at > early {
@@ -317,7 +317,7 @@ impl PgConn {
     /// Gives the connection up and stays Idle until `unpark`: for a thread that hands back a
     /// connection slot it does not need. Every query held fails with `ConnectionLost`; a
     /// connected socket gets a Terminate in the output, for the driver to send if it likes.
-    pub fn park(&mut self, _now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn park(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
         match self.phase {
             Phase::Parked(_) => {}
             Phase::Idle(retry) => self.phase = Phase::Parked(Some(retry)),

@@ -46,7 +46,7 @@ impl Pool {
             .map(|index| {
                 let mut conn = PgConn::new(target.clone(), statements, *options, now);
                 if index > 0 {
-                    conn.park(now, &mut |_, _| {});
+                    conn.park(&mut |_, _| {});
                 }
                 Link::new(conn)
             })
@@ -111,7 +111,7 @@ impl Pool {
             }
             None => {
                 for conn in self.conns_mut() {
-                    conn.wanted(now);
+                    conn.wanted();
                 }
                 None
             }
@@ -131,7 +131,7 @@ impl Pool {
     /// Keeps the count of starving threads true, and while another thread starves, gives
     /// back the connections this one can do without: every ready one but the busiest that
     /// holds no query, and every one still trying.
-    pub fn balance(&mut self, now: Instant) {
+    pub fn balance(&mut self) {
         let has_ready = self.conns().any(PgConn::is_ready);
         let starving = !has_ready
             && self
@@ -153,7 +153,7 @@ impl Pool {
         for (index, conn) in self.conns_mut().enumerate() {
             let idle = !conn.is_ready() || conn.queued() == 0;
             if Some(index) != keep && !conn.is_parked() && idle {
-                conn.park(now, &mut |_, _| {});
+                conn.park(&mut |_, _| {});
             }
         }
     }

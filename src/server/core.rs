@@ -461,7 +461,7 @@ impl<S: Service, K> Core<S, K> {
         let (pool, mut deliver) = self.split();
         let now = deliver.now;
         pool.on_timer(now, &mut |token, event| deliver.event(token, event));
-        pool.balance(now);
+        pool.balance();
     }
 
     // The PostgreSQL links: the backend does what `link_order` says, reads when it can,

@@ -811,7 +811,7 @@ fn wanted_brings_the_next_attempt_forward_but_never_within_100ms_of_the_last() {
     let pause = s.refuse();
     assert!(pause > Duration::from_millis(500));
     s.advance(Duration::from_millis(10));
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.deadline(), Some(attempt + MIN_ATTEMPT_GAP));
     s.next_attempt();
 
@@ -820,7 +820,7 @@ fn wanted_brings_the_next_attempt_forward_but_never_within_100ms_of_the_last() {
     s.conn.connecting(s.now);
     s.refuse();
     s.advance(Duration::from_millis(300));
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.deadline(), Some(attempt + MIN_ATTEMPT_GAP));
     s.timer();
     assert_eq!(s.conn.step(), Step::Connect);
@@ -831,7 +831,7 @@ fn wanted_brings_the_next_attempt_forward_but_never_within_100ms_of_the_last() {
     s.conn.connecting(s.now);
     let pause = s.refuse();
     assert!(pause < MIN_ATTEMPT_GAP);
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.deadline(), Some(attempt + pause));
 }
 
@@ -845,14 +845,14 @@ fn wanted_does_not_hurry_after_a_permanent_error_or_a_lost_connection() {
         "password authentication failed for user \"tester\"",
     ));
     let retry = s.conn.deadline();
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.deadline(), retry);
 
     let mut s = Script::new("");
     s.start();
     s.fail(DbError::closed());
     let retry = s.conn.deadline();
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.deadline(), retry);
 
     // A server refusing during start-up because it is starting: hurried.
@@ -869,7 +869,7 @@ fn wanted_does_not_hurry_after_a_permanent_error_or_a_lost_connection() {
         "57P03",
         "the database system is starting up",
     ));
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.deadline(), Some(attempt + MIN_ATTEMPT_GAP));
 }
 
@@ -880,7 +880,7 @@ fn park_gives_the_connection_up_until_unpark() {
     s.query(PAIR, 1, 5);
     s.output();
     let generation = s.conn.generation();
-    s.conn.park(s.now, &mut record(&mut s.events));
+    s.conn.park(&mut record(&mut s.events));
     assert_eq!(
         s.take_events(),
         [(5, "failed connection to the database lost".to_string())]
@@ -893,7 +893,7 @@ fn park_gives_the_connection_up_until_unpark() {
     assert_eq!(frontend(&s.output(), false), [(b'X', Vec::new())]);
     s.advance(Duration::from_secs(60));
     s.timer();
-    s.conn.wanted(s.now);
+    s.conn.wanted();
     assert_eq!(s.conn.step(), Step::Idle);
     s.conn.unpark(s.now);
     assert!(!s.conn.is_parked());
