@@ -24,7 +24,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// No database to find (see tests/hostile.rs): only what needs none is asked for.
+/// No database to find (see tests/http/hostile.rs): only what needs none is asked for.
 fn no_database() -> [(&'static str, String); 1] {
     [("PGHOST", "/nonexistent-gnosis-test-database".to_string())]
 }

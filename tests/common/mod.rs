@@ -1,5 +1,7 @@
-//! Shared by the integration tests: start a real server binary on a free port and talk
-//! HTTP/1.1 to it over real sockets.
+//! The one scaffold of the integration test crates (tests/*/main.rs and tests/budget.rs):
+//! start a real server binary on a free port and talk HTTP/1.1 to it over real sockets; a
+//! private PostgreSQL cluster of a test's own (`cluster`), a fake server (`fake_pg`), a
+//! fault-injecting proxy (`proxy`), and the client's own helpers (`pg`).
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::io::{self, BufRead, BufReader, Read, Write};

@@ -1,7 +1,6 @@
-//! Shared by the tests/pg_*.rs files (as `#[path = "common/pg.rs"] mod common;`): where the
-//! private cluster of `scripts/pg.sh start` is, and a loop that drives a `PgConn` through
-//! `pg::blocking::Driver` (poll(2)) the way a server's event loop does.
-#![allow(dead_code)] // each test file uses a different part of this module
+//! Where the private cluster of `scripts/pg.sh start` is, and a loop that drives a `PgConn`
+//! through `pg::blocking::Driver` (poll(2)) the way a server's event loop does: for the
+//! client's own tests (tests/pg/) and the database's shape (tests/arena/schema.rs).
 
 use std::path::PathBuf;
 use std::sync::Arc;

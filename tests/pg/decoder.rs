@@ -2,9 +2,6 @@
 //! from the private cluster, `scripts/pg.sh start`) cut at random places, and on that traffic
 //! with random bytes changed.
 
-#[path = "common/pg.rs"]
-mod common;
-
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::OnceLock;
@@ -69,7 +66,8 @@ fn decode_all(buf: &[u8]) -> (Vec<String>, usize) {
 fn real_traffic() -> &'static [u8] {
     static TRAFFIC: OnceLock<Vec<u8>> = OnceLock::new();
     TRAFFIC.get_or_init(|| {
-        let path = common::socket_dir().join(format!(".s.PGSQL.{}", common::port()));
+        let path =
+            crate::common::pg::socket_dir().join(format!(".s.PGSQL.{}", crate::common::pg::port()));
         let mut stream = UnixStream::connect(path).expect("scripts/pg.sh start");
         let mut out = Vec::new();
         protocol::startup(&mut out, "gnosis_trust", "hello_world").unwrap();
@@ -253,10 +251,10 @@ fn a_server_speaking_garbage_is_a_protocol_error_then_a_retry() {
     let conn = PgConn::new(target, &[], Options::default(), Instant::now());
     let mut pg = Driver::new(conn);
     // Done once the second socket has been dropped for a protocol error.
-    common::drive(
+    crate::common::pg::drive(
         &mut pg,
         Duration::from_secs(10),
-        &mut common::ignore_events,
+        &mut crate::common::pg::ignore_events,
         |c| {
             c.generation() >= 2
                 && c.step() == Step::Idle

@@ -1,13 +1,11 @@
 //! Hostile and broken HTTP clients: each gets a clear answer or a clean close, the server
 //! never goes down, and other clients carry on. `test_both_binaries!` runs it per binary.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{get_request, rss_kib, Client, Server};
+use crate::common::{get_request, rss_kib, Client, Server};
 
 /// Starts `binary` with no database to find: PGHOST names a socket directory that does not
 /// exist, so that gnosis's connection attempts fail at once. (Without PG* variables it
@@ -359,7 +357,7 @@ fn the_connection_cap_holds_under_a_burst(binary: &str) {
         &["--threads", "2", "--max-conns", "20"],
         &no_database,
     );
-    common::raise_open_files_limit(1024);
+    crate::common::raise_open_files_limit(1024);
     let mut clients: Vec<Client> = (0..300).map(|_| server.connect()).collect();
     for client in &mut clients {
         client.send(get_request("/plaintext").as_bytes());

@@ -1,6 +1,6 @@
 //! Issue #13: each reliability failure reproduced against the real binaries over real sockets.
-//! Hung databases go through `common::proxy` (held open, forwarding nothing), hostile
-//! PostgreSQL servers are `common::fake_pg`, databases that are stopped or short of
+//! Hung databases go through `crate::common::proxy` (held open, forwarding nothing), hostile
+//! PostgreSQL servers are `crate::common::fake_pg`, databases that are stopped or short of
 //! connection slots are clusters of the test's own, and the shared cluster serves where the
 //! database just has to work.
 //!
@@ -11,8 +11,6 @@
 //! Every wait is bounded; bounds on time are generous multiples of what the server promises,
 //! so that a loaded machine does not fail them while a server that hangs or spins does.
 
-mod common;
-
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::FromRawFd;
@@ -20,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{get_request, Client, HttpResponse, Server};
+use crate::common::{get_request, Client, HttpResponse, Server};
 
 /// The query timeout the tests give the server, in milliseconds.
 const QUERY_TIMEOUT_MS: u64 = 1000;
@@ -42,7 +40,7 @@ fn md5_env(port: u16) -> Vec<(&'static str, String)> {
 }
 
 fn shared_cluster_port() -> u16 {
-    common::pg::port()
+    crate::common::pg::port()
         .parse()
         .expect("a numeric GNOSIS_PG_PORT")
 }
@@ -132,9 +130,9 @@ fn log_lines(server: &Server) -> Vec<String> {
 
 /// The average share of one core the process used over `window`.
 fn cpu_share(pid: u32, window: Duration) -> f64 {
-    let before = common::cpu_seconds(pid);
+    let before = crate::common::cpu_seconds(pid);
     std::thread::sleep(window);
-    (common::cpu_seconds(pid) - before) / window.as_secs_f64()
+    (crate::common::cpu_seconds(pid) - before) / window.as_secs_f64()
 }
 
 /// Counts the HTTP responses in a byte stream, whatever the chunks it arrives in.
@@ -567,7 +565,7 @@ test_both_binaries! {
 
 /// A server with `--query-timeout 1000` (and `extra`) on the shared cluster through `proxy`,
 /// once every thread's database connections answer.
-fn start_behind_proxy(binary: &str, proxy: &common::proxy::Proxy, extra: &[&str]) -> Server {
+fn start_behind_proxy(binary: &str, proxy: &crate::common::proxy::Proxy, extra: &[&str]) -> Server {
     let timeout = QUERY_TIMEOUT_MS.to_string();
     let mut args = vec!["--query-timeout", timeout.as_str()];
     args.extend_from_slice(extra);
@@ -590,7 +588,7 @@ fn concurrent_db_requests(
 }
 
 fn a_hung_database_fails_requests_with_504_and_is_logged(binary: &str) {
-    let proxy = common::proxy::Proxy::start(shared_cluster_port());
+    let proxy = crate::common::proxy::Proxy::start(shared_cluster_port());
     let server = start_behind_proxy(binary, &proxy, &[]);
     let (lines_before, accepted_before) = (log_lines(&server).len(), proxy.accepted());
 
@@ -638,7 +636,7 @@ fn a_hung_database_fails_requests_with_504_and_is_logged(binary: &str) {
 }
 
 fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(binary: &str) {
-    let proxy = common::proxy::Proxy::start(shared_cluster_port());
+    let proxy = crate::common::proxy::Proxy::start(shared_cluster_port());
     // A small descriptor limit stands for the issue's 20,000: the same exhaustion, sooner.
     let limit = 128;
     let server = Server::start_with_open_files_limit(
@@ -685,7 +683,7 @@ fn clients_giving_up_on_a_hung_database_do_not_exhaust_descriptors(binary: &str)
 }
 
 fn requests_beyond_max_db_requests_get_503_at_once(binary: &str) {
-    let proxy = common::proxy::Proxy::start(shared_cluster_port());
+    let proxy = crate::common::proxy::Proxy::start(shared_cluster_port());
     let server = start_behind_proxy(
         binary,
         &proxy,
@@ -725,9 +723,9 @@ fn requests_beyond_max_db_requests_get_503_at_once(binary: &str) {
 /// timeout, and the connection is replaced.
 fn a_database_that_stops_answering_fails_requests_with_504(
     binary: &str,
-    behaviour: common::fake_pg::Behaviour,
+    behaviour: crate::common::fake_pg::Behaviour,
 ) {
-    let fake = common::fake_pg::FakePg::start(behaviour);
+    let fake = crate::common::fake_pg::FakePg::start(behaviour);
     let server = Server::start_with_env(
         binary,
         &["--query-timeout", &QUERY_TIMEOUT_MS.to_string()],
@@ -763,19 +761,19 @@ fn a_database_that_stops_answering_fails_requests_with_504(
 fn a_database_that_stalls_after_start_up_fails_requests_with_504(binary: &str) {
     a_database_that_stops_answering_fails_requests_with_504(
         binary,
-        common::fake_pg::Behaviour::StallAfterStartup,
+        crate::common::fake_pg::Behaviour::StallAfterStartup,
     )
 }
 
 fn a_data_row_cut_after_its_header_fails_requests_with_504(binary: &str) {
     a_database_that_stops_answering_fails_requests_with_504(
         binary,
-        common::fake_pg::Behaviour::DataRowHeaderOnly,
+        crate::common::fake_pg::Behaviour::DataRowHeaderOnly,
     )
 }
 
 fn a_start_up_that_hangs_is_given_up_after_the_connect_timeout(binary: &str) {
-    let proxy = common::proxy::Proxy::start(shared_cluster_port());
+    let proxy = crate::common::proxy::Proxy::start(shared_cluster_port());
     let server = start_behind_proxy(
         binary,
         &proxy,
@@ -816,7 +814,7 @@ fn a_start_up_that_hangs_is_given_up_after_the_connect_timeout(binary: &str) {
 // 2. A SCRAM iteration bomb is refused, and never stalls the workers.
 
 fn a_scram_iteration_bomb_is_refused_without_stalling_the_workers(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     let fake = FakePg::start(Behaviour::ScramIterations(10_000_000));
     let server = Server::start_with_env(binary, &[], &fake.env());
     std::thread::sleep(Duration::from_secs(1));
@@ -859,7 +857,7 @@ fn a_scram_iteration_bomb_is_refused_without_stalling_the_workers(binary: &str) 
 }
 
 fn scram_with_the_usual_iteration_count_still_connects(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     let fake = FakePg::start(Behaviour::ScramIterations(4096));
     let server = Server::start_with_env(binary, &[], &fake.env());
     wait_for_database(server.port, 10, Duration::from_secs(20));
@@ -927,7 +925,7 @@ fn worker_thread(pid: u32, index: usize) -> libc::pid_t {
 }
 
 fn scarce_connection_slots_are_shared_by_both_threads(binary: &str) {
-    let cluster = common::cluster::Cluster::new("slots");
+    let cluster = crate::common::cluster::Cluster::new("slots");
     cluster.start();
     cluster.psql(
         "CREATE ROLE gnosis_two_slots LOGIN CONNECTION LIMIT 2; \
@@ -1003,7 +1001,7 @@ fn scarce_connection_slots_are_shared_by_both_threads(binary: &str) {
 // 6. No reconnect storm and no log flood.
 
 fn a_server_failing_every_first_query_is_retried_with_backoff(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     let fake = FakePg::start(Behaviour::FailFirstQuery);
     let server =
         Server::start_with_env(binary, &["--threads", "1", "--pg-conns", "1"], &fake.env());
@@ -1063,7 +1061,7 @@ fn a_wrong_password_is_not_logged_again_and_again(binary: &str) {
 // 7. A reset connection waiting for the database does not make its worker spin.
 
 fn a_reset_connection_waiting_for_the_database_does_not_spin(binary: &str) {
-    let proxy = common::proxy::Proxy::start(shared_cluster_port());
+    let proxy = crate::common::proxy::Proxy::start(shared_cluster_port());
     // A long query timeout: the requests are still waiting while the CPU is measured.
     let server = start_behind_proxy(binary, &proxy, &["--query-timeout", "8000"]);
     proxy.pause();
@@ -1078,7 +1076,7 @@ fn a_reset_connection_waiting_for_the_database_does_not_spin(binary: &str) {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     for stream in clients {
-        common::reset_on_close(&stream);
+        crate::common::reset_on_close(&stream);
         drop(stream);
     }
     std::thread::sleep(Duration::from_millis(200));
@@ -1095,7 +1093,7 @@ fn a_reset_connection_waiting_for_the_database_does_not_spin(binary: &str) {
 // 8. Recovery: database routes answer 200 at once when the database accepts again.
 
 fn database_routes_recover_at_once_when_the_database_accepts_again(binary: &str) {
-    let proxy = common::proxy::Proxy::start(shared_cluster_port());
+    let proxy = crate::common::proxy::Proxy::start(shared_cluster_port());
     // One connection: its reconnect schedule is the only one the proxy sees.
     let server = start_behind_proxy(binary, &proxy, &["--threads", "1", "--pg-conns", "1"]);
     // Down: connections are reset as soon as they are accepted.
@@ -1177,7 +1175,7 @@ fn messages_after_startup(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
 /// checks that no connection sent anything but `allowed` after its StartupMessage.
 fn assert_no_password_left(
     server: &Server,
-    fake: &common::fake_pg::FakePg,
+    fake: &crate::common::fake_pg::FakePg,
     refusal: &str,
     allowed: impl Fn(&(u8, Vec<u8>)) -> bool,
 ) {
@@ -1189,7 +1187,7 @@ fn assert_no_password_left(
         server.log()
     );
     for startup in fake.startups() {
-        let password = common::fake_pg::PASSWORD.as_bytes();
+        let password = crate::common::fake_pg::PASSWORD.as_bytes();
         assert!(!startup.windows(password.len()).any(|w| w == password));
         let sent = messages_after_startup(&startup);
         assert!(sent.iter().all(&allowed), "sent after start-up: {sent:?}");
@@ -1199,14 +1197,14 @@ fn assert_no_password_left(
 }
 
 fn a_cleartext_request_over_tcp_gets_no_password(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     let fake = FakePg::start(Behaviour::Cleartext);
     let server = Server::start_with_env(binary, &[], &fake.env());
     assert_no_password_left(&server, &fake, "in clear text over TCP; refused", |_| false);
 }
 
 fn cleartext_over_tcp_with_the_opt_in_connects_and_says_so_once(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     let fake = FakePg::start(Behaviour::Cleartext);
     let mut env = fake.env();
     env.push(("GNOSIS_ALLOW_CLEARTEXT", "1".to_string()));
@@ -1224,7 +1222,7 @@ fn cleartext_over_tcp_with_the_opt_in_connects_and_says_so_once(binary: &str) {
 /// A machine in the middle answering SCRAM's first message with a request for the
 /// password in clear (allowed over TCP here) or as MD5 gets no password message at all.
 fn a_downgrade_from_scram_gets_no_password(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     for behaviour in [Behaviour::CleartextAfterSasl, Behaviour::Md5AfterSasl] {
         let fake = FakePg::start(behaviour);
         let mut env = fake.env();
@@ -1243,12 +1241,12 @@ fn a_downgrade_from_scram_gets_no_password(binary: &str) {
 /// serving /plaintext and the world queries, and the growth of its resident memory in KiB.
 fn fortunes_from_a_hostile_server(
     binary: &str,
-    behaviour: common::fake_pg::Behaviour,
+    behaviour: crate::common::fake_pg::Behaviour,
 ) -> (Vec<u16>, Server, i64) {
-    let fake = common::fake_pg::FakePg::start(behaviour);
+    let fake = crate::common::fake_pg::FakePg::start(behaviour);
     let server = Server::start_with_env(binary, &["--threads", "1"], &fake.env());
     wait_for_database(server.port, 3, Duration::from_secs(20));
-    let before = common::rss_kib(server.pid()) as i64;
+    let before = crate::common::rss_kib(server.pid()) as i64;
     let statuses = (0..3)
         .map(|_| {
             // A connection is ready again (the last round replaced one).
@@ -1267,7 +1265,7 @@ fn fortunes_from_a_hostile_server(
     let (plaintext, _) = fetch(server.port, "/plaintext", Duration::from_secs(5)).unwrap();
     assert_eq!(plaintext.status, 200);
     wait_for_database(server.port, 3, Duration::from_secs(20));
-    let grown = common::rss_kib(server.pid()) as i64 - before;
+    let grown = crate::common::rss_kib(server.pid()) as i64 - before;
     (statuses, server, grown)
 }
 
@@ -1276,7 +1274,7 @@ fn fortunes_from_a_hostile_server(
 /// the log says `logged`.
 fn fortunes_fail_with_bounded_memory(
     binary: &str,
-    behaviour: common::fake_pg::Behaviour,
+    behaviour: crate::common::fake_pg::Behaviour,
     status: u16,
     logged: &str,
 ) {
@@ -1287,7 +1285,7 @@ fn fortunes_fail_with_bounded_memory(
 }
 
 fn a_huge_message_fails_its_connection_with_bounded_memory(binary: &str) {
-    use common::fake_pg::Behaviour;
+    use crate::common::fake_pg::Behaviour;
     fortunes_fail_with_bounded_memory(
         binary,
         Behaviour::HugeMessage,
@@ -1297,7 +1295,7 @@ fn a_huge_message_fails_its_connection_with_bounded_memory(binary: &str) {
 }
 
 fn a_flood_of_rows_fails_its_request_and_the_server_stays_up(binary: &str) {
-    use common::fake_pg::Behaviour;
+    use crate::common::fake_pg::Behaviour;
     fortunes_fail_with_bounded_memory(
         binary,
         Behaviour::RowFlood,
@@ -1307,8 +1305,10 @@ fn a_flood_of_rows_fails_its_request_and_the_server_stays_up(binary: &str) {
 }
 
 fn control_characters_from_the_server_are_escaped_in_the_log(binary: &str) {
-    let (statuses, server, _) =
-        fortunes_from_a_hostile_server(binary, common::fake_pg::Behaviour::ControlCharsInError);
+    let (statuses, server, _) = fortunes_from_a_hostile_server(
+        binary,
+        crate::common::fake_pg::Behaviour::ControlCharsInError,
+    );
     assert!(statuses.iter().all(|&s| s == 500), "{statuses:?}");
     let log = server.log();
     assert!(
@@ -1327,7 +1327,7 @@ fn control_characters_from_the_server_are_escaped_in_the_log(binary: &str) {
 /// `--pg-max-message 20`: the start-up's ParameterStatus messages are longer, so no
 /// connection comes up.
 fn the_limits_on_the_command_line_apply(binary: &str) {
-    use common::fake_pg::{Behaviour, FakePg};
+    use crate::common::fake_pg::{Behaviour, FakePg};
     let fake = FakePg::start(Behaviour::Normal);
     let server = Server::start_with_env(
         binary,
@@ -1380,7 +1380,7 @@ fn the_proxy_forwards_holds_and_resets() {
             }
         }
     });
-    let proxy = common::proxy::Proxy::start(upstream_port);
+    let proxy = crate::common::proxy::Proxy::start(upstream_port);
     let mut client = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
     let mut buf = [0u8; 4];
     client

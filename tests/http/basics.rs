@@ -1,14 +1,12 @@
 //! The HTTP behaviour every server binary shares, over real TCP against the real binary.
 //! `test_both_binaries!` (tests/common) runs the whole suite once per binary.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{assert_general_headers, get_request, Client, Server};
+use crate::common::{assert_general_headers, get_request, Client, Server};
 
 fn json_follows_the_spec(binary: &str) {
     let server = Server::start(binary, &[]);
@@ -269,12 +267,12 @@ fn sixteen_thousand_connections_with_pipelined_plaintext(binary: &str) {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     // Ours, plus room for the tests running beside this one.
-    common::raise_open_files_limit(CONNECTIONS as u64 + 3_000);
+    crate::common::raise_open_files_limit(CONNECTIONS as u64 + 3_000);
     // A connection answered early in a round idles until the next while 16,383 others are
     // served: on a loaded machine that may pass the default minute.
     let server = Server::start(binary, &["--idle-timeout", "600000"]);
     assert_eq!(server.connect().get("/plaintext").status, 200);
-    let rss_before = common::rss_kib(server.pid());
+    let rss_before = crate::common::rss_kib(server.pid());
     let started = Instant::now();
     let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| server.connect()).collect();
     let batch = get_request("/plaintext").repeat(16);
@@ -299,7 +297,7 @@ fn sixteen_thousand_connections_with_pipelined_plaintext(binary: &str) {
         }
         if round == 0 {
             let per_connection =
-                (common::rss_kib(server.pid()) - rss_before) * 1024 / CONNECTIONS as u64;
+                (crate::common::rss_kib(server.pid()) - rss_before) * 1024 / CONNECTIONS as u64;
             eprintln!("{binary}: {per_connection} bytes of RSS per connection");
             // Idle connections hold no buffers: about 0.2 KiB for gnosis (its slot) and
             // 0.7 KiB for gnosis-uring (mostly its receive buffers and spare buffers, a few

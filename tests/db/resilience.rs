@@ -3,15 +3,13 @@
 //! throughout, fail database requests fast while it is down, recover within two seconds of the
 //! database accepting connections again, and leak neither descriptors nor memory.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
-use common::{rss_kib, Client, Server};
+use crate::common::cluster::Cluster;
+use crate::common::{rss_kib, Client, Server};
 
 const DATABASE_ROUTES: [&str; 3] = ["/db", "/fortunes", "/updates?queries=5"];
 const OTHER_ROUTES: [&str; 2] = ["/plaintext", "/json"];

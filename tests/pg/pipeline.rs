@@ -2,9 +2,6 @@
 //! queries in flight, answers in order, a failing query failing alone, a killed backend
 //! failing what it held and reconnecting, and the queue bound.
 
-#[path = "common/pg.rs"]
-mod common;
-
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -118,7 +115,7 @@ impl Recorder {
 
 /// Drives `pg` until `count` queries have finished.
 fn drive_until_finished(pg: &mut Driver, recorder: &RefCell<Recorder>, count: usize) {
-    common::drive(
+    crate::common::pg::drive(
         pg,
         Duration::from_secs(60),
         &mut |token, event| recorder.borrow_mut().record(token, event),
@@ -127,11 +124,16 @@ fn drive_until_finished(pg: &mut Driver, recorder: &RefCell<Recorder>, count: us
 }
 
 fn ready_conn() -> Driver {
-    common::ready(common::tfb_tcp(), STATEMENTS)
+    crate::common::pg::ready(crate::common::pg::tfb_tcp(), STATEMENTS)
 }
 
 fn blocking() -> BlockingClient {
-    BlockingClient::connect(common::tfb_tcp(), STATEMENTS, Duration::from_secs(10)).unwrap()
+    BlockingClient::connect(
+        crate::common::pg::tfb_tcp(),
+        STATEMENTS,
+        Duration::from_secs(10),
+    )
+    .unwrap()
 }
 
 fn world_table() -> HashMap<i32, i32> {
@@ -273,10 +275,10 @@ fn a_terminated_backend_fails_its_queries_then_reconnects() {
             .query(WORLD, &[Param::Int4(1)], 99, Instant::now()),
         Err(QueryError::NotConnected)
     );
-    common::drive(
+    crate::common::pg::drive(
         &mut pg,
         Duration::from_secs(10),
-        &mut common::ignore_events,
+        &mut crate::common::pg::ignore_events,
         |c| c.is_ready(),
     );
     assert_ne!(pg.conn().generation(), generation);

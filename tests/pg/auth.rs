@@ -2,9 +2,6 @@
 //! it is set up with, both transports, socket auto-detection (and a planted socket it
 //! skips), and a wrong password.
 
-#[path = "common/pg.rs"]
-mod common;
-
 use std::time::Duration;
 
 use gnosis::pg::protocol::INT4_OID;
@@ -41,14 +38,14 @@ fn who(config: std::sync::Arc<Target>) -> Result<(String, bool), DbError> {
 
 #[test]
 fn scram_sha_256_over_tcp() {
-    let config = common::tfb_tcp();
+    let config = crate::common::pg::tfb_tcp();
     assert_eq!(config.config().host, Host::Tcp("127.0.0.1".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), false));
 }
 
 #[test]
 fn md5_over_tcp() {
-    let config = common::config(&[
+    let config = crate::common::pg::config(&[
         ("PGHOST", "127.0.0.1"),
         ("PGUSER", "gnosis_md5"),
         ("PGPASSWORD", "gnosis_md5_pass"),
@@ -63,21 +60,21 @@ fn cleartext_over_tcp_only_with_the_opt_in() {
         ("PGUSER", "gnosis_clear"),
         ("PGPASSWORD", "gnosis_clear_pass"),
     ];
-    match who(common::config(&vars)) {
+    match who(crate::common::pg::config(&vars)) {
         Err(DbError::Auth(why)) => assert!(why.contains("GNOSIS_ALLOW_CLEARTEXT"), "{why}"),
         other => panic!("the password went in clear over TCP: {other:?}"),
     }
     vars.push(("GNOSIS_ALLOW_CLEARTEXT", "1"));
     assert_eq!(
-        who(common::config(&vars)).unwrap(),
+        who(crate::common::pg::config(&vars)).unwrap(),
         ("gnosis_clear".to_string(), false)
     );
 }
 
 #[test]
 fn trust_over_the_socket_directory_in_pghost() {
-    let dir = common::socket_dir();
-    let config = common::config(&[
+    let dir = crate::common::pg::socket_dir();
+    let config = crate::common::pg::config(&[
         ("PGHOST", dir.to_str().unwrap()),
         ("PGUSER", "gnosis_trust"),
     ]);
@@ -88,7 +85,7 @@ fn trust_over_the_socket_directory_in_pghost() {
 #[test]
 fn socket_found_by_auto_detection() {
     // PGHOST unset, PGPORT set: the cluster's socket in /tmp is found.
-    let config = common::config(&[]);
+    let config = crate::common::pg::config(&[]);
     assert_eq!(config.config().host, Host::Unix("/tmp".into()));
     assert_eq!(who(config).unwrap(), ("benchmarkdbuser".to_string(), true));
 }
@@ -131,7 +128,8 @@ fn a_planted_socket_of_another_user_is_not_auto_detected() {
 
 #[test]
 fn wrong_password_is_the_servers_error() {
-    let config = common::config(&[("PGHOST", "127.0.0.1"), ("PGPASSWORD", "not-the-password")]);
+    let config =
+        crate::common::pg::config(&[("PGHOST", "127.0.0.1"), ("PGPASSWORD", "not-the-password")]);
     let started = std::time::Instant::now();
     let error = who(config).unwrap_err();
     match &error {
@@ -152,7 +150,8 @@ fn wrong_password_is_the_servers_error() {
 #[test]
 fn fortunes_come_back_byte_exact() {
     let mut client =
-        BlockingClient::connect(common::tfb_tcp(), WHO, Duration::from_secs(10)).unwrap();
+        BlockingClient::connect(crate::common::pg::tfb_tcp(), WHO, Duration::from_secs(10))
+            .unwrap();
     for (id, expected) in [
         (
             6,
@@ -181,7 +180,8 @@ fn fortunes_come_back_byte_exact() {
 
 #[test]
 fn a_missing_database_fails_at_once() {
-    let config = common::config(&[("PGHOST", "127.0.0.1"), ("PGDATABASE", "no_such_db")]);
+    let config =
+        crate::common::pg::config(&[("PGHOST", "127.0.0.1"), ("PGDATABASE", "no_such_db")]);
     match who(config) {
         Err(DbError::Server { code, .. }) => assert_eq!(code, "3D000"),
         other => panic!("expected 3D000, got {other:?}"),

@@ -1,13 +1,11 @@
 //! What only gnosis-uring has: its io_uring settings, running out of receive buffers, and
 //! refusing clearly to start where io_uring is forbidden.
 
-mod common;
-
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{get_request, Client, Server};
+use crate::common::{get_request, Client, Server};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_gnosis-uring");
 
@@ -176,7 +174,12 @@ fn forbid_io_uring(command: &mut Command) {
 #[test]
 fn a_seccomp_profile_that_forbids_io_uring_is_named_and_ends_the_process() {
     let mut command = Command::new(BINARY);
-    command.args(["--port", &common::free_port().to_string(), "--threads", "2"]);
+    command.args([
+        "--port",
+        &crate::common::free_port().to_string(),
+        "--threads",
+        "2",
+    ]);
     forbid_io_uring(&mut command);
     let started = Instant::now();
     let output = command.output().unwrap();

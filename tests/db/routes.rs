@@ -1,13 +1,11 @@
 //! The database tests against the real binary and the shared private cluster
 //! (`scripts/pg.sh start`), checked the way TFB's verifier checks them.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
-use common::{assert_general_headers, get_request, Client, Server};
+use crate::common::cluster::Cluster;
+use crate::common::{assert_general_headers, get_request, Client, Server};
 use serde_json::Value;
 
 const GNOSIS: &str = env!("CARGO_BIN_EXE_gnosis");
@@ -16,8 +14,11 @@ const GNOSIS_URING: &str = env!("CARGO_BIN_EXE_gnosis-uring");
 /// The shared cluster as `user` over its Unix socket (trust), like a local deployment.
 fn env_for(user: &str) -> Vec<(&'static str, String)> {
     vec![
-        ("PGHOST", common::pg::socket_dir().display().to_string()),
-        ("PGPORT", common::pg::port()),
+        (
+            "PGHOST",
+            crate::common::pg::socket_dir().display().to_string(),
+        ),
+        ("PGPORT", crate::common::pg::port()),
         ("PGUSER", user.to_string()),
         ("PGDATABASE", "hello_world".to_string()),
     ]
@@ -27,7 +28,7 @@ fn env_for(user: &str) -> Vec<(&'static str, String)> {
 fn tfb_env() -> Vec<(&'static str, String)> {
     vec![
         ("PGHOST", "127.0.0.1".to_string()),
-        ("PGPORT", common::pg::port()),
+        ("PGPORT", crate::common::pg::port()),
         ("PGUSER", "benchmarkdbuser".to_string()),
         ("PGPASSWORD", "benchmarkdbpass".to_string()),
         ("PGDATABASE", "hello_world".to_string()),
@@ -50,10 +51,10 @@ fn start_with_args(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Serv
 fn psql(user: &str, sql: &str) -> String {
     let url = format!(
         "postgresql:///hello_world?host={}&port={}&user={user}",
-        common::pg::socket_dir().display(),
-        common::pg::port()
+        crate::common::pg::socket_dir().display(),
+        crate::common::pg::port()
     );
-    common::pg::psql(&url, sql)
+    crate::common::pg::psql(&url, sql)
 }
 
 fn world_table() -> HashMap<i64, i64> {
@@ -405,7 +406,7 @@ fn frontend_messages(mut bytes: &[u8]) -> Vec<(u8, &[u8])> {
 /// request's statements (N SELECTs and the UPDATE, each its own Bind/Execute/Sync) still
 /// reach it; and once the replies go through, the request is answered.
 fn updates_take_one_round_trip(binary: &str) {
-    let proxy = common::proxy::Proxy::start(common::pg::port().parse().unwrap());
+    let proxy = crate::common::proxy::Proxy::start(crate::common::pg::port().parse().unwrap());
     let env = [
         ("PGHOST", "127.0.0.1".to_string()),
         ("PGPORT", proxy.port().to_string()),

@@ -5,14 +5,12 @@
 //! matches or the database is down at start, goes away under load, or hangs, then rows again;
 //! TFB's routes there answer 503; and against TFB's database, `/async-db` answers the fallback.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::proxy::Proxy;
-use common::{HttpResponse, Server};
+use crate::common::proxy::Proxy;
+use crate::common::{HttpResponse, Server};
 use serde_json::Value;
 
 const FALLBACK: &str = r#"{"items":[],"count":0}"#;
@@ -39,7 +37,7 @@ fn start(binary: &str, url: String, extra: &[&str]) -> Server {
 
 /// Rows of `sql` through psql on HttpArena's database.
 fn psql(sql: &str) -> String {
-    common::pg::psql(&arena_url(&common::pg::port()), sql)
+    crate::common::pg::psql(&arena_url(&crate::common::pg::port()), sql)
 }
 
 /// An async-db answer: always 200 and JSON; its items, each checked against the schema, and
@@ -97,7 +95,7 @@ fn wait_for_rows(server: &Server) -> Duration {
 /// HttpArena's validation and more: exactly `limit` items in the range, each the row psql
 /// reads for its id; the count psql finds when fewer match; an empty range's fallback body.
 fn async_db_answers_the_documented_items(binary: &str) {
-    let server = start(binary, arena_url(&common::pg::port()), &[]);
+    let server = start(binary, arena_url(&crate::common::pg::port()), &[]);
     wait_for_rows(&server);
     let mut client = server.connect();
     let mut rng = fastrand::Rng::with_seed(20);
@@ -155,7 +153,7 @@ fn async_db_answers_the_documented_items(binary: &str) {
 /// The fortunes page on HttpArena's 200 rows: every row and the added one, sorted by
 /// message, every message escaped, within HttpArena's size check.
 fn fortunes_on_httparenas_table(binary: &str) {
-    let server = start(binary, arena_url(&common::pg::port()), &[]);
+    let server = start(binary, arena_url(&crate::common::pg::port()), &[]);
     server.wait_until_ok(&["/fortunes"], Duration::from_secs(20));
     let response = server.connect().get("/fortunes");
     assert_eq!(
@@ -206,7 +204,7 @@ fn fortunes_on_httparenas_table(binary: &str) {
 /// up and serves async-db, the log says once which statements are unavailable, and the
 /// cache loader stops.
 fn tfb_routes_answer_503_without_their_table(binary: &str) {
-    let server = start(binary, arena_url(&common::pg::port()), &[]);
+    let server = start(binary, arena_url(&crate::common::pg::port()), &[]);
     wait_for_rows(&server);
     let mut client = server.connect();
     for target in [
@@ -235,7 +233,7 @@ fn tfb_routes_answer_503_without_their_table(binary: &str) {
 fn async_db_on_tfbs_database_answers_the_fallback(binary: &str) {
     let url = format!(
         "postgres://benchmarkdbuser:benchmarkdbpass@127.0.0.1:{}/hello_world",
-        common::pg::port()
+        crate::common::pg::port()
     );
     let server = start(binary, url, &[]);
     server.wait_until_ok(&["/db", "/fortunes"], Duration::from_secs(20));
@@ -249,7 +247,7 @@ fn async_db_on_tfbs_database_answers_the_fallback(binary: &str) {
 /// The database down when the server starts (every connection to it reset): the fallback
 /// body at once and fortunes 503, then rows once it is up.
 fn database_down_at_start_then_up(binary: &str) {
-    let proxy = Proxy::start(common::pg::port().parse().unwrap());
+    let proxy = Proxy::start(crate::common::pg::port().parse().unwrap());
     proxy.set_refusing(true);
     let server = start(binary, arena_url(&proxy.port().to_string()), &[]);
     let mut client = server.connect();
@@ -268,7 +266,7 @@ fn database_down_at_start_then_up(binary: &str) {
 /// either `limit` rows or the fallback body; the fallback is seen while it is away and rows
 /// again once it is back.
 fn database_away_under_load_then_back(binary: &str) {
-    let proxy = Proxy::start(common::pg::port().parse().unwrap());
+    let proxy = Proxy::start(crate::common::pg::port().parse().unwrap());
     let server = start(
         binary,
         arena_url(&proxy.port().to_string()),
@@ -291,7 +289,7 @@ fn database_away_under_load_then_back(binary: &str) {
         })
         .collect();
     let mut client = server.connect();
-    let fallback_seen = |client: &mut common::Client| {
+    let fallback_seen = |client: &mut crate::common::Client| {
         let started = Instant::now();
         while !items(&client.get("/async-db?limit=20")).is_empty() {
             assert!(started.elapsed() < Duration::from_secs(20), "rows still");

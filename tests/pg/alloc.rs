@@ -1,9 +1,6 @@
 //! The hot path allocates nothing: once the buffers have grown, queueing queries, flushing,
 //! reading and delivering rows do not touch the heap. Runs against `scripts/pg.sh start`.
 
-#[path = "common/pg.rs"]
-mod common;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -80,7 +77,7 @@ fn pipeline(pg: &mut Driver, rounds: u64) -> u64 {
             .query(&STATEMENTS[1], &[], 2 * round + 1, now)
             .unwrap();
     }
-    common::drive(pg, Duration::from_secs(30), &mut sink, |_| {
+    crate::common::pg::drive(pg, Duration::from_secs(30), &mut sink, |_| {
         finished.get() == 2 * rounds
     });
     let allocations = ALLOCATIONS.with(Cell::get) - before;
@@ -90,7 +87,7 @@ fn pipeline(pg: &mut Driver, rounds: u64) -> u64 {
 
 #[test]
 fn queries_and_rows_do_not_allocate() {
-    let mut pg = common::ready(common::tfb_tcp(), STATEMENTS);
+    let mut pg = crate::common::pg::ready(crate::common::pg::tfb_tcp(), STATEMENTS);
     // Warm-up grows the buffers to their working size: two rounds, as the connection and
     // the driver trade two output buffers (`take_output` swaps) and each grows once.
     pipeline(&mut pg, 2_000);

@@ -2,12 +2,10 @@
 //! shared private cluster (`scripts/pg.sh start`); a URL asking for TLS ends the start with a
 //! clear message; DATABASE_MAX_CONN lowers the connections per thread.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, Server};
+use crate::common::{free_port, Server};
 
 const GNOSIS: &str = env!("CARGO_BIN_EXE_gnosis");
 
@@ -34,7 +32,7 @@ fn database_url_alone(binary: &str) {
         format!(
             "postgres://benchmarkdbuser:benchmarkdbpass@localhost:{}/hello_world\
              ?sslmode=disable&application_name=hushhush",
-            common::pg::port()
+            crate::common::pg::port()
         ),
     ));
     let server = start_and_wait(binary, &[], &env);
@@ -42,7 +40,7 @@ fn database_url_alone(binary: &str) {
     assert!(
         log.contains(&format!(
             "PostgreSQL target tcp localhost:{} user benchmarkdbuser database hello_world",
-            common::pg::port()
+            crate::common::pg::port()
         )),
         "{log}"
     );
@@ -59,7 +57,7 @@ fn database_url_alone(binary: &str) {
 /// DATABASE_URL's parts win over PG* variables that point nowhere: here the cluster's Unix
 /// socket directory, percent-encoded as libpq allows.
 fn database_url_wins_over_pg_variables(binary: &str) {
-    let socket_dir = common::pg::socket_dir().display().to_string();
+    let socket_dir = crate::common::pg::socket_dir().display().to_string();
     let env = [
         ("PGHOST", "/nonexistent".to_string()),
         ("PGPORT", "1".to_string()),
@@ -71,7 +69,7 @@ fn database_url_wins_over_pg_variables(binary: &str) {
             format!(
                 "postgresql://gnosis_trust@{}:{}/hello_world",
                 socket_dir.replace('/', "%2F"),
-                common::pg::port()
+                crate::common::pg::port()
             ),
         ),
     ];
@@ -84,7 +82,7 @@ fn database_url_wins_over_pg_variables(binary: &str) {
     assert!(
         log.contains(&format!(
             "PostgreSQL target unix socket {socket_dir}/.s.PGSQL.{} user gnosis_trust",
-            common::pg::port()
+            crate::common::pg::port()
         )),
         "{log}"
     );
@@ -128,7 +126,7 @@ fn an_sslmode_that_requires_tls_ends_the_start_with_a_clear_message() {
             "DATABASE_URL",
             format!(
                 "postgres://bench:s3cr3t@localhost:{}/benchmark?sslmode=require",
-                common::pg::port()
+                crate::common::pg::port()
             ),
         )];
         let (status, stderr) = run_until_exit(binary, &env);
@@ -173,7 +171,7 @@ fn database_max_conn_lowers_the_connections_per_thread() {
         "DATABASE_URL",
         format!(
             "postgres://benchmarkdbuser:benchmarkdbpass@127.0.0.1:{}/hello_world",
-            common::pg::port()
+            crate::common::pg::port()
         ),
     ));
     env.push(("DATABASE_MAX_CONN", "9".into()));

@@ -2,12 +2,9 @@
 //! depths versus one round trip at a time. Ignored by default (it is a measurement):
 //!
 //!   scripts/pg.sh start
-//!   cargo test --release --test pg_bench -- --ignored --nocapture
+//!   cargo test --release --test pg -- --ignored --nocapture bench
 //!
 //! GNOSIS_PG_BENCH_SECS (default 5) sets the time per depth.
-
-#[path = "common/pg.rs"]
-mod common;
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -69,7 +66,7 @@ fn run(pg: &mut Driver, depth: usize, secs: f64) -> (f64, Duration) {
     let done = finished.get();
     let cpu_per_query = (thread_cpu() - cpu_start) / done.max(1) as u32;
     // Drain what is still in flight so the next run starts clean.
-    common::drive(pg, Duration::from_secs(30), &mut sink, |_| {
+    crate::common::pg::drive(pg, Duration::from_secs(30), &mut sink, |_| {
         finished.get() == sent
     });
     assert_eq!(rows.get(), sent);
@@ -84,13 +81,16 @@ fn single_row_selects_pipelined_vs_round_trips() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5.0);
     for (transport, config) in [
-        ("tcp", common::tfb_tcp()),
+        ("tcp", crate::common::pg::tfb_tcp()),
         (
             "unix",
-            common::config(&[("PGHOST", common::socket_dir().to_str().unwrap())]),
+            crate::common::pg::config(&[(
+                "PGHOST",
+                crate::common::pg::socket_dir().to_str().unwrap(),
+            )]),
         ),
     ] {
-        let mut pg = common::ready(config, STATEMENTS);
+        let mut pg = crate::common::pg::ready(config, STATEMENTS);
         for depth in [1, 16, 64, 256] {
             let (qps, cpu) = run(&mut pg, depth, secs);
             println!(

@@ -2,9 +2,6 @@
 //! `scripts/pg-arena.sql`) has the documented shape, read as `bench` over TCP with SCRAM
 //! through the URL `scripts/pg.sh arena-env` prints, by psql and by gnosis's own client.
 
-#[path = "common/pg.rs"]
-mod pg;
-
 use std::process::Command;
 use std::time::Duration;
 
@@ -18,7 +15,7 @@ const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
 fn arena_url() -> String {
     let output = Command::new("bash")
         .args([SCRIPT, "arena-env"])
-        .env("GNOSIS_PG_PORT", pg::port())
+        .env("GNOSIS_PG_PORT", crate::common::pg::port())
         .output()
         .expect("running scripts/pg.sh");
     let line = String::from_utf8(output.stdout).unwrap();
@@ -28,14 +25,17 @@ fn arena_url() -> String {
         .unwrap_or_else(|| panic!("arena-env printed {line:?}"));
     assert_eq!(
         url,
-        format!("postgres://bench:bench@localhost:{}/benchmark", pg::port())
+        format!(
+            "postgres://bench:bench@localhost:{}/benchmark",
+            crate::common::pg::port()
+        )
     );
     url.to_string()
 }
 
 /// Runs SQL through psql with `url`; returns the unaligned rows, fields split at '|'.
 fn query(url: &str, sql: &str) -> Vec<Vec<String>> {
-    pg::psql(url, sql)
+    crate::common::pg::psql(url, sql)
         .lines()
         .map(|line| line.split('|').map(str::to_string).collect())
         .collect()
@@ -187,7 +187,7 @@ fn the_setup_is_idempotent() {
     let before = (one(&url, ITEMS_DIGEST), one(&url, fortunes));
     let status = Command::new("bash")
         .args([SCRIPT, "arena-setup"])
-        .env("GNOSIS_PG_PORT", pg::port())
+        .env("GNOSIS_PG_PORT", crate::common::pg::port())
         .status()
         .expect("running scripts/pg.sh arena-setup");
     assert!(status.success());

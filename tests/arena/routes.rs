@@ -3,14 +3,12 @@
 //! TCP-fragmented requests), pipelined, json (a dataset written by the test) and async
 //! (`/delay`: not sooner than asked, in pipelined order, thousands held at once).
 
-mod common;
-
 use std::io::Read;
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{assert_general_headers, get_request, Client, HttpResponse, Server};
+use crate::common::{assert_general_headers, get_request, Client, HttpResponse, Server};
 use serde_json::{json, Value};
 
 /// Starts `binary` without a database (its connection attempts fail at once) and with
@@ -331,7 +329,7 @@ fn delays_are_not_sooner_than_asked_and_keep_pipelined_order(binary: &str) {
 /// ones'.
 fn thousands_of_held_delays_and_closed_ones_dropped(binary: &str) {
     const CONNECTIONS: usize = 3_000;
-    common::raise_open_files_limit(2 * CONNECTIONS as u64 + 3_000);
+    crate::common::raise_open_files_limit(2 * CONNECTIONS as u64 + 3_000);
     let server = start_without_dataset(binary);
     // Warm up first: gnosis-uring's receive buffers (1,024 of 4 KiB per thread) are
     // touched one receive at a time, a fixed cost that is not the held requests'.
@@ -342,7 +340,7 @@ fn thousands_of_held_delays_and_closed_ones_dropped(binary: &str) {
         }
     }
     drop(warm);
-    let rss_before = common::rss_kib(server.pid());
+    let rss_before = crate::common::rss_kib(server.pid());
     let request = get_request("/delay/1500");
     let started = Instant::now();
     let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| server.connect()).collect();
@@ -351,7 +349,7 @@ fn thousands_of_held_delays_and_closed_ones_dropped(binary: &str) {
     }
     // Let the server take them all in, then weigh what they hold.
     std::thread::sleep(Duration::from_millis(300));
-    let per_held = (common::rss_kib(server.pid()) - rss_before) * 1024 / CONNECTIONS as u64;
+    let per_held = (crate::common::rss_kib(server.pid()) - rss_before) * 1024 / CONNECTIONS as u64;
     eprintln!("{binary}: {per_held} bytes of RSS per held /delay request");
     // A slot, a place in line and a timer entry, no buffer: HttpArena's async profile
     // holds 32,000 of them.
@@ -367,7 +365,7 @@ fn thousands_of_held_delays_and_closed_ones_dropped(binary: &str) {
     // A reset, not a FIN: a half-closed client still gets its answer, so only a reset
     // frees the slot before the timer is due.
     for client in &closed {
-        common::reset_on_close(client.stream());
+        crate::common::reset_on_close(client.stream());
     }
     drop(closed);
     // A closed connection's timer, if delivered to the newcomer in its slot, would answer

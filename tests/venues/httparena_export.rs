@@ -3,7 +3,7 @@
 //! (`httparena/Dockerfile` naming its binary), its meta.json and the sources it builds from,
 //! and nothing else.
 //!
-//! The sources must be the TFB export's, byte for byte: `tests/tfb_export.rs` proves that
+//! The sources must be the TFB export's, byte for byte: `tests/venues/tfb_export.rs` proves that
 //! folder compiles on its own, so compiling these again would only double CI's slowest step.
 
 use std::collections::{BTreeMap, BTreeSet};

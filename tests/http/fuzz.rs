@@ -96,7 +96,7 @@ fn request_strategy() -> impl Strategy<Value = String> {
         "/json/3?m=2",
     ]);
     // No HEAD: its response announces a body it does not carry, which `statuses` cannot
-    // tell from the outside (tests/http.rs covers HEAD).
+    // tell from the outside (tests/http/basics.rs covers HEAD).
     let method = prop::sample::select(vec!["GET", "GET", "POST", "PUT"]);
     let extra = prop::sample::select(vec![
         "",
