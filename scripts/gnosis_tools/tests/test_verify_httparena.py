@@ -10,8 +10,10 @@ import os
 import random
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -19,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from gnosis_tools import ROOT
 from gnosis_tools.verify import httparena as validate
+from gnosis_tools.verify import httparena_tls
 
 VALIDATE = [sys.executable, os.path.join(ROOT, "scripts", "tool"), "verify", "httparena"]
 DATASET_PATH = os.path.join(ROOT, "data", "dataset.json")
@@ -60,17 +63,22 @@ def database_rows():
 
 class StandIn(socketserver.ThreadingTCPServer):
     """HttpArena's HTTP/1.1 routes on raw sockets, one thread per connection; right unless
-    told which faults to have."""
+    told which faults to have; over TLS with `tls`, a server ssl.SSLContext."""
 
     daemon_threads = True
     request_queue_size = 128  # the validator opens 32 connections at once
 
-    def __init__(self, *faults, rows=None):
+    def __init__(self, *faults, rows=None, tls=None):
         super().__init__(("127.0.0.1", 0), StandInConnection)
+        self.tls = tls
         self.faults = set(faults)
         self.items, self.fortunes = rows or (made_up_items(), made_up_fortunes())
         self.port = self.server_address[1]
         threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def get_request(self):
+        sock, address = super().get_request()
+        return (self.tls.wrap_socket(sock, server_side=True) if self.tls else sock), address
 
     def close(self):
         self.shutdown()
@@ -138,6 +146,8 @@ class StandInConnection(socketserver.StreamRequestHandler):
             return 200, text, str(total).encode()
         if url.path == "/pipeline":
             return 200, text, b"ok"
+        if url.path == "/echo" and method == "POST":
+            return 200, "application/octet-stream", body[1:] if "echo-short" in faults else body
         if url.path.startswith("/json/"):
             count, m = int(url.path[len("/json/"):]), int(query["m"])
             items = []
@@ -401,4 +411,74 @@ class CommandLine(StandInCase):
         completed = self.invoke(self.serve().port, "--profiles", "baseline,json-comp")
         self.assertEqual(completed.returncode, 2)
         self.assertIn("json-comp", completed.stderr)
+
+
+def self_signed(folder, name):
+    """A new RSA key and self-signed certificate for localhost: (certificate, key) paths."""
+    certificate, key = os.path.join(folder, name + ".crt"), os.path.join(folder, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", key, "-out", certificate],
+                   check=True, capture_output=True)
+    return certificate, key
+
+
+class TlsProfiles(StandInCase):
+    """json-tls and 8gbit on a stand-in over TLS: its certificate, versions and ALPN chosen
+    per test."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory()
+        cls.certificate, cls.key = self_signed(cls.folder.name, "served")
+        cls.other, _ = self_signed(cls.folder.name, "other")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def serve_tls(self, *faults, minimum=ssl.TLSVersion.TLSv1_3, alpn=("http/1.1",)):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = minimum
+        context.set_alpn_protocols(list(alpn))
+        context.load_cert_chain(self.certificate, self.key)
+        server = StandIn(*faults, tls=context)
+        self.addCleanup(server.close)
+        return server
+
+    def validate(self, server, certificate=None):
+        out = io.StringIO()
+        validator = validate.Validator("127.0.0.1", server.port, DATASET, out=out,
+                                       rng=random.Random(19), tls_port=server.port,
+                                       certificate=certificate or self.certificate)
+        passed = validator.run(httparena_tls.PROFILES)
+        return validator, passed, out.getvalue()
+
+    def assert_fails(self, validator, passed, output, label):
+        self.assertFalse(passed, output)
+        self.assertIn(label, validator.failed, output)
+
+    def test_a_right_server_passes(self):
+        validator, passed, output = self.validate(self.serve_tls())
+        self.assertTrue(passed, output)
+        # 4 TLS checks; json-tls: negotiation, the pairs, Content-Type; 8gbit: 7 bodies.
+        self.assertEqual(validator.passed, 4 + 3 + 7, output)
+
+    def test_another_certificate_is_caught(self):
+        self.assert_fails(*self.validate(self.serve_tls(), self.other), "TLS certificate")
+
+    def test_tls_1_2_accepted_is_caught(self):
+        server = self.serve_tls(minimum=ssl.TLSVersion.TLSv1_2)
+        self.assert_fails(*self.validate(server), "TLS 1.2 and older refused")
+
+    def test_h2_chosen_for_a_client_that_offers_only_h2_is_caught(self):
+        server = self.serve_tls(alpn=("h2", "http/1.1"))
+        self.assert_fails(*self.validate(server), "TLS ALPN")
+
+    def test_an_echo_short_of_a_byte_is_caught(self):
+        validator, passed, output = self.validate(self.serve_tls("echo-short"))
+        self.assertFalse(passed, output)
+        self.assertIn("POST /echo 102400 bytes chunked", validator.failed, output)
+
+    def test_json_items_over_tls_are_compared_with_the_dataset(self):
+        self.assert_fails(*self.validate(self.serve_tls("json-total")), "json-tls /json/7?m=2")
 

@@ -3,8 +3,11 @@
 
 import re
 import socket
+import time
 
 IO_TIMEOUT = 15.0
+# curl --max-time 30 in every check of HttpArena's validate.sh (snapshot 304, 326, 460).
+REQUEST_TIMEOUT = 30.0
 
 
 class Response:
@@ -24,8 +27,16 @@ class ProtocolError(Exception):
 
 
 class Connection:
-    def __init__(self, host, port, timeout=IO_TIMEOUT):
+    """One connection; over TLS with `tls`, an ssl.SSLContext (the handshake done here)."""
+
+    def __init__(self, host, port, timeout=IO_TIMEOUT, tls=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if tls is not None:
+            try:
+                self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
+            except OSError:
+                self.sock.close()
+                raise
         self.buffer = b""
 
     def close(self):
@@ -102,3 +113,43 @@ class Connection:
             return False
         except OSError:
             return True
+
+
+class ExchangeError(Exception):
+    pass
+
+
+def request(method, target, headers=(), body=b""):
+    lines = ["%s %s HTTP/1.1" % (method, target), "Host: localhost",
+             "User-Agent: gnosis-validate-httparena", "Accept: */*"]
+    lines += ["%s: %s" % pair for pair in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_close=False,
+             tls=None):
+    """Sends the fragments (with a pause between them) on a new TCP_NODELAY connection
+    (snapshot 367), over TLS with `tls` (an ssl.SSLContext), reads one response, and, if
+    asked, whether the server then closes. The response gains `elapsed` (seconds from connect
+    to its last byte) and `closed`."""
+    started = time.monotonic()
+    try:
+        connection = Connection(host, port, timeout, tls)
+    except OSError as error:
+        raise ExchangeError("cannot connect: %s" % error) from error
+    try:
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for index, fragment in enumerate(fragments):
+            if index:
+                time.sleep(pause)
+            connection.send(fragment)
+        response = connection.read_response()
+        response.elapsed = time.monotonic() - started
+        response.closed = expect_close and connection.closed_by_peer(timeout)
+        return response
+    except socket.timeout as error:
+        raise ExchangeError("timed out waiting for the server") from error
+    except (OSError, ProtocolError, ValueError) as error:
+        raise ExchangeError("%s: %s" % (type(error).__name__, error)) from error
+    finally:
+        connection.close()

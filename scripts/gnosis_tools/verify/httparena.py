@@ -1,8 +1,9 @@
 """Check a running server the way HttpArena's scripts/validate.sh checks an entry.
 
     scripts/tool verify httparena [--host 127.0.0.1] [--port 8080] [--wait SECONDS]
-        [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes]
+        [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes,json-tls,8gbit]
         [--dataset data/dataset.json] [--database-url URL [--psql psql]] [--allow-keep-open]
+        [--tls-port 8081] [--certificate /certs/server.crt]
 
 The same requests, the same assertions and the same counting as validate.sh for the HTTP/1.1
 profiles gnosis serves, without Docker: start the server yourself and point this at its port.
@@ -18,6 +19,8 @@ line, and a close after Connection: close). async-db and fortunes follow the sna
 moved). Given --database-url (the server's database, read with psql), they also compare the
 answers with its rows.
 
+json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py.
+
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
 exits 1 on any FAIL, 2 when nothing answers.
 """
@@ -26,7 +29,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -35,11 +37,12 @@ from html.parser import HTMLParser
 
 from .. import ROOT
 from ..system import served_by_alone
-from .http1 import Connection, ProtocolError
+from .http1 import REQUEST_TIMEOUT, ExchangeError, exchange, request
+from .httparena_tls import DEFAULT_PORT as TLS_PORT
+from .httparena_tls import PROFILES as TLS_PROFILES
+from .httparena_tls import TlsChecks, default_certificate
 
 PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async", "async-db", "fortunes"]
-# curl --max-time 30 in every check (snapshot 304, 326, 460).
-REQUEST_TIMEOUT = 30.0
 # check_fragmented's socket timeout (snapshot 366) and its pause between writes (373).
 FRAGMENT_TIMEOUT = 5.0
 FRAGMENT_PAUSE = 0.03
@@ -54,46 +57,8 @@ FORTUNES_ROWS = (201, 210)  # <tr count band, snapshot 1145
 FORTUNES_SIZE = (18432, 65536)  # body size band, snapshot 1176
 
 
-class ExchangeError(Exception):
-    pass
-
-
 def body_text(response):
     return response.body.decode("latin-1").rstrip("\r\n")
-
-
-def request(method, target, headers=(), body=b""):
-    lines = ["%s %s HTTP/1.1" % (method, target), "Host: localhost",
-             "User-Agent: gnosis-validate-httparena", "Accept: */*"]
-    lines += ["%s: %s" % pair for pair in headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-def exchange(host, port, fragments, timeout=REQUEST_TIMEOUT, pause=0.0, expect_close=False):
-    """Sends the fragments (with a pause between them) on a new TCP_NODELAY connection
-    (snapshot 367), reads one response, and, if asked, whether the server then closes. The
-    response gains `elapsed` (seconds from connect to its last byte) and `closed`."""
-    started = time.monotonic()
-    try:
-        connection = Connection(host, port, timeout)
-    except OSError as error:
-        raise ExchangeError("cannot connect: %s" % error) from error
-    try:
-        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for index, fragment in enumerate(fragments):
-            if index:
-                time.sleep(pause)
-            connection.send(fragment)
-        response = connection.read_response()
-        response.elapsed = time.monotonic() - started
-        response.closed = expect_close and connection.closed_by_peer(timeout)
-        return response
-    except socket.timeout as error:
-        raise ExchangeError("timed out waiting for the server") from error
-    except (OSError, ProtocolError, ValueError) as error:
-        raise ExchangeError("%s: %s" % (type(error).__name__, error)) from error
-    finally:
-        connection.close()
 
 
 class DatabaseError(Exception):
@@ -172,8 +137,11 @@ class FortunesTable(HTMLParser):
 
 class Validator:
     def __init__(self, host, port, dataset, out=sys.stdout, rng=None, require_close=True,
-                 fragment_timeout=FRAGMENT_TIMEOUT, database=None):
+                 fragment_timeout=FRAGMENT_TIMEOUT, database=None, tls_port=TLS_PORT,
+                 certificate=None):
         self.host = host
+        self.tls_port = tls_port
+        self.certificate = certificate or default_certificate()
         self.database = database  # a Database, for the stricter async-db and fortunes checks
         self.fragment_timeout = fragment_timeout
         self.port = port
@@ -359,12 +327,13 @@ class Validator:
 
     # -- json (snapshot 577-626; later: random pairs compared with the dataset) ---------------
 
-    def json_items_problem(self, count, multiplier, faithful):
+    def json_items_problem(self, count, multiplier, faithful, get=None):
         """None, or what is wrong with /json/count?m=multiplier (snapshot 586-606: count,
         every field, each total; later: each item equal to the dataset's, in order; here every
-        field of it, rating included, and integers for the numbers)."""
+        field of it, rating included, and integers for the numbers), asked with `get` (by
+        default over cleartext)."""
         try:
-            response = self.get("/json/%d?m=%d" % (count, multiplier))
+            response = (get or self.get)("/json/%d?m=%d" % (count, multiplier))
             document = json.loads(response.body)
         except (ExchangeError, ValueError) as error:
             return "no JSON answer: %s" % error
@@ -656,6 +625,8 @@ class Validator:
             self.async_db()
         if "fortunes" in profiles:
             self.fortunes()
+        if set(profiles) & set(TLS_PROFILES):
+            TlsChecks(self, self.tls_port, self.certificate).run(profiles)
         if self.kept_open and not self.require_close:
             print("  NOTE: %d answers to Connection: close left the connection open (passed, "
                   "as validate.sh passes them)" % self.kept_open, file=self.out)
@@ -681,7 +652,12 @@ def add_arguments(parser):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--profiles", default=",".join(PROFILES),
-                        help="comma-separated, of: %s" % ", ".join(PROFILES))
+                        help="comma-separated, of: %s" % ", ".join(PROFILES + TLS_PROFILES))
+    parser.add_argument("--tls-port", type=int, default=TLS_PORT,
+                        help="the TLS listener of json-tls and 8gbit (default %d)" % TLS_PORT)
+    parser.add_argument("--certificate",
+                        help="the certificate the TLS listener must serve (default: $TLS_CERT, "
+                             "else /certs/server.crt)")
     parser.add_argument("--wait", type=float, default=0,
                         help="seconds to wait for the server to answer first")
     parser.add_argument("--allow-keep-open", action="store_true",
@@ -701,10 +677,10 @@ def add_arguments(parser):
 
 def run(args):
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
-    unknown = sorted(set(profiles) - set(PROFILES))
+    unknown = sorted(set(profiles) - set(PROFILES + TLS_PROFILES))
     if unknown:
         print("verify httparena: unknown profile(s) %s; known: %s"
-              % (", ".join(unknown), ", ".join(PROFILES)), file=sys.stderr)
+              % (", ".join(unknown), ", ".join(PROFILES + TLS_PROFILES)), file=sys.stderr)
         return 2
     with open(args.dataset, encoding="utf-8") as source:
         dataset = json.load(source)
@@ -719,5 +695,6 @@ def run(args):
             return 2
     database = Database(args.database_url, args.psql) if args.database_url else None
     validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open,
-                          database=database)
+                          database=database, tls_port=args.tls_port,
+                          certificate=args.certificate)
     return 0 if validator.run(profiles) else 1
