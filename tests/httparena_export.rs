@@ -45,7 +45,10 @@ fn export(venue: &str, root: &Path, out: &Path) {
         .arg(out)
         .status()
         .unwrap_or_else(|error| panic!("run scripts/tool export {venue}: {error}"));
-    assert!(status.success(), "scripts/tool export {venue} failed: {status}");
+    assert!(
+        status.success(),
+        "scripts/tool export {venue} failed: {status}"
+    );
 }
 
 #[test]
