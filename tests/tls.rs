@@ -280,7 +280,9 @@ fn a_tls12_client_is_refused(binary: &str) {
 
 fn alpn_names_only_what_the_client_offered(binary: &str) {
     let server = TlsServer::start(binary, &[]);
-    let cases: [(&[&[u8]], Option<&[u8]>); 4] = [
+    // What the client offers, and what the server must answer.
+    type Case = (&'static [&'static [u8]], Option<&'static [u8]>);
+    let cases: [Case; 4] = [
         (&[b"http/1.1"], Some(b"http/1.1")),
         (&[b"h2", b"http/1.1"], Some(b"http/1.1")),
         (&[b"h2"], None),
