@@ -269,6 +269,8 @@ impl<S: Service, K> Core<S, K> {
         slot.socket = Some(socket);
         slot.lingering_since = None;
         slot.paused = false;
+        // A TLS session counts from the start.
+        self.recount(index);
         index
     }
 

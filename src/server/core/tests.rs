@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::*;
-use crate::http::{ContentType, Reply, Request, Response, Status, Ticket};
+use crate::http::{ContentType, Reply, Request, Response, Status, Ticket, TIMEOUTS};
 use crate::pg::pool::Threads;
 use crate::pg::protocol::script;
 use crate::pg::protocol::INT4_OID;
@@ -424,4 +424,39 @@ fn the_worker_is_full_at_its_connection_cap() {
     assert!(core.is_full());
     core.release(first);
     assert!(!core.is_full());
+}
+
+/// A TLS slot counts its session in the worker's budget; garbage instead of a ClientHello
+/// gets its alert, then the slot closes; a handshake not finished by its deadline is swept.
+#[test]
+fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() {
+    let certs = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/certs");
+    let (cert, key) = (format!("{certs}/server.crt"), format!("{certs}/server.key"));
+    let config = crate::transport::load(cert.as_ref(), key.as_ref()).unwrap();
+    let mut core = core(Duration::from_secs(5)).with_tls(Some(Arc::new(config)));
+    let (garbage, stalled, plain) = (
+        core.open(1, Security::Tls),
+        core.open(2, Security::Tls),
+        core.open(3, Security::Plain),
+    );
+    assert!(core.buffered >= 2 * 8 * 1024, "{}", core.buffered);
+
+    core.received(garbage, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(core.advance(garbage, true), Next::Keep { read: false });
+    let alert = core.unsent(garbage).to_vec();
+    assert_eq!(alert.first(), Some(&21), "an alert record");
+    assert!(
+        core.sent(garbage, alert.len()),
+        "advance it again: it is done"
+    );
+    assert_eq!(core.advance(garbage, true), Next::Close);
+    core.release(garbage);
+
+    core.received(stalled, &[22, 3, 1, 0]);
+    assert_eq!(core.advance(stalled, true), Next::Keep { read: true });
+    core.now += TIMEOUTS.request + Duration::from_secs(1);
+    let mut found = Vec::new();
+    assert!(core.sweep(|index, swept| found.push((index, swept))));
+    assert_eq!(found, [(stalled, Swept::Expired)]);
+    assert!(core.socket(plain).is_some());
 }
