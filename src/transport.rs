@@ -26,3 +26,22 @@ pub enum Transport {
     Plain,
     Tls(Box<TlsSession>),
 }
+
+impl Transport {
+    /// Buffer memory it holds beyond its protocol's, for the worker's budget.
+    pub fn held(&self) -> usize {
+        match self {
+            Transport::Plain => 0,
+            Transport::Tls(tls) => tls.held(),
+        }
+    }
+
+    /// Whether it has nothing left to send once its protocol is done (a TLS session:
+    /// close_notify, or a failure's alert, sent).
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Transport::Plain => true,
+            Transport::Tls(tls) => tls.is_closed(),
+        }
+    }
+}

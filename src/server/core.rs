@@ -468,11 +468,7 @@ impl<S: Service, K> Core<S, K> {
                     tls.close(buffers);
                 }
             }
-            let transport_done = match &slot.transport {
-                Transport::Plain => true,
-                Transport::Tls(tls) => tls.is_closed(),
-            };
-            if slot.conn.is_finished() && transport_done {
+            if slot.conn.is_finished() && slot.transport.is_closed() {
                 if slot.conn.peer_eof() {
                     return Next::Close;
                 }
@@ -529,10 +525,13 @@ impl<S: Service, K> Core<S, K> {
             if slot.socket.is_none() {
                 continue;
             }
-            let expired = match slot.lingering_since {
-                Some(since) => self.now.duration_since(since) > LINGER,
-                None => slot.conn.timed_out(self.now, &self.limits.timeouts),
-            } || matches!(&slot.transport, Transport::Tls(tls) if tls.handshake_expired(self.now));
+            let handshake_late =
+                matches!(&slot.transport, Transport::Tls(tls) if tls.handshake_expired(self.now));
+            let expired = handshake_late
+                || match slot.lingering_since {
+                    Some(since) => self.now.duration_since(since) > LINGER,
+                    None => slot.conn.timed_out(self.now, &self.limits.timeouts),
+                };
             if expired {
                 found(index, Swept::Expired);
             } else if slot.paused && !self.over_budget(index) {
@@ -704,11 +703,8 @@ impl<S: Service, K> Deliverer<'_, S, K> {
 
 /// Brings the count of what `slot` holds, and with it the worker's total, up to date.
 fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
-    let transport = match &slot.transport {
-        Transport::Plain => 0,
-        Transport::Tls(tls) => tls.held(),
-    };
-    let held = u32::try_from(slot.conn.held() + transport).unwrap_or(u32::MAX);
+    let held = slot.conn.held() + slot.transport.held();
+    let held = u32::try_from(held).unwrap_or(u32::MAX);
     *buffered = *buffered - slot.held as usize + held as usize;
     slot.held = held;
 }
