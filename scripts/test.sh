@@ -13,9 +13,12 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk for the benchmark's own tests"
-if ! command -v wrk >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
+step "system packages: wrk for the benchmark's own tests, openssl for test certificates"
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v openssl >/dev/null || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
 step "PostgreSQL: the private cluster (scripts/pg.sh)"
@@ -42,8 +45,9 @@ bash scripts/verify-server.sh target/release/gnosis-uring --entry uring
 step "HttpArena: scripts/tool verify httparena against both binaries"
 # Started as HttpArena starts them: its database (pg.sh's HttpArena-like one) in DATABASE_URL,
 # DATABASE_MAX_CONN=256, nothing else; the PG* variables of TFB's step unset. Every profile the
-# binaries serve; async-db's and fortunes' answers are compared with that database's rows.
-arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes
+# binaries serve (json-tls and 8gbit over TLS on a second port, with a certificate made for the
+# run); async-db's and fortunes' answers are compared with that database's rows.
+arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes,latency-1m,latency-10k,json-tls,8gbit
 for binary in target/release/gnosis target/release/gnosis-uring; do
     (
         unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh's verify steps: starts BINARY on a free port, checks it with
-# `scripts/tool verify tfb`, or `verify httparena` given --httparena (serving data/dataset.json),
-# further arguments going to the checker, and stops it.
+# `scripts/tool verify tfb`, or `verify httparena` given --httparena (serving data/dataset.json,
+# and HTTP/1.1 over TLS on a second free port with a certificate made for the run, as
+# HttpArena mounts one), further arguments going to the checker, and stops it.
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
 #   scripts/verify-server.sh --httparena target/release/gnosis
@@ -18,14 +19,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 venue=tfb
-database=()
+venue_args=()
+server_args=()
 if [ "${1:-}" = --httparena ]; then
     venue=httparena
     export DATASET_PATH="$PWD/data/dataset.json"
     if [ -n "${DATABASE_URL:-}" ]; then
-        database=(--database-url "$DATABASE_URL")
+        venue_args+=(--database-url "$DATABASE_URL")
     fi
+    certs="$(mktemp -d)"
+    trap 'rm -rf "$certs"' EXIT
+    python3 scripts/tool certificate "$certs" >/dev/null
+    export TLS_CERT="$certs/server.crt" TLS_KEY="$certs/server.key"
+    tls_port="$(free_port)"
+    server_args+=(--tls-port "$tls_port")
+    venue_args+=(--tls-port "$tls_port" --certificate "$TLS_CERT")
     shift
 fi
 if [ $# -lt 1 ]; then
@@ -34,11 +47,11 @@ if [ $# -lt 1 ]; then
 fi
 binary=$1
 shift
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$binary" --port "$port" &
+port="$(free_port)"
+"$binary" --port "$port" "${server_args[@]}" &
 pid=$!
 status=0
-python3 scripts/tool verify "$venue" --wait 30 --port "$port" --server-pid "$pid" "${database[@]}" "$@" || status=$?
+python3 scripts/tool verify "$venue" --wait 30 --port "$port" --server-pid "$pid" "${venue_args[@]}" "$@" || status=$?
 # The server may have exited already (it could not start): nothing to stop then.
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true

@@ -10,6 +10,8 @@ use crate::server::Limits;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub port: u16,
+    /// The TLS listener's port (when there is a certificate).
+    pub tls_port: u16,
     pub threads: usize,
     /// PostgreSQL connections per worker thread.
     pub pg_conns: usize,
@@ -72,6 +74,14 @@ const OPTIONS: &[Opt] = &[
         help: "TCP port to listen on, on all addresses",
         set: |config, text| assign(&mut config.port, number(text)),
         default: |config| config.port.to_string(),
+    },
+    Opt {
+        flag: "--tls-port",
+        value: "N",
+        help: "TCP port for HTTP/1.1 over TLS 1.3, on all addresses, when TLS_CERT (else \
+               /certs/server.crt) exists",
+        set: |config, text| assign(&mut config.tls_port, number(text)),
+        default: |config| config.tls_port.to_string(),
     },
     Opt {
         flag: "--threads",
@@ -228,6 +238,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             port: 8080,
+            tls_port: 8081,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
             pg_conns: 2,
             query_timeout: Duration::from_secs(5),
@@ -411,6 +422,7 @@ mod tests {
             .unwrap(),
             Config {
                 port: 9000,
+                tls_port: 8081,
                 threads: 3,
                 pg_conns: 1,
                 query_timeout: Duration::from_millis(250),

@@ -16,6 +16,7 @@ pub mod server;
 pub mod service;
 pub mod sys;
 pub mod timers;
+pub mod transport;
 
 /// Writes a line to stderr under the program's name, as command-line tools do: the shared
 /// code speaks as `gnosis` or `gnosis-uring`, whichever binary runs it.

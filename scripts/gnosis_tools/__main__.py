@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from . import __doc__ as overview
-from . import bench, dataset, dockerfile_check, export, soak
+from . import bench, certificate, dataset, dockerfile_check, export, soak
 from .verify import httparena, tfb
 
 
@@ -34,6 +34,7 @@ def parser():
     command(commands, "bench", bench)
     command(commands, "soak", soak)
     command(commands, "dataset", dataset)
+    command(commands, "certificate", certificate)
     return top
 
 

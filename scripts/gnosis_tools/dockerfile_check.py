@@ -35,9 +35,10 @@ import tempfile
 import time
 
 from . import ROOT, export
+from .certificate import make_pair
 from .system import LOOPBACK, SetupError, ensure_tfb_database_host, free_port, log_tail, port_in_use, port_open
 from .system import stop_process_group as stop
-from .verify import httparena
+from .verify import httparena, httparena_tls
 
 TOOL = str(ROOT / "scripts" / "tool")
 DATASET = str(ROOT / "data" / "dataset.json")
@@ -504,15 +505,18 @@ def check_tfb(names, work):
 # Running like HttpArena
 
 
-def httparena_environment(stage, database_url=None):
+def httparena_environment(stage, database_url=None, certificate=None):
     """What HttpArena's container sees: the image's ENV and nothing else but the dataset it
     mounts at /data/dataset.json, given here by DATASET_PATH (this check cannot write /data on
-    this machine), and for the database profiles DATABASE_URL and DATABASE_MAX_CONN=256."""
+    this machine), for the database profiles DATABASE_URL and DATABASE_MAX_CONN=256, and for
+    the TLS profiles the pair it mounts at /certs, given by TLS_CERT and TLS_KEY."""
     env = {name: value for name, value in stage.env.items() if not name.startswith("PG")}
     env.setdefault("PATH", BASE_PATH)
     env["DATASET_PATH"] = DATASET
     if database_url:
         env.update(DATABASE_URL=database_url, DATABASE_MAX_CONN="256")
+    if certificate:
+        env.update(TLS_CERT=str(certificate[0]), TLS_KEY=str(certificate[1]))
     return env
 
 
@@ -529,17 +533,23 @@ def arena_database_url():
 def run_and_validate(stage, name, meta, work):
     """Starts the entry as HttpArena's validate.sh does (no arguments, port 8080) and runs
     `verify httparena` with the profiles its meta.json subscribes to."""
-    unknown = [test for test in meta["tests"] if test not in httparena.PROFILES]
+    known = httparena.PROFILES + httparena_tls.PROFILES
+    unknown = [test for test in meta["tests"] if test not in known]
     if unknown:
         raise CheckFailed("meta.json subscribes to %s, which `verify httparena` does not check"
                           % ", ".join(unknown))
     # validate.sh starts a PostgreSQL beside an entry that subscribes to these.
     database_url = (arena_database_url() if {"async-db", "fortunes"} & set(meta["tests"])
                     else None)
+    # ... and mounts its certificate beside one that subscribes to a TLS profile.
+    certificate = (make_pair(os.path.join(work, "certs-%s" % name))
+                   if set(httparena_tls.PROFILES) & set(meta["tests"]) else None)
     check_server(
-        stage, httparena_environment(stage, database_url), os.path.join(work, "server-%s.log" % name),
+        stage, httparena_environment(stage, database_url, certificate),
+        os.path.join(work, "server-%s.log" % name),
         lambda port: ["httparena", "--port", str(port), "--profiles", ",".join(meta["tests"])]
-        + (["--database-url", database_url] if database_url else []))
+        + (["--database-url", database_url] if database_url else [])
+        + (["--certificate", str(certificate[0])] if certificate else []))
 
 
 def check_httparena(names, work):

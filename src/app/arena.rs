@@ -5,7 +5,8 @@
 //! - `GET /pipeline`: `ok`, text/plain;
 //! - `GET /json/{count}?m=`: the first `count` items of the dataset, each with
 //!   `total = price * quantity * m`, as `{"items":[...],"count":count}`;
-//! - `GET /delay/{ms}`: the number, `ms` milliseconds later, text/plain.
+//! - `GET /delay/{ms}`: the number, `ms` milliseconds later, text/plain;
+//! - `POST /echo`: the body, byte for byte, application/octet-stream (8gbit).
 //!
 //! Bad input is answered 400, never guessed at: a missing or non-integer `a`, `b` or `m`,
 //! a body that is not an integer, a sum or total out of the 64-bit range, a count outside
@@ -36,6 +37,8 @@ pub enum Route {
     Json,
     /// `/delay/{ms}`: the delay is read from the path when answering.
     Delay,
+    /// `/echo`: the request's body as the answer's.
+    Echo,
 }
 
 impl Route {
@@ -43,6 +46,7 @@ impl Route {
         match path {
             "/baseline11" => Some(Route::Baseline),
             "/pipeline" => Some(Route::Pipeline),
+            "/echo" => Some(Route::Echo),
             _ if path.starts_with("/json/") => Some(Route::Json),
             _ if path.starts_with("/delay/") => Some(Route::Delay),
             _ => None,
@@ -175,19 +179,22 @@ impl Arena {
         }
     }
 
-    pub fn answer(
-        &mut self,
+    /// An `/echo` answer is the body where it lies: written to the output once, no copy
+    /// before.
+    pub fn answer<'a>(
+        &'a mut self,
         route: Route,
         path: &str,
         query: &str,
-        body: &[u8],
+        body: &'a [u8],
         now: Instant,
-    ) -> Answer<'_> {
+    ) -> Answer<'a> {
         let result = match route {
             Route::Baseline => self.baseline(query, body),
             Route::Pipeline => Ok(Answer::Now(ContentType::Plain, b"ok")),
             Route::Json => self.json(&path["/json/".len()..], query),
             Route::Delay => delay(&path["/delay/".len()..], now),
+            Route::Echo => Ok(Answer::Now(ContentType::OctetStream, body)),
         };
         result.unwrap_or_else(Answer::Error)
     }
@@ -305,6 +312,8 @@ mod tests {
             ("/delay/10001", "", Err(Status::BadRequest)),
             ("/delay/1/2", "", Err(Status::BadRequest)),
             ("/json/1?m=1", "", Err(Status::ServiceUnavailable)),
+            ("/echo", "", Ok("")),
+            ("/echo", "\0\r\nbytes", Ok("\0\r\nbytes")),
         ];
         for (target, body, expected) in cases {
             let expected = expected.map(str::to_string);

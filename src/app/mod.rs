@@ -160,10 +160,14 @@ impl Service for App {
             response.write_error(out, cx.date, Status::NotFound);
             return Reply::Now;
         };
-        // Every route answers GET and HEAD; only /baseline11 takes a POST.
+        // Every route answers GET and HEAD; only /baseline11 and /echo take a POST.
         let allowed = matches!(
             (route, request.method),
-            (_, Method::Get | Method::Head) | (Route::Arena(arena::Route::Baseline), Method::Post)
+            (_, Method::Get | Method::Head)
+                | (
+                    Route::Arena(arena::Route::Baseline | arena::Route::Echo),
+                    Method::Post
+                )
         );
         if !allowed {
             response.write_error(out, cx.date, Status::MethodNotAllowed);

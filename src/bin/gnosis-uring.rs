@@ -19,10 +19,12 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let listeners = match gnosis::server::listeners(config.port, config.threads) {
+    let tls = gnosis::transport::listener_config(config.tls_port);
+    let tls_port = tls.as_ref().map(|_| config.tls_port);
+    let listeners = match gnosis::server::listeners(config.port, tls_port, config.threads) {
         Ok(listeners) => listeners,
         Err(err) => {
-            eprintln!("gnosis-uring: cannot listen on port {}: {err}", config.port);
+            eprintln!("gnosis-uring: cannot listen on {err}");
             std::process::exit(1);
         }
     };
@@ -36,7 +38,9 @@ fn main() {
         config.pg_conns
     );
     let new_worker = gnosis::app::prepare(&config);
-    if let Err(err) = gnosis::server::run_uring(listeners, new_worker, config.limits(), options) {
+    if let Err(err) =
+        gnosis::server::run_uring(listeners, new_worker, config.limits(), tls, options)
+    {
         eprintln!("gnosis-uring: {err}");
         std::process::exit(1);
     }

@@ -4,10 +4,12 @@ use gnosis::config::Config;
 
 fn main() {
     let config = Config::from_command_line("gnosis", "");
-    let listeners = match gnosis::server::listeners(config.port, config.threads) {
+    let tls = gnosis::transport::listener_config(config.tls_port);
+    let tls_port = tls.as_ref().map(|_| config.tls_port);
+    let listeners = match gnosis::server::listeners(config.port, tls_port, config.threads) {
         Ok(listeners) => listeners,
         Err(err) => {
-            eprintln!("gnosis: cannot listen on port {}: {err}", config.port);
+            eprintln!("gnosis: cannot listen on {err}");
             std::process::exit(1);
         }
     };
@@ -16,7 +18,7 @@ fn main() {
         config.port, config.threads, config.pg_conns
     );
     let new_worker = gnosis::app::prepare(&config);
-    if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits()) {
+    if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits(), tls) {
         eprintln!("gnosis: {err}");
         std::process::exit(1);
     }

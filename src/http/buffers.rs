@@ -45,6 +45,14 @@ impl BufferPool {
     }
 }
 
+/// `buffer`, given one from `buffers` if it has none.
+pub fn lent<'a>(buffer: &'a mut Vec<u8>, buffers: &mut BufferPool) -> &'a mut Vec<u8> {
+    if buffer.capacity() == 0 {
+        *buffer = buffers.take();
+    }
+    buffer
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,9 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, Status};
+use super::{
+    lent, parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, Status,
+};
 
 /// How a request was answered by the `handle` given to [`Connection::process`], which
 /// appends the whole response to the request to its output and returns `Now`, or starts
@@ -459,14 +461,6 @@ impl Connection {
         }
         self.queue.is_empty() && now.duration_since(self.last_active) > limits.idle
     }
-}
-
-/// `buffer`, given one from `buffers` if it has none.
-fn lent<'a>(buffer: &'a mut Vec<u8>, buffers: &mut BufferPool) -> &'a mut Vec<u8> {
-    if buffer.capacity() == 0 {
-        *buffer = buffers.take();
-    }
-    buffer
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

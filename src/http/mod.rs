@@ -10,7 +10,7 @@ mod request;
 mod response;
 mod status;
 
-pub use buffers::BufferPool;
+pub use buffers::{lent, BufferPool};
 pub use connection::{Connection, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{

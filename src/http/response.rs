@@ -6,6 +6,8 @@ pub enum ContentType {
     Plain,
     Json,
     Html,
+    /// Bytes as they came: `/echo`.
+    OctetStream,
 }
 
 impl ContentType {
@@ -14,6 +16,7 @@ impl ContentType {
             ContentType::Plain => b"Content-Type: text/plain\r\n",
             ContentType::Json => b"Content-Type: application/json\r\n",
             ContentType::Html => b"Content-Type: text/html; charset=utf-8\r\n",
+            ContentType::OctetStream => b"Content-Type: application/octet-stream\r\n",
         }
     }
 }

@@ -8,6 +8,7 @@
 //! what the core has to send. The links' protocol itself is `pg::link`'s.
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::http::{BufferPool, Connection, HttpDate, Request, Ticket, Timeouts, TIMEOUTS};
@@ -15,6 +16,7 @@ use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, Pool};
 use crate::service::{Context, Finished, Service};
+use crate::transport::{Security, TlsConfig, TlsSession, Transport};
 
 use crate::timers::Timers;
 
@@ -30,6 +32,8 @@ const DATABASE_GRACE: Duration = Duration::from_secs(3);
 struct Slot<K> {
     /// `None` while the slot is free.
     socket: Option<K>,
+    /// What its bytes go through between the socket and `conn`.
+    transport: Transport,
     conn: Connection,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
     lingering_since: Option<Instant>,
@@ -118,6 +122,8 @@ pub(super) struct Core<S, K> {
     limits: Limits,
     /// The buffer memory its connections hold: the sum of their slots' `held`.
     buffered: usize,
+    /// The TLS listener's configuration, when there is one.
+    tls: Option<Arc<TlsConfig>>,
 }
 
 impl<S: Service, K> Core<S, K> {
@@ -137,7 +143,14 @@ impl<S: Service, K> Core<S, K> {
             listen_by: Some(now + DATABASE_GRACE),
             limits,
             buffered: 0,
+            tls: None,
         }
+    }
+
+    /// Serves the connections of a TLS listener with `tls`.
+    pub fn with_tls(mut self, tls: Option<Arc<TlsConfig>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Reads the clocks; called once per wake-up.
@@ -223,8 +236,10 @@ impl<S: Service, K> Core<S, K> {
         !self.hold_back(index) && wanted
     }
 
-    /// Takes a new HTTP connection into a slot and returns the slot's index.
-    pub fn open(&mut self, socket: K) -> usize {
+    /// Takes a new HTTP connection, of a listener of `security`, into a slot and returns
+    /// the slot's index. A TLS handshake must finish within the request timeout (and the
+    /// idle timeout, if shorter).
+    pub fn open(&mut self, socket: K, security: Security) -> usize {
         let index = match self.free.pop() {
             Some(index) => {
                 self.slots[index].conn.reset(self.now);
@@ -233,6 +248,7 @@ impl<S: Service, K> Core<S, K> {
             None => {
                 self.slots.push(Slot {
                     socket: None,
+                    transport: Transport::Plain,
                     conn: Connection::new(self.slots.len() as u32, self.now),
                     lingering_since: None,
                     held: 0,
@@ -241,10 +257,20 @@ impl<S: Service, K> Core<S, K> {
                 self.slots.len() - 1
             }
         };
+        let timeouts = &self.limits.timeouts;
+        let handshake_by = self.now + timeouts.request.min(timeouts.idle);
         let slot = &mut self.slots[index];
+        slot.transport = match (security, &self.tls) {
+            (Security::Tls, Some(config)) => {
+                Transport::Tls(TlsSession::new(config.clone(), handshake_by))
+            }
+            _ => Transport::Plain,
+        };
         slot.socket = Some(socket);
         slot.lingering_since = None;
         slot.paused = false;
+        // A TLS session counts from the start.
+        self.recount(index);
         index
     }
 
@@ -254,6 +280,10 @@ impl<S: Service, K> Core<S, K> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
         slot.conn.give_back_all(&mut self.buffers);
+        if let Transport::Tls(tls) = &mut slot.transport {
+            tls.give_back(&mut self.buffers);
+        }
+        slot.transport = Transport::Plain;
         self.recount(index);
         self.free.push(index);
         Some(socket)
@@ -302,13 +332,43 @@ impl<S: Service, K> Core<S, K> {
     /// Bytes that arrived for the connection in a buffer of the backend's (none: the
     /// peer's EOF), wanted or not.
     pub fn received(&mut self, index: usize, bytes: &[u8]) {
+        if self.is_tls(index) {
+            return self.decrypt(index, bytes);
+        }
         let _ = self.take_input(index, |_, input| {
             input.extend_from_slice(bytes);
             Ok(bytes.len())
         });
     }
 
-    /// A lingering connection drops what it reads: only the EOF matters.
+    fn is_tls(&self, index: usize) -> bool {
+        let slot = self.slots.get(index);
+        slot.is_some_and(|slot| matches!(slot.transport, Transport::Tls(_)))
+    }
+
+    /// Hands ciphertext (none: the peer's EOF) to the connection's TLS session, and what
+    /// it decrypts to the connection. A lingering connection drops it: only the EOF matters.
+    fn decrypt(&mut self, index: usize, ciphertext: &[u8]) {
+        let slot = &mut self.slots[index];
+        let Transport::Tls(tls) = &mut slot.transport else {
+            return;
+        };
+        if slot.socket.is_none() {
+            return;
+        }
+        let more = match (ciphertext.is_empty(), slot.lingering_since) {
+            (true, _) => false,
+            (false, None) => tls.receive(ciphertext, slot.conn.input(&mut self.buffers)),
+            (false, Some(_)) => true,
+        };
+        if !more {
+            slot.conn.peer_closed();
+        }
+        self.recount(index);
+    }
+
+    /// A lingering connection drops what it reads: only the EOF matters. A TLS connection
+    /// reads ciphertext into a spare buffer first.
     fn take_input(
         &mut self,
         index: usize,
@@ -316,6 +376,15 @@ impl<S: Service, K> Core<S, K> {
     ) -> Option<io::Result<usize>> {
         let slot = self.slots.get_mut(index)?;
         let socket = slot.socket.as_ref()?;
+        if let Transport::Tls(_) = slot.transport {
+            let mut ciphertext = self.buffers.take();
+            let result = read(socket, &mut ciphertext);
+            if result.is_ok() {
+                self.decrypt(index, &ciphertext);
+            }
+            self.buffers.give_back(ciphertext);
+            return Some(result);
+        }
         let input = slot.conn.input(&mut self.buffers);
         let result = read(socket, input);
         if slot.lingering_since.is_some() {
@@ -330,7 +399,11 @@ impl<S: Service, K> Core<S, K> {
 
     /// The connection's bytes to send.
     pub fn unsent(&self, index: usize) -> &[u8] {
-        self.slots[index].conn.unsent()
+        let slot = &self.slots[index];
+        match &slot.transport {
+            Transport::Plain => slot.conn.unsent(),
+            Transport::Tls(tls) => tls.unsent(),
+        }
     }
 
     /// Brings an HTTP connection up to date after bytes arrived or went out: answers the
@@ -388,7 +461,14 @@ impl<S: Service, K> Core<S, K> {
             };
             slot.conn
                 .process_within(handle, max_body, date, *now, buffers, share);
-            if slot.conn.is_finished() {
+            if let Transport::Tls(tls) = &mut slot.transport {
+                let taken = tls.seal(slot.conn.unsent(), buffers);
+                slot.conn.mark_sent(taken, *now);
+                if slot.conn.is_finished() {
+                    tls.close(buffers);
+                }
+            }
+            if slot.conn.is_finished() && slot.transport.is_closed() {
                 if slot.conn.peer_eof() {
                     return Next::Close;
                 }
@@ -407,10 +487,20 @@ impl<S: Service, K> Core<S, K> {
     pub fn sent(&mut self, index: usize, n: usize) -> bool {
         let slot = &mut self.slots[index];
         let conn = &mut slot.conn;
-        conn.mark_sent(n, self.now);
-        conn.give_back_idle(&mut self.buffers);
-        let again =
-            conn.unsent().is_empty() && (conn.has_backlog() || conn.is_finished() || slot.paused);
+        let drained = match &mut slot.transport {
+            Transport::Plain => {
+                conn.mark_sent(n, self.now);
+                conn.give_back_idle(&mut self.buffers);
+                conn.unsent().is_empty()
+            }
+            Transport::Tls(tls) => {
+                tls.sent(n, &mut self.buffers);
+                tls.unsent().is_empty()
+            }
+        };
+        // A TLS connection's plaintext still to seal is work too.
+        let work = !conn.unsent().is_empty() || conn.has_backlog() || conn.is_finished();
+        let again = drained && (work || slot.paused);
         self.recount(index);
         again
     }
@@ -435,10 +525,13 @@ impl<S: Service, K> Core<S, K> {
             if slot.socket.is_none() {
                 continue;
             }
-            let expired = match slot.lingering_since {
-                Some(since) => self.now.duration_since(since) > LINGER,
-                None => slot.conn.timed_out(self.now, &self.limits.timeouts),
-            };
+            let handshake_late =
+                matches!(&slot.transport, Transport::Tls(tls) if tls.handshake_expired(self.now));
+            let expired = handshake_late
+                || match slot.lingering_since {
+                    Some(since) => self.now.duration_since(since) > LINGER,
+                    None => slot.conn.timed_out(self.now, &self.limits.timeouts),
+                };
             if expired {
                 found(index, Swept::Expired);
             } else if slot.paused && !self.over_budget(index) {
@@ -615,7 +708,8 @@ impl<S: Service, K> Deliverer<'_, S, K> {
 
 /// Brings the count of what `slot` holds, and with it the worker's total, up to date.
 fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
-    let held = u32::try_from(slot.conn.held()).unwrap_or(u32::MAX);
+    let held = slot.conn.held() + slot.transport.held();
+    let held = u32::try_from(held).unwrap_or(u32::MAX);
     *buffered = *buffered - slot.held as usize + held as usize;
     slot.held = held;
 }

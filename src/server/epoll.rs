@@ -9,11 +9,15 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use super::core::{Core, LinkOrder, Next, Swept};
+use super::Listener;
 use crate::service::Service;
 use crate::sys::{self, Epoll, Events, ACCEPTABLE, HANGUP, READABLE, WRITABLE};
+use crate::transport::Security;
 
-const LISTENER: u64 = u64::MAX;
-/// Tokens from here up name PostgreSQL connections; below, HTTP connection slots.
+/// Tokens from here up name the listeners (the cleartext one, then the TLS one).
+const LISTENERS: u64 = u64::MAX - 15;
+/// Tokens from here up (to the listeners) name PostgreSQL connections; below, HTTP
+/// connection slots.
 const DATABASE: u64 = 1 << 32;
 /// Bytes of free space a read asks for.
 const READ_CHUNK: usize = 4096;
@@ -21,7 +25,7 @@ const READ_CHUNK: usize = 4096;
 pub struct Worker<S> {
     core: Core<S, OwnedFd>,
     epoll: Epoll,
-    listener: OwnedFd,
+    listeners: Vec<Listener>,
     listening: bool,
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
@@ -43,12 +47,12 @@ struct LinkSocket {
 }
 
 impl<S: Service> Worker<S> {
-    pub fn new(listener: OwnedFd, core: Core<S, OwnedFd>) -> io::Result<Self> {
+    pub fn new(listeners: Vec<Listener>, core: Core<S, OwnedFd>) -> io::Result<Self> {
         let links = core.links();
         Ok(Worker {
             core,
             epoll: Epoll::new()?,
-            listener,
+            listeners,
             listening: false,
             accept_paused: false,
             interest: Vec::new(),
@@ -69,7 +73,10 @@ impl<S: Service> Worker<S> {
         let mut events = Events::with_capacity(1024);
         loop {
             if !self.listening && self.core.ready_to_listen() {
-                self.epoll.add(&self.listener, ACCEPTABLE, LISTENER)?;
+                for (i, listener) in self.listeners.iter().enumerate() {
+                    self.epoll
+                        .add(&listener.socket, ACCEPTABLE, LISTENERS + i as u64)?;
+                }
                 self.listening = true;
             }
             self.sync_links()?;
@@ -82,7 +89,7 @@ impl<S: Service> Worker<S> {
             self.core.refresh();
             for (token, flags) in events.iter() {
                 match token {
-                    LISTENER => self.accept_all(),
+                    token if token >= LISTENERS => self.accept_all((token - LISTENERS) as usize),
                     token if token >= DATABASE => {
                         self.on_link_event((token - DATABASE) as usize, flags)
                     }
@@ -105,14 +112,18 @@ impl<S: Service> Worker<S> {
         }
     }
 
-    fn accept_all(&mut self) {
+    /// Accepts what listener `which` has waiting.
+    fn accept_all(&mut self, which: usize) {
+        let Some(security) = self.listeners.get(which).map(|listener| listener.security) else {
+            return;
+        };
         loop {
             if self.core.is_full() {
                 // The backlog waits until connections close (checked at the next sweep).
                 return self.pause_accepting();
             }
-            match sys::accept(&self.listener) {
-                Ok(Some(socket)) => self.open(socket),
+            match sys::accept(&self.listeners[which].socket) {
+                Ok(Some(socket)) => self.open(socket, security),
                 Ok(None) => return,
                 Err(err) if sys::is_out_of_descriptors(&err) => {
                     crate::log!("cannot accept: {err}; pausing accepts for a second");
@@ -128,23 +139,26 @@ impl<S: Service> Worker<S> {
     /// until the next sweep, when some connections may have closed.
     fn pause_accepting(&mut self) {
         self.accept_paused = true;
-        let _ = self.epoll.modify(&self.listener, 0, LISTENER);
-    }
-
-    fn resume_accepting(&mut self) {
-        if self.accept_paused
-            && !self.core.is_full()
-            && self
-                .epoll
-                .modify(&self.listener, ACCEPTABLE, LISTENER)
-                .is_ok()
-        {
-            self.accept_paused = false;
+        for (i, listener) in self.listeners.iter().enumerate() {
+            let _ = self.epoll.modify(&listener.socket, 0, LISTENERS + i as u64);
         }
     }
 
-    fn open(&mut self, socket: OwnedFd) {
-        let index = self.core.open(socket);
+    fn resume_accepting(&mut self) {
+        if !self.accept_paused || self.core.is_full() {
+            return;
+        }
+        let resumed = self.listeners.iter().enumerate().all(|(i, listener)| {
+            let token = LISTENERS + i as u64;
+            self.epoll
+                .modify(&listener.socket, ACCEPTABLE, token)
+                .is_ok()
+        });
+        self.accept_paused = !resumed;
+    }
+
+    fn open(&mut self, socket: OwnedFd, security: Security) {
+        let index = self.core.open(socket, security);
         if index >= self.interest.len() {
             self.interest.resize(index + 1, 0);
         }

@@ -1,8 +1,9 @@
 //! The servers: per-thread workers that move bytes between sockets and the app.
 //!
 //! `core` is what every worker does whatever moves its bytes; `epoll` and `uring` are the
-//! two ways of moving them. Each worker owns its listener (`SO_REUSEPORT`), its HTTP
-//! connections and its PostgreSQL connections: nothing is shared between threads.
+//! two ways of moving them. Each worker owns its listeners (`SO_REUSEPORT`: the cleartext
+//! one and, with a certificate, the TLS one), its HTTP connections and its PostgreSQL
+//! connections: nothing is shared between threads but the TLS configuration, read only.
 
 mod core;
 mod epoll;
@@ -17,54 +18,93 @@ use self::supervisor::supervise;
 use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys;
+use crate::transport::{Security, TlsConfig};
 use std::io;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
-/// Binds one `SO_REUSEPORT` listener per thread up front, so that a taken port is reported
-/// before any thread starts, and raises the open-files limit.
-pub fn listeners(port: u16, threads: usize) -> io::Result<Vec<OwnedFd>> {
-    sys::ensure_port_free(port)?;
+/// A listening socket, and what its connections speak.
+pub struct Listener {
+    pub socket: OwnedFd,
+    pub security: Security,
+}
+
+/// Binds, for each thread, one `SO_REUSEPORT` listener on `port` and, with `tls_port`, one
+/// on that port for TLS, up front, so that a taken port is reported (named) before any
+/// thread starts; raises the open-files limit.
+pub fn listeners(
+    port: u16,
+    tls_port: Option<u16>,
+    threads: usize,
+) -> io::Result<Vec<Vec<Listener>>> {
+    let ports: Vec<(u16, Security)> = [(port, Security::Plain)]
+        .into_iter()
+        .chain(tls_port.map(|port| (port, Security::Tls)))
+        .collect();
+    let on_port =
+        |port: u16| move |err: io::Error| io::Error::new(err.kind(), format!("port {port}: {err}"));
+    for &(port, _) in &ports {
+        sys::ensure_port_free(port).map_err(on_port(port))?;
+    }
     if let Err(err) = sys::raise_open_files_limit() {
         crate::log!("could not raise the open-files limit: {err}");
     }
     (0..threads)
-        .map(|_| sys::reuseport_listener(port))
+        .map(|_| {
+            ports
+                .iter()
+                .map(|&(port, security)| {
+                    let socket = sys::reuseport_listener(port).map_err(on_port(port))?;
+                    Ok(Listener { socket, security })
+                })
+                .collect()
+        })
         .collect()
 }
 
-/// Runs one epoll worker per listener, each with the service and database connections
-/// `new_worker` makes on its thread and `limits`, until one stops: returns its cause.
-pub fn run_epoll<S, F>(listeners: Vec<OwnedFd>, new_worker: F, limits: Limits) -> io::Result<()>
+/// Runs one epoll worker per thread's listeners, each with the service and database
+/// connections `new_worker` makes on its thread, `limits` and the TLS listener's `tls`,
+/// until one stops: returns its cause.
+pub fn run_epoll<S, F>(
+    listeners: Vec<Vec<Listener>>,
+    new_worker: F,
+    limits: Limits,
+    tls: Option<Arc<TlsConfig>>,
+) -> io::Result<()>
 where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    supervise("gnosis", listeners, move |listener, _| {
+    supervise("gnosis", listeners, move |listeners, _| {
         let (service, pool) = new_worker();
-        match epoll::Worker::new(listener, Core::new(service, pool, limits)) {
+        let core = Core::new(service, pool, limits).with_tls(tls.clone());
+        match epoll::Worker::new(listeners, core) {
             Ok(worker) => worker.run(),
             Err(err) => err,
         }
     })
 }
 
-/// Runs one io_uring worker per listener, each with its own ring, the service and
-/// database connections `new_worker` makes on its thread and `limits`, until one stops:
-/// returns its cause, at once, naming it, when io_uring cannot be used.
+/// Runs one io_uring worker per thread's listeners, each with its own ring, the service
+/// and database connections `new_worker` makes on its thread, `limits` and the TLS
+/// listener's `tls`, until one stops: returns its cause, at once, naming it, when io_uring
+/// cannot be used.
 pub fn run_uring<S, F>(
-    listeners: Vec<OwnedFd>,
+    listeners: Vec<Vec<Listener>>,
     new_worker: F,
     limits: Limits,
+    tls: Option<Arc<TlsConfig>>,
     options: UringOptions,
 ) -> io::Result<()>
 where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    supervise("gnosis-uring", listeners, move |listener, started| {
+    supervise("gnosis-uring", listeners, move |listeners, started| {
         // The ring is made on the thread that uses it (SINGLE_ISSUER).
         let (service, pool) = new_worker();
-        match uring::Worker::new(listener, Core::new(service, pool, limits), options) {
+        let core = Core::new(service, pool, limits).with_tls(tls.clone());
+        match uring::Worker::new(listeners, core, options) {
             Ok(worker) => {
                 started.ready(format!("rings ready ({})", worker.setup().describe()));
                 worker.run()

@@ -18,8 +18,10 @@ use io_uring::{cqueue, opcode, types};
 use self::ring::{send_entry, unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
 pub use self::ring::{RingSetup, UringOptions};
 use super::core::{Core, LinkOrder, Next, Swept};
+use super::Listener;
 use crate::service::Service;
 use crate::sys;
+use crate::transport::Security;
 
 /// Received but unanswered bytes above which a connection stops receiving until its
 /// responses have gone out (a multishot receive delivers while a send is in flight, when
@@ -37,7 +39,7 @@ const MAX_WAITING: usize = 1024;
 const MAX_DIRECT_SOCKETS: u64 = 64 * 1024;
 
 /// What a completion belongs to: the kind in the top byte, then the slot's generation
-/// (24 bits), then the slot index.
+/// (24 bits), then the slot index (for an accept: the listener's).
 const ACCEPT: u64 = 1;
 const RECV: u64 = 2;
 const SEND: u64 = 3;
@@ -122,12 +124,12 @@ pub struct Worker<S> {
     ring: Ring,
     buffers: BufferRing,
     core: Core<S, types::Fixed>,
-    listener: OwnedFd,
-    accept_armed: bool,
+    /// The listeners, each with whether its multishot accept is armed.
+    listeners: Vec<(Listener, bool)>,
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
     /// Accepted past the cap: opened in arrival order as slots free.
-    waiting: VecDeque<types::Fixed>,
+    waiting: VecDeque<(types::Fixed, Security)>,
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
@@ -136,7 +138,7 @@ pub struct Worker<S> {
 
 impl<S: Service> Worker<S> {
     pub fn new(
-        listener: OwnedFd,
+        listeners: Vec<Listener>,
         core: Core<S, types::Fixed>,
         options: UringOptions,
     ) -> io::Result<Self> {
@@ -148,8 +150,10 @@ impl<S: Service> Worker<S> {
             ring,
             buffers,
             core,
-            listener,
-            accept_armed: false,
+            listeners: listeners
+                .into_iter()
+                .map(|listener| (listener, false))
+                .collect(),
             accept_paused: false,
             waiting: VecDeque::new(),
             io: Vec::new(),
@@ -174,8 +178,8 @@ impl<S: Service> Worker<S> {
     fn serve(&mut self) -> io::Result<std::convert::Infallible> {
         let mut batch = Vec::with_capacity(COMPLETION_ENTRIES as usize);
         loop {
-            if !self.accept_armed && !self.accept_paused && self.core.ready_to_listen() {
-                self.arm_accept()?;
+            if !self.accept_paused && self.core.ready_to_listen() {
+                self.arm_accepts()?;
             }
             self.sync_links()?;
             let timeout = self
@@ -209,10 +213,10 @@ impl<S: Service> Worker<S> {
                     }
                 }
                 while !self.core.is_full() {
-                    let Some(socket) = self.waiting.pop_front() else {
+                    let Some((socket, security)) = self.waiting.pop_front() else {
                         break;
                     };
-                    self.open(socket)?;
+                    self.open(socket, security)?;
                 }
                 self.accept_paused = self.core.is_full();
             }
@@ -239,20 +243,26 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    fn arm_accept(&mut self) -> io::Result<()> {
-        let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
-            .allocate_file_index(true)
-            .build()
-            .user_data(user_data(ACCEPT, 0, 0));
-        self.ring.push_plain(entry)?;
-        self.accept_armed = true;
+    /// Arms the multishot accept of each listener that has none.
+    fn arm_accepts(&mut self) -> io::Result<()> {
+        for (which, (listener, armed)) in self.listeners.iter_mut().enumerate() {
+            if *armed {
+                continue;
+            }
+            let entry = opcode::AcceptMulti::new(types::Fd(listener.socket.as_raw_fd()))
+                .allocate_file_index(true)
+                .build()
+                .user_data(user_data(ACCEPT, 0, which));
+            self.ring.push_plain(entry)?;
+            *armed = true;
+        }
         Ok(())
     }
 
     fn on_completion(&mut self, data: u64, result: i32, flags: u32) -> io::Result<()> {
         let (kind, generation, index) = decode(data);
         match kind {
-            ACCEPT => self.on_accept(result, flags),
+            ACCEPT => self.on_accept(index, result, flags),
             RECV => self.on_recv(index, generation, result, flags),
             SEND => self.on_send(index, generation, result),
             SHUTDOWN | CANCEL_ALL => self.on_slot_op(kind, index, generation),
@@ -266,18 +276,23 @@ impl<S: Service> Worker<S> {
         }
     }
 
-    fn on_accept(&mut self, result: i32, flags: u32) -> io::Result<()> {
+    /// A connection accepted by listener `which`, or its accept's failure.
+    fn on_accept(&mut self, which: usize, result: i32, flags: u32) -> io::Result<()> {
+        let Some((listener, armed)) = self.listeners.get_mut(which) else {
+            return Ok(());
+        };
         if !cqueue::more(flags) {
-            self.accept_armed = false;
+            *armed = false;
         }
+        let security = listener.security;
         if result >= 0 {
             // The new socket's entry in the file table (with TCP_NODELAY from the listener).
             let socket = types::Fixed(result as u32);
             // Those the accept took before its cancel landed wait for a slot.
             if self.core.is_full() {
-                return self.wait_for_slot(socket);
+                return self.wait_for_slot(socket, security);
             }
-            return self.open(socket);
+            return self.open(socket, security);
         }
         let err = io::Error::from_raw_os_error(-result);
         if result == -libc::EINVAL {
@@ -298,17 +313,19 @@ impl<S: Service> Worker<S> {
             return Ok(());
         }
         self.accept_paused = true;
-        if !self.accept_armed {
-            return Ok(());
+        for (which, (_, armed)) in self.listeners.iter().enumerate() {
+            if *armed {
+                let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, which))
+                    .build()
+                    .user_data(user_data(CANCEL, 0, 0));
+                self.ring.push_plain(entry)?;
+            }
         }
-        let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, 0))
-            .build()
-            .user_data(user_data(CANCEL, 0, 0));
-        self.ring.push_plain(entry)
+        Ok(())
     }
 
-    fn open(&mut self, socket: types::Fixed) -> io::Result<()> {
-        let index = self.core.open(socket);
+    fn open(&mut self, socket: types::Fixed, security: Security) -> io::Result<()> {
+        let index = self.core.open(socket, security);
         if index >= self.io.len() {
             self.io.resize_with(index + 1, SlotIo::default);
         }
@@ -322,9 +339,9 @@ impl<S: Service> Worker<S> {
 
     /// Holds a connection accepted past the cap until a slot frees, or closes it if too
     /// many already wait.
-    fn wait_for_slot(&mut self, socket: types::Fixed) -> io::Result<()> {
+    fn wait_for_slot(&mut self, socket: types::Fixed, security: Security) -> io::Result<()> {
         if self.waiting.len() < MAX_WAITING {
-            self.waiting.push_back(socket);
+            self.waiting.push_back((socket, security));
             return self.pause_accepting();
         }
         let entry = opcode::Close::new(socket)

@@ -316,45 +316,7 @@ impl Client {
 
     /// Reads one response (framed by Content-Length).
     pub fn response(&mut self) -> io::Result<HttpResponse> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "closed before a response",
-            ));
-        }
-        let mut parts = line.trim_end().splitn(3, ' ');
-        assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {line:?}");
-        let status = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .expect("a status code");
-        let mut headers = Vec::new();
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            assert!(
-                line.ends_with("\r\n"),
-                "header line {line:?} must end in CRLF"
-            );
-            if line == "\r\n" {
-                break;
-            }
-            let (name, value) = line.trim_end().split_once(": ").expect("name: value");
-            headers.push((name.to_ascii_lowercase(), value.to_string()));
-        }
-        let length: usize = headers
-            .iter()
-            .find(|(n, _)| n == "content-length")
-            .map(|(_, v)| v.parse().expect("a numeric Content-Length"))
-            .expect("a Content-Length header");
-        let mut body = vec![0; length];
-        self.reader.read_exact(&mut body)?;
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
+        read_response(&mut self.reader)
     }
 
     /// True when the server closed the connection (EOF or reset) within `timeout`.
@@ -382,6 +344,49 @@ impl Client {
     pub fn stream(&self) -> &TcpStream {
         self.reader.get_ref()
     }
+}
+
+/// Reads one response (framed by Content-Length) from `reader`.
+pub fn read_response(reader: &mut impl BufRead) -> io::Result<HttpResponse> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "closed before a response",
+        ));
+    }
+    let mut parts = line.trim_end().splitn(3, ' ');
+    assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {line:?}");
+    let status = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("a status code");
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        assert!(
+            line.ends_with("\r\n"),
+            "header line {line:?} must end in CRLF"
+        );
+        if line == "\r\n" {
+            break;
+        }
+        let (name, value) = line.trim_end().split_once(": ").expect("name: value");
+        headers.push((name.to_ascii_lowercase(), value.to_string()));
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.parse().expect("a numeric Content-Length"))
+        .expect("a Content-Length header");
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// Raises this process's open-files soft limit to at least `needed`, failing the test

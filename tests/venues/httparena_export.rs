@@ -138,16 +138,20 @@ fn export_writes_both_entries_with_exactly_their_files() {
             .is_some_and(|text| !text.is_empty()));
         assert!(meta["repo"].is_string() && meta["maintainers"].is_array());
         // The profiles HttpArena's current validator knows and both binaries pass
-        // (httparena/README.md says why json is not among them).
+        // (httparena/README.md says why json is not among them), in its order.
         assert_eq!(
             meta["tests"],
             serde_json::json!([
                 "baseline",
                 "pipelined",
                 "limited-conn",
-                "async",
+                "json-tls",
+                "8gbit",
                 "async-db",
-                "fortunes"
+                "fortunes",
+                "latency-1m",
+                "latency-10k",
+                "async"
             ]),
             "{name}: tests"
         );

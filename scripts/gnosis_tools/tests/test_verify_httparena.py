@@ -20,6 +20,7 @@ import unittest
 from urllib.parse import parse_qs, urlsplit
 
 from gnosis_tools import ROOT
+from gnosis_tools.certificate import make_pair
 from gnosis_tools.verify import httparena as validate
 from gnosis_tools.verify import httparena_tls
 
@@ -413,15 +414,6 @@ class CommandLine(StandInCase):
         self.assertIn("json-comp", completed.stderr)
 
 
-def self_signed(folder, name):
-    """A new RSA key and self-signed certificate for localhost: (certificate, key) paths."""
-    certificate, key = os.path.join(folder, name + ".crt"), os.path.join(folder, name + ".key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", key, "-out", certificate],
-                   check=True, capture_output=True)
-    return certificate, key
-
-
 class TlsProfiles(StandInCase):
     """json-tls and 8gbit on a stand-in over TLS: its certificate, versions and ALPN chosen
     per test."""
@@ -429,16 +421,19 @@ class TlsProfiles(StandInCase):
     @classmethod
     def setUpClass(cls):
         cls.folder = tempfile.TemporaryDirectory()
-        cls.certificate, cls.key = self_signed(cls.folder.name, "served")
-        cls.other, _ = self_signed(cls.folder.name, "other")
+        cls.certificate, cls.key = make_pair(cls.folder.name, "served")
+        cls.other, _ = make_pair(cls.folder.name, "other")
 
     @classmethod
     def tearDownClass(cls):
         cls.folder.cleanup()
 
-    def serve_tls(self, *faults, minimum=ssl.TLSVersion.TLSv1_3, alpn=("http/1.1",)):
+    def serve_tls(self, *faults, minimum=ssl.TLSVersion.TLSv1_3, alpn=("http/1.1",),
+                  ciphers=None):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = minimum
+        if ciphers:
+            context.set_ciphers(ciphers)
         context.set_alpn_protocols(list(alpn))
         context.load_cert_chain(self.certificate, self.key)
         server = StandIn(*faults, tls=context)
@@ -460,19 +455,21 @@ class TlsProfiles(StandInCase):
     def test_a_right_server_passes(self):
         validator, passed, output = self.validate(self.serve_tls())
         self.assertTrue(passed, output)
-        # 4 TLS checks; json-tls: negotiation, the pairs, Content-Type; 8gbit: 7 bodies.
-        self.assertEqual(validator.passed, 4 + 3 + 7, output)
+        # json-tls: posture 4, quality 1, negotiation, the pairs, Content-Type; 8gbit:
+        # posture 4, 7 bodies; ours: TLS 1.2 refused, ALPN never h2.
+        self.assertEqual(validator.passed, 4 + 1 + 3 + 4 + 7 + 2, output)
 
     def test_another_certificate_is_caught(self):
-        self.assert_fails(*self.validate(self.serve_tls(), self.other), "TLS certificate")
+        self.assert_fails(*self.validate(self.serve_tls(), self.other),
+                          "json-tls serves the mounted certificate")
 
     def test_tls_1_2_accepted_is_caught(self):
         server = self.serve_tls(minimum=ssl.TLSVersion.TLSv1_2)
-        self.assert_fails(*self.validate(server), "TLS 1.2 and older refused")
+        self.assert_fails(*self.validate(server), "TLS 1.2 refused")
 
     def test_h2_chosen_for_a_client_that_offers_only_h2_is_caught(self):
         server = self.serve_tls(alpn=("h2", "http/1.1"))
-        self.assert_fails(*self.validate(server), "TLS ALPN")
+        self.assert_fails(*self.validate(server), "ALPN never h2")
 
     def test_an_echo_short_of_a_byte_is_caught(self):
         validator, passed, output = self.validate(self.serve_tls("echo-short"))
@@ -480,5 +477,12 @@ class TlsProfiles(StandInCase):
         self.assertIn("POST /echo 102400 bytes chunked", validator.failed, output)
 
     def test_json_items_over_tls_are_compared_with_the_dataset(self):
-        self.assert_fails(*self.validate(self.serve_tls("json-total")), "json-tls /json/7?m=2")
+        validator, passed, output = self.validate(self.serve_tls("json-total"))
+        self.assertFalse(passed, output)
+        self.assertTrue(any(label.startswith("json-tls /json/") for label in validator.failed),
+                        output)
 
+    def test_tls_1_2_with_a_weak_cipher_fails_the_quality_check(self):
+        server = self.serve_tls(minimum=ssl.TLSVersion.TLSv1_2, ciphers="ALL:@SECLEVEL=0")
+        validator, passed, output = self.validate(server)
+        self.assertIn("json-tls TLS quality", validator.failed, output)

@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::*;
-use crate::http::{ContentType, Reply, Request, Response, Status, Ticket};
+use crate::http::{ContentType, Reply, Request, Response, Status, Ticket, TIMEOUTS};
 use crate::pg::pool::Threads;
 use crate::pg::protocol::script;
 use crate::pg::protocol::INT4_OID;
@@ -140,9 +140,12 @@ fn ready_core() -> Core<TestService, u32> {
 #[test]
 fn a_slot_stays_small() {
     // Every connection ever open at once keeps its slot: it must stay far below the
-    // buffers an idle connection no longer holds (16,384 slots, the default cap: 3.4 MiB).
+    // buffers an idle connection no longer holds (16,384 slots, the default cap: 3.5 MiB).
+    // 216 bytes, and 8 for the transport: a TLS session is boxed, a plain connection's
+    // transport is the null pointer's niche.
+    assert_eq!(std::mem::size_of::<Transport>(), 8);
     assert!(
-        std::mem::size_of::<Slot<OwnedFd>>() <= 216,
+        std::mem::size_of::<Slot<OwnedFd>>() <= 224,
         "{}",
         std::mem::size_of::<Slot<OwnedFd>>()
     );
@@ -199,7 +202,7 @@ fn a_refused_connect_closes_the_socket_and_backs_off() {
 #[test]
 fn unsent_link_bytes_stay_put_until_reported_sent() {
     let mut core = ready_core();
-    let slot = core.open(7);
+    let slot = core.open(7, Security::Plain);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     let (first, len) = {
@@ -228,7 +231,7 @@ fn unsent_link_bytes_stay_put_until_reported_sent() {
 #[test]
 fn a_db_request_goes_through_the_link_and_back() {
     let mut core = ready_core();
-    let slot = core.open(7);
+    let slot = core.open(7, Security::Plain);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(slot, true), Next::Keep { read: true });
     assert!(core.unsent(slot).is_empty(), "waits for the database");
@@ -257,7 +260,7 @@ fn a_db_request_goes_through_the_link_and_back() {
 #[test]
 fn the_servers_eof_fails_the_query_and_closes_the_socket() {
     let mut core = ready_core();
-    let slot = core.open(7);
+    let slot = core.open(7, Security::Plain);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     send_all(&mut core);
@@ -273,7 +276,7 @@ fn the_servers_eof_fails_the_query_and_closes_the_socket() {
 #[test]
 fn http_connections_answer_linger_and_close() {
     let mut core = core(Duration::from_secs(5));
-    let slot = core.open(3);
+    let slot = core.open(3, Security::Plain);
     assert_eq!(core.socket(slot), Some(&3));
     core.received(slot, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(slot, true), Next::Keep { read: true });
@@ -285,7 +288,7 @@ fn http_connections_answer_linger_and_close() {
     assert_eq!(core.release(slot), Some(3));
     assert_eq!(core.socket(slot), None);
 
-    let slot = core.open(4);
+    let slot = core.open(4, Security::Plain);
     core.received(
         slot,
         b"GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
@@ -334,7 +337,11 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
         ..Limits::default()
     };
     let mut core = limited_core(Duration::from_secs(5), limits);
-    let (a, b, small) = (core.open(1), core.open(2), core.open(3));
+    let (a, b, small) = (
+        core.open(1, Security::Plain),
+        core.open(2, Security::Plain),
+        core.open(3, Security::Plain),
+    );
     for hog in [a, b] {
         core.received(hog, &unread_requests());
         core.advance(hog, true);
@@ -382,7 +389,7 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
 #[test]
 fn responses_from_the_database_are_counted() {
     let mut core = ready_core();
-    let slot = core.open(7);
+    let slot = core.open(7, Security::Plain);
     core.received(
         slot,
         b"GET /db HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -411,10 +418,44 @@ fn the_worker_is_full_at_its_connection_cap() {
         ..Limits::default()
     };
     let mut core = limited_core(Duration::from_secs(5), limits);
-    let first = core.open(1);
+    let first = core.open(1, Security::Plain);
     assert!(!core.is_full());
-    core.open(2);
+    core.open(2, Security::Plain);
     assert!(core.is_full());
     core.release(first);
     assert!(!core.is_full());
+}
+
+/// A TLS slot counts its session in the worker's budget; garbage instead of a ClientHello
+/// gets its alert, then the slot closes; a handshake not finished by its deadline is swept.
+#[test]
+fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() {
+    let pair = crate::transport::test_pair();
+    let config = crate::transport::load(&pair.cert, &pair.key).unwrap();
+    let mut core = core(Duration::from_secs(5)).with_tls(Some(Arc::new(config)));
+    let (garbage, stalled, plain) = (
+        core.open(1, Security::Tls),
+        core.open(2, Security::Tls),
+        core.open(3, Security::Plain),
+    );
+    assert!(core.buffered >= 2 * 8 * 1024, "{}", core.buffered);
+
+    core.received(garbage, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(core.advance(garbage, true), Next::Keep { read: false });
+    let alert = core.unsent(garbage).to_vec();
+    assert_eq!(alert.first(), Some(&21), "an alert record");
+    assert!(
+        core.sent(garbage, alert.len()),
+        "advance it again: it is done"
+    );
+    assert_eq!(core.advance(garbage, true), Next::Close);
+    core.release(garbage);
+
+    core.received(stalled, &[22, 3, 1, 0]);
+    assert_eq!(core.advance(stalled, true), Next::Keep { read: true });
+    core.now += TIMEOUTS.request + Duration::from_secs(1);
+    let mut found = Vec::new();
+    assert!(core.sweep(|index, swept| found.push((index, swept))));
+    assert_eq!(found, [(stalled, Swept::Expired)]);
+    assert!(core.socket(plain).is_some());
 }
