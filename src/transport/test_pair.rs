@@ -15,36 +15,54 @@ pub struct TestPair {
     pub other_key: PathBuf,
 }
 
-/// The process's test pair, made on first use.
+/// The test pair, made on first use, then kept in the temporary folder for later processes
+/// (made under a name of this process's, then renamed into place, so that a process never
+/// sees half a pair).
 pub fn test_pair() -> &'static TestPair {
     static PAIR: OnceLock<TestPair> = OnceLock::new();
     PAIR.get_or_init(|| {
-        let folder = std::env::temp_dir().join(format!("gnosis-test-certs-{}", std::process::id()));
-        std::fs::create_dir_all(&folder).expect("a folder for the test certificate");
-        let pair = TestPair {
+        let folder = std::env::temp_dir().join("gnosis-test-certs");
+        if !folder.join("server.crt").exists() {
+            let making = folder.with_extension(std::process::id().to_string());
+            make_pair(&making);
+            // Another process may have put its pair in place meanwhile: then that one is used.
+            if std::fs::rename(&making, &folder).is_err() {
+                let _ = std::fs::remove_dir_all(&making);
+            }
+        }
+        TestPair {
             cert: folder.join("server.crt"),
             key: folder.join("server.key"),
             other_key: folder.join("other.key"),
-        };
-        let path = |path: &Path| path.to_str().expect("a UTF-8 temporary path").to_string();
-        openssl(&["genrsa", "-out", &path(&pair.other_key), "2048"]);
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            &path(&pair.key),
-            "-out",
-            &path(&pair.cert),
-        ]);
-        pair
+        }
     })
+}
+
+fn make_pair(folder: &Path) {
+    std::fs::create_dir_all(folder).expect("a folder for the test certificate");
+    let path = |name: &str| {
+        folder
+            .join(name)
+            .to_str()
+            .expect("a UTF-8 temporary path")
+            .to_string()
+    };
+    openssl(&["genrsa", "-out", &path("other.key"), "2048"]);
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        &path("server.key"),
+        "-out",
+        &path("server.crt"),
+    ]);
 }
 
 fn openssl(args: &[&str]) {
