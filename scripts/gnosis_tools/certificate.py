@@ -19,7 +19,7 @@ def make_pair(folder, name="server"):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     certificate, key = folder / (name + ".crt"), folder / (name + ".key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
                     "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(certificate)],
                    check=True, capture_output=True)
     return certificate, key

@@ -55,7 +55,7 @@ fn make_pair(folder: &Path) {
         "rsa:2048",
         "-nodes",
         "-days",
-        "30",
+        "3650",
         "-subj",
         "/CN=localhost",
         "-keyout",
