@@ -167,6 +167,9 @@ class Validator:
     def get(self, target, **options):
         return exchange(self.host, self.port, [request("GET", target)], **options)
 
+    def send(self, fragments):
+        return exchange(self.host, self.port, fragments)
+
     def check(self, label, expected, fragments):
         """check() (snapshot 297-316): the body is the answer. Stricter: status 200, and the
         whole body rather than its last line."""
@@ -183,11 +186,12 @@ class Validator:
             self.ok(label)
         return response
 
-    def check_header(self, label, expected, fragments):
+    def check_header(self, label, expected, fragments, send=None):
         """check_header() for Content-Type (snapshot 452-476): the value, bare or followed by
-        ';' and parameters. Stricter: exactly one Content-Type header."""
+        ';' and parameters. Stricter: exactly one Content-Type header. The fragments go out
+        with `send` (by default over cleartext)."""
         try:
-            response = exchange(self.host, self.port, fragments)
+            response = (send or self.send)(fragments)
         except ExchangeError as error:
             self.fail(label, str(error))
             return

@@ -18,7 +18,8 @@ tls_quality_probe), counted as it counts:
 Stricter (two checks of ours, once): a TLS 1.2 client with its default ciphers is refused
 too (gnosis speaks TLS 1.3 only), and ALPN never names h2 on this port (offered h2 alone:
 nothing; h2 and http/1.1: http/1.1); json-tls's items are compared with the dataset, as the
-json profile's are, and /echo's answer must be application/octet-stream.
+json profile's are, Content-Type must be one header (as every check_header asks), and
+/echo's answer must be application/octet-stream.
 """
 
 import hashlib
@@ -218,21 +219,8 @@ class TlsChecks:
         if not failed:
             v.ok("json-tls response", "%d random (count, m) pairs over TLS, full item schema, "
                  "matched against the dataset" % JSON_TLS_PAIRS)
-        self.content_type("json-tls Content-Type", "application/json",
-                          [request("GET", "/json/1?m=1")])
-
-    def content_type(self, label, expected, fragments):
-        v = self.validator
-        try:
-            response = self.send(fragments)
-        except ExchangeError as error:
-            v.fail(label, str(error))
-            return
-        found = response.header("content-type") or ""
-        if found == expected or found.startswith(expected + ";"):
-            v.ok(label, "Content-Type: %s" % found)
-        else:
-            v.fail(label, "expected %r, got %r" % (expected, found))
+        v.check_header("json-tls Content-Type", "application/json",
+                       [request("GET", "/json/1?m=1")], send=self.send)
 
     def echo(self):
         v = self.validator
