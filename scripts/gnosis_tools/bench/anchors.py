@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import ROOT as REPO
 from .httparena import DB_TESTS as ARENA_DB_TESTS
-from .httparena import H1_TESTS
+from .httparena import H1_TESTS, LATENCY_TESTS
 from .tfb import DB_TESTS
 
 
@@ -47,6 +47,7 @@ class Anchor:
     venue: str = "tfb"  # whose entry: "tfb" (--anchors-dir) or "httparena" (--httparena-dir)
     binary: str = None  # its file name, if not its name
     ports: tuple = (ANCHOR_PORT,)  # every port it binds (the first serves the tests)
+    tls_port: int = None  # where it serves HTTP/1.1 over TLS, if it does
 
     def path(self, anchors_dir, httparena_dir):
         if self.venue == "httparena":
@@ -75,14 +76,14 @@ ANCHORS = {
         ),
         Anchor("faf", ("plaintext",)),
         # HttpArena's engines: the profiles of their meta.json `tests` that `scripts/tool bench` runs.
-        Anchor("rust-epoll", H1_TESTS, venue="httparena"),
-        Anchor("tokio", H1_TESTS, venue="httparena"),
-        Anchor("hyper", H1_TESTS, venue="httparena"),
-        Anchor("may-minihttp-arena", H1_TESTS, venue="httparena", binary="may-minihttp"),
-        # sark (a wrapper script) also binds 8081 (json-tls), 8082 (h2c) and 8443 (h2).
+        Anchor("rust-epoll", H1_TESTS + LATENCY_TESTS, venue="httparena"),
+        Anchor("tokio", H1_TESTS + LATENCY_TESTS, venue="httparena"),
+        Anchor("hyper", H1_TESTS + LATENCY_TESTS, venue="httparena"),
+        Anchor("may-minihttp-arena", H1_TESTS + LATENCY_TESTS, venue="httparena", binary="may-minihttp"),
+        # sark (a wrapper script) also binds 8081 (json-tls, its own certificate), 8082 (h2c) and 8443 (h2).
         Anchor(
-            "sark", H1_TESTS + ("arena-json",) + ARENA_DB_TESTS, venue="httparena",
-            ports=(ANCHOR_PORT, 8081, 8082, 8443),
+            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls") + ARENA_DB_TESTS, venue="httparena",
+            ports=(ANCHOR_PORT, 8081, 8082, 8443), tls_port=8081,
         ),  # fmt: skip
     ]
 }

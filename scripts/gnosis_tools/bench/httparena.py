@@ -25,6 +25,15 @@ ASYNC_DELAY_MS = 10  # their scored async profile: GET /delay/10 (requests/async
 ASYNC_DB_LIMITS = (5, 10, 20, 35, 50)
 ASYNC_DB_MIX = tuple(raw_request("GET", f"/async-db?min=10&max=50&limit={limit}") for limit in ASYNC_DB_LIMITS)
 ASYNC_DB_REQUESTS_PER_CONNECTION = 25
+# The fixed-rate profiles (../shared/httparena-protocols.md), paced by h2load: HttpArena offers
+# latency-1m 1,000,000 and latency-10k 10,000 requests/s of GET /baseline11 over 1,024 connections,
+# 8gbit 50,000 POSTs of 10,240 bytes to /echo over TLS on 512. On two shared cores the first and
+# the last are scaled down to rates one core answers with room to spare (a paced test measures
+# CPU per request and latency below saturation, not the most it takes).
+LATENCY_1M_RATE = 40_000
+LATENCY_10K_RATE = 10_000
+ECHO_RATE = 5_000
+ECHO_BODY_BYTES = 10_240
 # HttpArena's fortunes load: GET /fortunes alone on kept connections (requests/fortunes-get.raw).
 ARENA_FORTUNES_MIX = (raw_request("GET", "/fortunes"),)
 
@@ -34,6 +43,11 @@ TESTS = [
     Test("limited-conn", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX, LIMITED_CONN_REQUESTS),
     Test("arena-json", "/json/1?m=3", "connections", ACCEPT_JSON, JSON_MIX, JSON_REQUESTS_PER_CONNECTION),
     Test("async", f"/delay/{ASYNC_DELAY_MS}", "connections", ACCEPT_PLAIN, delay_ms=ASYNC_DELAY_MS),
+    # json's mix on kept connections over TLS (HttpArena: wrk over HTTPS, its Lua rotating the pairs).
+    Test("json-tls", "/json/1?m=3", "connections", ACCEPT_JSON, JSON_MIX, tls=True),
+    Test("latency-1m", "/baseline11?a=1&b=2", "connections", ACCEPT_PLAIN, rate=LATENCY_1M_RATE),
+    Test("latency-10k", "/baseline11?a=1&b=2", "connections", ACCEPT_PLAIN, rate=LATENCY_10K_RATE),
+    Test("8gbit", "/echo", "connections", ACCEPT_PLAIN, tls=True, rate=ECHO_RATE, body_bytes=ECHO_BODY_BYTES),
     # The database profiles, against HttpArena's database (DATABASE_URL); arena-fortunes is their
     # fortunes (200 rows), named apart from TFB's.
     Test("async-db", "/async-db?min=10&max=50&limit=50", "connections", ACCEPT_JSON, ASYNC_DB_MIX,
@@ -46,6 +60,8 @@ GROUPS = {
     "arena-db": list(DB_TESTS),
 }
 H1_TESTS = ("baseline", "pipelined", "limited-conn")  # what every HttpArena engine of anchors.py serves
+# What they serve too, though their meta.json does not subscribe to it: the same GET /baseline11.
+LATENCY_TESTS = ("latency-1m", "latency-10k")
 
 # HttpArena's connection counts, in every profile of `scripts/tool bench`. async: HttpArena holds
 # 32,000; here one level the CPU can answer in time (512 / 10 ms = 51,200/s) and two far beyond
@@ -56,6 +72,10 @@ LEVELS = {
     "limited-conn": [512, 4096],
     "arena-json": [4096],
     "async": [512, 10000, 14000],
+    "json-tls": [4096],
+    "latency-1m": [1024],
+    "latency-10k": [1024],
+    "8gbit": [512],
     "async-db": [1024],
     "arena-fortunes": [1024],
 }

@@ -20,8 +20,9 @@ from .tfb import DB_TESTS
 def add_arguments(p):
     # fmt: off
     groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
-    p.add_argument("--server", default=f"{REPO}/target/release/gnosis --port {{port}}",
-                   help="server command line, run by /bin/sh, {port} replaced by the port; or anchor:NAME "
+    p.add_argument("--server", default=f"{REPO}/target/release/gnosis --port {{port}} --tls-port {{tls_port}}",
+                   help="server command line, run by /bin/sh, {port} replaced by the port and {tls_port} by "
+                   f"its TLS port (the port + {TLS_PORT_OFFSET}); or anchor:NAME "
                    f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)")
     p.add_argument("--name", help="label of --server in the tables (default: its program or anchor name)")
     p.add_argument("--baseline", help="a second server (command line or anchor:NAME), run alternately with --server")
@@ -101,6 +102,10 @@ def settle(args):
     return args
 
 
+# A command's TLS port (json-tls, 8gbit): its port's twin, clear of the anchors' 8081-8443.
+TLS_PORT_OFFSET = 1000
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """One server of the run: a command line (with its port), or an anchor (always on 8080)."""
@@ -108,6 +113,7 @@ class ServerSpec:
     name: str
     command: str  # the command line, or the anchor's binary
     port: int
+    tls_port: int = None  # where it serves TLS, if it does
     anchor: Anchor = None
     tests: tuple = None  # the tests it serves, if not all (an anchor: its own)
     one_worker_command: str = None  # the command line for the one-worker tests, if it has one
@@ -139,13 +145,15 @@ def server_specs(args):
     for name, command, anchor, role in chosen:
         if anchor:
             name = name or anchor.name
-            spec = ServerSpec(name, str(anchor.path(anchors_dir, args.httparena_dir)), ANCHOR_PORT, anchor, anchor.tests)
+            spec = ServerSpec(name, str(anchor.path(anchors_dir, args.httparena_dir)), ANCHOR_PORT, anchor.tls_port,
+                              anchor, anchor.tests)  # fmt: skip
         else:
             name = name or (program_name(command) if role == "server" else "baseline")
             port = args.port if role == "server" else args.baseline_port
+            tls_port = port + TLS_PORT_OFFSET
+            command = command.replace("{port}", str(port)).replace("{tls_port}", str(tls_port))
             # The one-worker tests run it with --threads 1, as gnosis takes it.
-            spec = ServerSpec(name, command.replace("{port}", str(port)), port,
-                              one_worker_command=f"{command.replace('{port}', str(port))} --threads 1")  # fmt: skip
+            spec = ServerSpec(name, command, port, tls_port, one_worker_command=f"{command} --threads 1")
         if spec.name in taken:  # the same program twice: keep the labels apart
             number = 2
             while f"{spec.name} #{number}" in taken:

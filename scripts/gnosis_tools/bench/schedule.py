@@ -2,10 +2,14 @@
 round by round, side by side or taking turns on a shared port."""
 
 import http.client
+import os
+import tempfile
 import time
+from pathlib import Path
 
 from ..system import SetupError
 from .load import run_wrk
+from .pace import run_h2load
 from .report import format_latency
 from .servers import probe
 
@@ -62,7 +66,9 @@ def run_test(test, servers, args, log, lineup=None):
 def probe_server(test, server, path, record, log):
     """True if the server answers 200 to `path`; else marks the test failed (but not the run)."""
     try:
-        status, length = probe(server.host, server.port, path, test.accept)
+        body = os.urandom(test.body_bytes) if test.body_bytes else None
+        port, _ = endpoint(test, server)
+        status, length = probe(server.host, port, path, test.accept, tls=test.tls, body=body)
     except (OSError, http.client.HTTPException) as e:
         server.check_alive()
         status, length = f"no answer ({e})", 0
@@ -74,9 +80,26 @@ def probe_server(test, server, path, record, log):
     return True
 
 
+def endpoint(test, server):
+    """(port, scheme) of `server` that `test` goes to."""
+    return (server.tls_port, "https") if test.tls else (server.port, "http")
+
+
+def body_file(size):
+    """A file of `size` random bytes, the body of a test's POSTs, made once per run of the tool."""
+    path = Path(tempfile.gettempdir()) / f"bench-body-{os.getpid()}-{size}.bin"
+    if not path.exists():
+        path.write_bytes(os.urandom(size))
+    return path
+
+
 def measure(test, server, record, args, log, phase, level, round_no):
-    """One wrk run: primer (8 connections), warm-up (the top concurrency) or a level."""
-    if phase == "level":
+    """One wrk run: primer (8 connections), warm-up (the top concurrency) or a level. A paced
+    test's primer and warm-up are shorter runs of its first level: its rate is the test."""
+    if test.rate:
+        path, connections, pipelined = test.path, args.levels[test.name][0] if level is None else level, False
+        duration = {"level": args.duration, "primer": args.primer}.get(phase, args.warmup)
+    elif phase == "level":
         path = server.url_path(test, level)
         connections = args.max_concurrency if test.kind == "queries" else level
         duration, pipelined = args.duration, test.kind == "pipelined"
@@ -86,10 +109,15 @@ def measure(test, server, record, args, log, phase, level, round_no):
         connections = PRIMER_CONNECTIONS if phase == "primer" else args.max_concurrency
         duration, pipelined = (args.primer if phase == "primer" else args.warmup), False
     threads = min(connections, args.threads)
-    url = f"http://{server.host}:{server.port}{path}"
-    # A mix primes and warms up with itself: its requests are the test.
-    mix = (test.requests, test.close_every) if test.requests else None
-    run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
+    port, scheme = endpoint(test, server)
+    url = f"{scheme}://{server.host}:{port}{path}"
+    if test.rate:
+        body = body_file(test.body_bytes) if test.body_bytes else None
+        run = run_h2load(server, url, connections, threads, duration, test.rate, body, "application/octet-stream")
+    else:
+        # A mix primes and warms up with itself: its requests are the test.
+        mix = (test.requests, test.close_every) if test.requests else None
+        run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
     run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
     record["servers"][server.name]["runs"].append(run)
     s = run["summary"]

@@ -4,6 +4,7 @@ stopped with every process it made; a lineup takes turns on a shared port."""
 import http.client
 import os
 import signal
+import ssl
 import subprocess
 import time
 
@@ -22,11 +23,13 @@ class Server:
     without arguments. It can be stopped and started again (anchors sharing port 8080 take turns).
     """
 
-    def __init__(self, name, command, host, port, log_path, anchor=None, env=None, tests=None, one_worker_command=None):
+    def __init__(self, name, command, host, port, log_path, anchor=None, env=None, tests=None, one_worker_command=None,
+                 tls_port=None):  # fmt: skip
         self.name = name
         self.command = command.replace("{port}", str(port))
         self.host = host
         self.port = port
+        self.tls_port = tls_port or (anchor and anchor.tls_port)  # where it serves HTTP/1.1 over TLS, if it does
         self.log_path = log_path
         self.anchor = anchor
         self.env = env  # added to the inherited environment
@@ -40,7 +43,7 @@ class Server:
         self.rss_at_start_kib = None  # once it opened its port, before any load
 
     def serves(self, test):
-        if test.one_worker and not self.one_worker_command:
+        if test.one_worker and not self.one_worker_command or test.tls and not self.tls_port:
             return False
         return self.tests is None or test.name in self.tests
 
@@ -241,7 +244,7 @@ def preflight(servers):
                 f"anchor {server.name}: no executable {server.command} (see ../shared/anchors/README.md beside "
                 "the checkout, or --anchors-dir, --httparena-dir, GNOSIS_SHARED_DIR)"
             )
-    ports = {s: s.anchor.ports if s.anchor else (s.port,) for s in servers}
+    ports = {s: s.anchor.ports if s.anchor else (s.port, s.tls_port) if s.tls_port else (s.port,) for s in servers}
     for port in sorted({p for used in ports.values() for p in used}):
         owner = port_in_use(port)
         if owner:
@@ -249,11 +252,20 @@ def preflight(servers):
             raise SetupError(f"port {port}, needed by {users}, is already in use ({owner}): stop that first")
 
 
-def probe(host, port, path, accept, timeout=10):
-    """One plain request before the load: a test the server lacks fails here, clearly."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+def probe(host, port, path, accept, timeout=10, tls=False, body=None):
+    """One request before the load (a GET, or a POST of `body`), over TLS if `tls` (any
+    certificate): a test the server lacks fails here, clearly."""
+    if tls:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
-        conn.request("GET", path, headers={"Host": "localhost", "Accept": accept})
+        headers = {"Host": "localhost", "Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = "application/octet-stream"
+        conn.request("POST" if body is not None else "GET", path, body=body, headers=headers)
         response = conn.getresponse()
         body = response.read()
         return response.status, len(body)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import ROOT as REPO
 from ..system import LOOPBACK, SetupError, ensure_installed, exit_on_sigterm
+from .anchors import shared_path
 from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
@@ -28,6 +29,7 @@ from .servers import Lineup, Server, preflight
 from .summary import collect_failures, has_numbers, ratios, rate, rate_per_cpu, summarize
 
 DATASET = REPO / "data" / "dataset.json"
+TEST_CERT = ("anchors", "httparena", "data", "certs")
 
 
 def run(args):
@@ -48,6 +50,8 @@ def run(args):
 
 def measure_all(args):
     ensure_installed("wrk", "wrk")
+    if any(TESTS[t].rate for t in args.tests):
+        ensure_installed("h2load", "nghttp2-client")
     if args.nginx:
         ensure_installed("nginx", "nginx-light")
     open_files = raise_open_files_limit(most_connections(args))
@@ -140,6 +144,9 @@ def make_servers(args, out_dir, client_env, nginx_dir, meta):
     configurations written to `nginx_dir` (and into `meta`)."""
     # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
     command_env = dict(client_env, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
+    # The TLS tests: HttpArena's test certificate (its copy beside the anchors), unless TLS_CERT says.
+    command_env.setdefault("TLS_CERT", os.environ.get("TLS_CERT") or str(shared_path(*TEST_CERT, "server.crt")))
+    command_env.setdefault("TLS_KEY", os.environ.get("TLS_KEY") or str(shared_path(*TEST_CERT, "server.key")))
     servers = []
     for i, spec in enumerate(args.specs):
         if spec.anchor:
@@ -154,7 +161,7 @@ def make_servers(args, out_dir, client_env, nginx_dir, meta):
         servers.append(
             Server(spec.name, command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
                    anchor=spec.anchor, env=None if spec.anchor else command_env, tests=spec.tests,
-                   one_worker_command=one_worker_command)
+                   one_worker_command=one_worker_command, tls_port=spec.tls_port)
         )  # fmt: skip
     return servers
 

@@ -19,6 +19,11 @@ class Test:
     close_every: int = 0
     delay_ms: int = 0  # each request waits this long: the level's ceiling is connections / delay
     one_worker: bool = False  # every server runs one worker thread or process
+    tls: bool = False  # over TLS, to the server's TLS port
+    # A fixed-rate test: this many requests/s offered in all over the level's connections (h2load),
+    # the server judged on CPU per request and latency.
+    rate: int = 0
+    body_bytes: int = 0  # each request a POST of this many random bytes (application/octet-stream)
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -53,6 +58,12 @@ def load_description(test):
     if test.delay_ms:
         notes.append(f"each request waits {test.delay_ms} ms: the ceiling is connections / {test.delay_ms} ms; RSS per "
                      "connection is the peak RSS less the RSS at start, over the connections")  # fmt: skip
+    if test.rate:
+        body = f"a POST of {test.body_bytes:,} random bytes" if test.body_bytes else "`GET " + test.path + "`"
+        notes.append(f"paced: {test.rate:,} requests/s offered in all (h2load --rps), {body}, one in flight per "
+                     "connection; judged on server CPU per request and latency")  # fmt: skip
+    if test.tls:
+        notes.append("over TLS 1.3 (the server's TLS port)")
     if test.one_worker:
         notes.append("every server runs one worker (gnosis --threads 1, nginx worker_processes 1)")
     text = "; ".join(notes)

@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from gnosis_tools import ROOT, system
-from gnosis_tools.bench import (anchors, catalog, chart, databases, httparena, load, nginx, options, proc, report,
-                                schedule, summary, tfb, workload)
+from gnosis_tools.bench import (anchors, catalog, chart, databases, httparena, load, nginx, options, pace, proc,
+                                report, schedule, summary, tfb, workload)
 from gnosis_tools.bench.servers import Lineup, Server, preflight
 
 BENCH = [sys.executable, str(ROOT / "scripts" / "tool"), "bench"]
@@ -292,7 +292,8 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         self.assertEqual([s.name for s in args.specs], ["gnosis", "xitca-web", "faf"])
         # The anchors own 8080: gnosis moves to 8081 unless told otherwise.
         self.assertEqual([s.port for s in args.specs], [8081, 8080, 8080])
-        self.assertTrue(args.specs[0].command.endswith("/target/release/gnosis --port 8081"))
+        self.assertTrue(args.specs[0].command.endswith("/target/release/gnosis --port 8081 --tls-port 9081"))
+        self.assertEqual(args.specs[0].tls_port, 9081)
         self.assertEqual(args.specs[1].command, str(anchors.DEFAULT_ANCHORS_DIR / "xitca-web"))
         self.assertIs(args.specs[2].anchor, anchors.ANCHORS["faf"])
         self.assertEqual(args.rounds, 4)
@@ -325,7 +326,7 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         # Without an anchor nothing changes: 8080, and the baseline on the next port.
         args = bench_args("--baseline", "/tmp/old --port {port}")
         self.assertEqual([(s.name, s.command, s.port) for s in args.specs],
-                         [("gnosis", f"{ROOT}/target/release/gnosis --port 8080", 8080),
+                         [("gnosis", f"{ROOT}/target/release/gnosis --port 8080 --tls-port 9080", 8080),
                           ("baseline", "/tmp/old --port 8081", 8081)])  # fmt: skip
 
     def test_unknown_anchor_is_a_usage_error(self):
@@ -345,7 +346,8 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
 
 class AnchorUrls(unittest.TestCase):
     def server(self, anchor=None):
-        return Server(anchor.name if anchor else "gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), anchor)
+        return Server(anchor.name if anchor else "gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), anchor,
+                      tls_port=None if anchor else 9080)  # fmt: skip
 
     def test_url_mapping(self):
         t = catalog.TESTS
@@ -364,15 +366,19 @@ class AnchorUrls(unittest.TestCase):
         served = {name: {t for t in catalog.TESTS if self.server(a).serves(catalog.TESTS[t])}
                   for name, a in anchors.ANCHORS.items()}  # fmt: skip
         everything_but_cached = {"json", "plaintext", "db", "queries", "updates", "fortunes"}
-        h1 = {"baseline", "pipelined", "limited-conn"}
+        h1 = {"baseline", "pipelined", "limited-conn", "latency-1m", "latency-10k"}
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
                                   "vortex": everything_but_cached, "faf": {"plaintext"},
                                   "rust-epoll": h1, "tokio": h1, "hyper": h1, "may-minihttp-arena": h1,
-                                  "sark": h1 | {"arena-json", "async-db", "arena-fortunes"}})  # fmt: skip
+                                  "sark": h1 | {"arena-json", "json-tls", "async-db", "arena-fortunes"}})  # fmt: skip
         # A command line serves everything but the one-worker tests, unless it can run with one.
         self.assertEqual({t for t in catalog.TESTS if not self.server().serves(catalog.TESTS[t])}, {"plaintext-single-1worker"})
-        one_worker = Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1")
+        one_worker = Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1",
+                            tls_port=2)  # fmt: skip
         self.assertTrue(all(one_worker.serves(t) for t in catalog.TESTS.values()))
+        # Without a TLS port, the TLS tests are left out.
+        no_tls = Server("other", "x", "127.0.0.1", 1, Path(os.devnull))
+        self.assertEqual({t for t in catalog.TESTS if catalog.TESTS[t].tls and no_tls.serves(catalog.TESTS[t])}, set())
         self.assertFalse(anchors.ANCHORS["faf"].needs_database)
         self.assertTrue(anchors.ANCHORS["vortex"].needs_database)
         # sark's database is HttpArena's (DATABASE_URL), not TFB's tfb-database.
@@ -413,7 +419,7 @@ class Scheduling(unittest.TestCase):
 
         self.non_2xx = {}
         patches = [mock.patch.object(schedule, "run_wrk", run_wrk),
-                   mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 13))]  # fmt: skip
+                   mock.patch.object(schedule, "probe", lambda host, port, path, accept, **_: (200, 13))]  # fmt: skip
         for patch in patches:
             patch.start()
             self.addCleanup(patch.stop)
@@ -563,7 +569,7 @@ class ServerTrouble(unittest.TestCase):
             try:
                 victim.start(timeout=20)
                 with mock.patch.object(schedule, "run_wrk", run_wrk), \
-                        mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 27)), \
+                        mock.patch.object(schedule, "probe", lambda host, port, path, accept, **_: (200, 27)), \
                         self.assertRaises(system.SetupError) as caught:  # fmt: skip
                     schedule.run_test(catalog.TESTS["json"], [victim, other], args, lambda m: None)
             finally:
@@ -813,7 +819,8 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertEqual(by_name["sark"].command, "/h/bin/sark")
         # sark binds 8080 to 8082 and 8443: gnosis goes to the next port, nginx after --baseline-port.
         self.assertEqual((by_name["gnosis"].port, by_name["nginx"].port), (8083, 8085))
-        self.assertTrue(by_name["gnosis"].one_worker_command.endswith("--port 8083 --threads 1"))
+        self.assertTrue(by_name["gnosis"].one_worker_command.endswith("--port 8083 --tls-port 9083 --threads 1"))
+        self.assertEqual((by_name["gnosis"].tls_port, by_name["sark"].tls_port), (9083, 8081))
         self.assertIn("nginx-1worker.conf", by_name["nginx"].one_worker_command)
         self.assertEqual(catalog.expand_tests("baseline,tfb,json"), ["baseline"] + catalog.TEST_GROUPS["tfb"])
         self.assertEqual([a.name for a in anchors.parse_anchor_list("tfb,faf")], ["may-minihttp", "xitca-web", "vortex", "faf"])
@@ -825,9 +832,14 @@ class HttpArenaRuns(unittest.TestCase):
             calls.append((server.name, url, connections, mix))
             return dict(fake_run(1000), connections=connections)
 
+        def run_h2load(server, url, connections, threads, duration, rate, body=None, content_type=None):
+            calls.append((server.name, url, connections, rate, body and body.stat().st_size))
+            return dict(fake_run(1000), connections=connections)
+
         known = anchors.ANCHORS
         servers = [
-            Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), one_worker_command="g1"),
+            Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), one_worker_command="g1",
+                   tls_port=9083),
             Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), known["rust-epoll"]),
             Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), known["sark"]),
             Server("nginx", "nginx", "127.0.0.1", 8085, Path(os.devnull), tests=tuple(catalog.TEST_GROUPS["nginx"]),
@@ -836,8 +848,8 @@ class HttpArenaRuns(unittest.TestCase):
         args = argparse.Namespace(levels=catalog.PROFILES["quick"]["levels"], threads=2, primer=1, warmup=1, duration=3,
                                   max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
         taking_part, lineups = {}, {}
-        with mock.patch.object(schedule, "run_wrk", run_wrk), \
-                mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
+        with mock.patch.object(schedule, "run_wrk", run_wrk), mock.patch.object(schedule, "run_h2load", run_h2load), \
+                mock.patch.object(schedule, "probe", lambda host, port, path, accept, **_: (200, 2)):  # fmt: skip
             for name in catalog.TEST_GROUPS["httparena"] + catalog.TEST_GROUPS["nginx"]:
                 lineup = RecordingLineup()
                 record = schedule.run_test(catalog.TESTS[name], servers, args, lambda m: None, lineup)
@@ -845,15 +857,28 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertEqual(taking_part, {
             "baseline": ["gnosis", "rust-epoll", "sark"], "pipelined": ["gnosis", "rust-epoll", "sark"],
             "limited-conn": ["gnosis", "rust-epoll", "sark"], "arena-json": ["gnosis", "sark"], "async": ["gnosis"],
+            "json-tls": ["gnosis", "sark"], "latency-1m": ["gnosis", "rust-epoll", "sark"],
+            "latency-10k": ["gnosis", "rust-epoll", "sark"], "8gbit": ["gnosis"],
             "plaintext-single": ["gnosis", "nginx"], "plaintext-single-1worker": ["gnosis", "nginx"],
         })  # fmt: skip
         self.assertEqual(lineups["plaintext-single-1worker"], [["gnosis", "nginx", "(one worker)"]])
         self.assertEqual(lineups["plaintext-single"], [["gnosis", "nginx"]])
-        levels = [(name, connections, mix) for name, url, connections, mix in calls if connections >= 4096]
+        levels = [(name, connections, mix) for name, url, connections, mix, *_ in calls if connections >= 4096]
         self.assertIn(("sark", 4096, (httparena.JSON_MIX, 25)), levels)
         self.assertIn(("gnosis", 4096, (httparena.BASELINE_MIX, 10)), levels)
         self.assertIn(("gnosis", 14000, None), levels)
         self.assertIn(("gnosis", "http://127.0.0.1:8083/delay/10", 10000, None), calls)
+        # The TLS tests go to each server's TLS port; the paced ones through h2load at their rate, every
+        # phase at the test's connections.
+        self.assertIn(("gnosis", "https://127.0.0.1:9083/json/1?m=3", 4096, (httparena.JSON_MIX, 0)), calls)
+        self.assertIn(("sark", "https://127.0.0.1:8081/json/1?m=3", 4096, (httparena.JSON_MIX, 0)), calls)
+        paced = {c for c in calls if len(c) == 5}
+        self.assertEqual(paced, {
+            ("gnosis", "https://127.0.0.1:9083/echo", 512, httparena.ECHO_RATE, httparena.ECHO_BODY_BYTES),
+            *((name, f"http://127.0.0.1:{port}/baseline11?a=1&b=2", 1024, rate, None)
+              for name, port in (("gnosis", 8083), ("rust-epoll", 8080), ("sark", 8080))
+              for rate in (httparena.LATENCY_1M_RATE, httparena.LATENCY_10K_RATE)),
+        })  # fmt: skip
 
     def test_async_table_has_the_ceiling_and_memory_per_connection(self):
         run = dict(fake_run(40_000), connections=10_000, phase="level", level=10_000, round=1)
@@ -947,7 +972,7 @@ class HttpArenaDatabase(unittest.TestCase):
                                   max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
         servers = self.servers()
         with mock.patch.object(schedule, "run_wrk", run_wrk), \
-                mock.patch.object(schedule, "probe", lambda host, port, path, accept: (200, 2)):  # fmt: skip
+                mock.patch.object(schedule, "probe", lambda host, port, path, accept, **_: (200, 2)):  # fmt: skip
             for name in httparena.DB_TESTS:
                 record = schedule.run_test(catalog.TESTS[name], servers, args, lambda m: None, RecordingLineup())
                 self.assertEqual(sorted(record["servers"]), ["gnosis", "sark"])
@@ -1083,3 +1108,33 @@ class Chart(unittest.TestCase):
         for value, ceiling in ((0, 1), (0.5, 1), (7, 10), (1234, 2000), (2100, 2500), (2600, 5000), (5000, 5000)):
             self.assertEqual(chart.nice_ceiling(value), ceiling, value)
 
+
+
+class PacedRuns(unittest.TestCase):
+    H2LOAD_OUTPUT = """finished in 2.01s, 800.00 req/s, 7.92MB/s
+requests: 1600 total, 1600 started, 1600 done, 1590 succeeded, 10 failed, 2 errored, 1 timeout
+status codes: 1590 2xx, 0 3xx, 8 4xx, 0 5xx
+"""
+
+    def test_the_command_offers_the_rate_over_the_connections(self):
+        command = pace.h2load_command("https://127.0.0.1:1/echo", 512, 2, 10, 5_000, Path("/b"), "application/x", "/l")
+        at = command.index("--rps")
+        self.assertEqual(command[at + 1], "10")  # 5,000 over 512 is 9.8 a connection: 10, 5,120 in all
+        self.assertEqual(pace.offered_rate(5_000, 512), 5_120)
+        self.assertEqual(command[:2], ["h2load", "--h1"])
+        for flag, value in (("-c", "512"), ("-t", "2"), ("-D", "10"), ("-d", "/b"), ("--log-file", "/l")):
+            self.assertEqual(command[command.index(flag) + 1], value)
+        self.assertIn("content-type: application/x", command)
+        self.assertEqual(command[-1], "https://127.0.0.1:1/echo")
+        self.assertNotIn("-d", pace.h2load_command("http://h/", 8, 1, 1, 80))
+
+    def test_the_output_and_the_log_make_a_summary(self):
+        log = [f"{1795641743451079 + i}\t200\t{latency}\n" for i, latency in enumerate(range(100, 200))]
+        summary = pace.parse_h2load_output(self.H2LOAD_OUTPUT, log, 2)
+        self.assertEqual(summary["requests"], 1590)
+        self.assertEqual(summary["requests_per_s"], 795)
+        self.assertEqual(summary["socket_errors"], 13)
+        self.assertEqual(summary["non_2xx"], 10)
+        self.assertEqual(summary["latency_us"], {"p50": 150, "p75": 175, "p90": 190, "p99": 199, "mean": 150})
+        with self.assertRaises(ValueError):
+            pace.parse_h2load_output("h2load: connection refused\n", [], 2)
