@@ -87,6 +87,8 @@ def render_markdown(meta, records, names):
             header += ["% of ceiling", "RSS per connection"]
         if test.close_every:
             header.append("requests per connection")
+        if test.rate:
+            header += ["mean latency", "share of the offered rate", "server CPU µs per request"]
         lines += table_header(header)
         for level in record["levels"]:
             for name in taking_part:
@@ -122,6 +124,13 @@ def render_markdown(meta, records, names):
                 if test.close_every:
                     per_connection = row["requests_per_connection"]
                     cells.append("–" if per_connection is None else f"{per_connection:.1f}")
+                if test.rate:
+                    share, cpu = row["offered_share"], row["cpu_s_per_1k_requests"]
+                    cells += [
+                        format_latency(row["mean_us"]),
+                        "–" if share is None else f"{100 * share:.1f}%",
+                        "–" if cpu is None else f"{1000 * cpu:.1f}",
+                    ]
                 lines.append("| " + " | ".join(cells) + " |")
         for other in names[1:]:
             lines.append("")

@@ -29,6 +29,9 @@ def summarize(record):
                 "rps_all": rps,
                 "p50_us": median_known(r["summary"]["latency_us"]["p50"] for r in runs),
                 "p99_us": median_known(r["summary"]["latency_us"]["p99"] for r in runs),
+                # The paced tests': their mean latency and the share of the offered rate answered.
+                "mean_us": median_known(r["summary"]["latency_us"].get("mean") for r in runs),
+                "offered_share": median_known(offered_share(r) for r in runs),
                 "socket_errors": sum(r["summary"]["socket_errors"] for r in runs),
                 "non_2xx": sum(r["summary"]["non_2xx"] for r in runs),
                 "cpu_percent": statistics.median(r["server_cpu_percent"] for r in runs),
@@ -96,6 +99,11 @@ def ratios(record, candidate, baseline, metric):
             "errors": any(map(run_has_errors, mine_all + theirs_all)),
         }
     return out
+
+
+def offered_share(run):
+    offered = run["summary"].get("offered_per_s")
+    return run["summary"]["requests_per_s"] / offered if offered else None
 
 
 def requests_per_connection(run):

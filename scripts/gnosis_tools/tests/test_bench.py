@@ -1138,3 +1138,13 @@ status codes: 1590 2xx, 0 3xx, 8 4xx, 0 5xx
         self.assertEqual(summary["latency_us"], {"p50": 150, "p75": 175, "p90": 190, "p99": 199, "mean": 150})
         with self.assertRaises(ValueError):
             pace.parse_h2load_output("h2load: connection refused\n", [], 2)
+
+    def test_a_paced_table_has_the_mean_the_share_of_the_rate_and_cpu_per_request(self):
+        run = dict(fake_run(5_000, cpu_s=0.2), connections=512, phase="level", level=512, round=1)
+        run["summary"]["latency_us"]["mean"] = 1_500
+        run["summary"]["offered_per_s"] = 5_120
+        record = {"test": "8gbit", "level_name": "connections", "levels": [512], "skipped": {},
+                  "servers": {"gnosis": {"runs": [run], "probe": None}}}  # fmt: skip
+        table = report.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
+        self.assertIn("| mean latency | share of the offered rate | server CPU µs per request |", table)
+        self.assertIn("| 1.50 ms | 97.7% | 40.0 |", table)
