@@ -13,7 +13,8 @@ from .anchors import (ANCHOR_PORT, ANCHOR_PREFIX, ANCHORS, DEFAULT_ANCHORS_DIR, 
                       anchor_named, parse_anchor_list)
 from .catalog import PROFILES, TEST_GROUPS, TESTS, expand_tests
 from .httparena import DB_TESTS as ARENA_DB_TESTS
-from .nginx import NGINX_CONF, NGINX_ONE_WORKER_CONF, nginx_command
+from .h2o import H2O_CONF, H2O_ONE_WORKER_CONF, h2o_command
+from .nginx import BAR_TESTS, NGINX_CONF, NGINX_ONE_WORKER_CONF, nginx_command
 from .tfb import DB_TESTS
 
 
@@ -36,11 +37,14 @@ def add_arguments(p):
     p.add_argument("--httparena-dir", default=str(DEFAULT_HTTPARENA_DIR), help="where HttpArena's engines are, "
                    "in bin/ ($GNOSIS_SHARED_DIR/anchors/httparena, default: %(default)s)")
     p.add_argument("--nginx", action="store_true", help="one more server: Debian's nginx (nginx-light), "
-                   f"configured here, on the nginx tests ({', '.join(TEST_GROUPS['nginx'])})")
+                   f"configured here, on the nginx tests and json-tls ({', '.join(BAR_TESTS)})")
+    p.add_argument("--h2o", action="store_true", help="one more server: Debian's h2o, configured here, on the "
+                   "same tests as --nginx")
     p.add_argument("--port", type=int, help=f"port of --server (default: 8080, or the first port above "
                    f"{ANCHOR_PORT} that no anchor binds when an anchor, always on {ANCHOR_PORT}, is in the run)")
     p.add_argument("--baseline-port", type=int, help="port of --baseline (default: --port + 1)")
     p.add_argument("--nginx-port", type=int, help="port of --nginx (default: the next one after --baseline-port)")
+    p.add_argument("--h2o-port", type=int, help="port of --h2o (default: the next one after --nginx-port)")
     p.add_argument("--tests", default="tfb", help=f"comma-separated tests or groups ({groups}) (default: %(default)s)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="(default: %(default)s)")
     p.add_argument("--duration", type=int, help="seconds per level (profile default)")
@@ -98,7 +102,7 @@ def settle(args):
         raise ValueError("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
     commands = [s for s in args.specs if s.anchor is None]
     if len({s.port for s in commands}) < len(commands):
-        raise ValueError("--port, --baseline-port and --nginx-port must differ")
+        raise ValueError("--port, --baseline-port, --nginx-port and --h2o-port must differ")
     return args
 
 
@@ -141,6 +145,8 @@ def server_specs(args):
         args.baseline_port = args.port + 1
     if args.nginx_port is None:
         args.nginx_port = next(p for p in range(args.baseline_port + 1, 65536) if p not in anchor_ports | {args.port})
+    if args.h2o_port is None:
+        args.h2o_port = next(p for p in range(args.nginx_port + 1, 65536) if p not in anchor_ports | {args.port})
     specs, taken = [], set()
     for name, command, anchor, role in chosen:
         if anchor:
@@ -161,9 +167,12 @@ def server_specs(args):
             spec = dataclasses.replace(spec, name=f"{spec.name} #{number}")
         taken.add(spec.name)
         specs.append(spec)
-    if args.nginx:
-        specs.append(ServerSpec("nginx", nginx_command(NGINX_CONF), args.nginx_port, tests=tuple(TEST_GROUPS["nginx"]),
-                                one_worker_command=nginx_command(NGINX_ONE_WORKER_CONF)))  # fmt: skip
+    bars = [("nginx", args.nginx, args.nginx_port, nginx_command, NGINX_CONF, NGINX_ONE_WORKER_CONF),
+            ("h2o", args.h2o, args.h2o_port, h2o_command, H2O_CONF, H2O_ONE_WORKER_CONF)]  # fmt: skip
+    for name, wanted, port, command, conf, one_worker_conf in bars:
+        if wanted:
+            specs.append(ServerSpec(name, command(conf), port, port + TLS_PORT_OFFSET, tests=BAR_TESTS,
+                                    one_worker_command=command(one_worker_conf)))  # fmt: skip
     return specs
 
 

@@ -20,7 +20,8 @@ from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
 from .load import check_capacity, most_connections, raise_open_files_limit
-from .nginx import NGINX_CONF, NGINX_DIR, write_nginx_configs
+from .h2o import H2O_CONF, write_h2o_configs
+from .nginx import BARS_DIR, NGINX_CONF, write_json_answers, write_nginx_configs
 from .options import settle
 from .proc import cpu_model
 from .report import chart_name, render_markdown
@@ -54,6 +55,8 @@ def measure_all(args):
         ensure_installed("h2load", "nghttp2-client")
     if args.nginx:
         ensure_installed("nginx", "nginx-light")
+    if args.h2o:
+        ensure_installed("h2o", "h2o")
     open_files = raise_open_files_limit(most_connections(args))
     check_capacity(args, open_files)
     now = datetime.now(timezone.utc)
@@ -81,8 +84,8 @@ def measure_all(args):
             f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
             f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
-    nginx_dir = tempfile.mkdtemp(prefix="bench-nginx-") if args.nginx else None
-    servers = make_servers(args, out_dir, ANCHOR_DB_CLIENT_ENV if anchor_db else {}, nginx_dir, meta)
+    bars_dir = tempfile.mkdtemp(prefix="bench-bars-") if args.nginx or args.h2o else None
+    servers = make_servers(args, out_dir, ANCHOR_DB_CLIENT_ENV if anchor_db else {}, bars_dir, meta)
     names = [s.name for s in servers]
     meta["servers"] = {s.name: s.command + (f" (anchor, port {s.port})" if s.anchor else "") for s in servers}
     meta["anchors"] = {s.name: s.anchor.name for s in servers if s.anchor}
@@ -116,8 +119,8 @@ def measure_all(args):
             meta["aborted"] = str(e)
         finally:
             lineup.stop_all()
-            if nginx_dir:
-                shutil.rmtree(nginx_dir, ignore_errors=True)
+            if bars_dir:
+                shutil.rmtree(bars_dir, ignore_errors=True)
             if database:
                 database.stop()
             if any(not s.peak_reset_works for s in servers):
@@ -139,14 +142,18 @@ def measure_all(args):
     return 0
 
 
-def make_servers(args, out_dir, client_env, nginx_dir, meta):
-    """The servers of the run, not started yet, each logging to its file in `out_dir`; nginx's
-    configurations written to `nginx_dir` (and into `meta`)."""
+def make_servers(args, out_dir, client_env, bars_dir, meta):
+    """The servers of the run, not started yet, each logging to its file in `out_dir`; the bars'
+    configurations and files written to `bars_dir` (and their configurations into `meta`)."""
     # gnosis's /json/{count} reads HttpArena's dataset: the repository's copy, unless DATASET_PATH says.
-    command_env = dict(client_env, DATASET_PATH=os.environ.get("DATASET_PATH") or str(DATASET))
+    dataset = os.environ.get("DATASET_PATH") or str(DATASET)
     # The TLS tests: HttpArena's test certificate (its copy beside the anchors), unless TLS_CERT says.
-    command_env.setdefault("TLS_CERT", os.environ.get("TLS_CERT") or str(shared_path(*TEST_CERT, "server.crt")))
-    command_env.setdefault("TLS_KEY", os.environ.get("TLS_KEY") or str(shared_path(*TEST_CERT, "server.key")))
+    certificate = (os.environ.get("TLS_CERT") or str(shared_path(*TEST_CERT, "server.crt")),
+                   os.environ.get("TLS_KEY") or str(shared_path(*TEST_CERT, "server.key")))  # fmt: skip
+    command_env = dict(client_env, DATASET_PATH=dataset, TLS_CERT=certificate[0], TLS_KEY=certificate[1])
+    if bars_dir:
+        write_json_answers(bars_dir, dataset)
+    bar_configs = {"nginx": (write_nginx_configs, NGINX_CONF), "h2o": (write_h2o_configs, H2O_CONF)}
     servers = []
     for i, spec in enumerate(args.specs):
         if spec.anchor:
@@ -154,10 +161,11 @@ def make_servers(args, out_dir, client_env, nginx_dir, meta):
         else:
             log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"{spec.name}.log"
         command, one_worker_command = spec.command, spec.one_worker_command
-        if nginx_dir and NGINX_DIR in command:
-            write_nginx_configs(nginx_dir, spec.port)
-            command, one_worker_command = (c.replace(NGINX_DIR, nginx_dir) for c in (command, one_worker_command))
-            meta["nginx_config"] = (Path(nginx_dir) / NGINX_CONF).read_text()
+        if bars_dir and BARS_DIR in command:
+            write_configs, conf = bar_configs[spec.name]
+            write_configs(bars_dir, spec.port, spec.tls_port, certificate)
+            command, one_worker_command = (c.replace(BARS_DIR, bars_dir) for c in (command, one_worker_command))
+            meta[f"{spec.name}_config"] = (Path(bars_dir) / conf).read_text()
         servers.append(
             Server(spec.name, command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
                    anchor=spec.anchor, env=None if spec.anchor else command_env, tests=spec.tests,

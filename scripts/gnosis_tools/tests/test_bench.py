@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -22,8 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from gnosis_tools import ROOT, system
-from gnosis_tools.bench import (anchors, catalog, chart, databases, httparena, load, nginx, options, pace, proc,
-                                report, schedule, summary, tfb, workload)
+from gnosis_tools.bench import (anchors, catalog, chart, databases, h2o, httparena, load, nginx, options, pace, proc,
+                                report, schedule, session, summary, tfb, workload)
 from gnosis_tools.bench.servers import Lineup, Server, preflight
 
 BENCH = [sys.executable, str(ROOT / "scripts" / "tool"), "bench"]
@@ -1049,37 +1050,78 @@ class MemoryOfAServer(unittest.TestCase):
             {"server_peak_rss_kib": peak, "server_rss_at_start_kib": start, "connections": 2}), (peak - start) * 512)  # fmt: skip
 
 
-@unittest.skipUnless(shutil.which("nginx"), "nginx is not installed (Debian: nginx-light)")
-class Nginx(unittest.TestCase):
-    def test_configs_pass_nginx_t_and_serve_plaintext(self):
+class Bars(unittest.TestCase):
+    """nginx and h2o as configured here: each configuration checked by the server itself, /plaintext
+    in the clear, and json-tls's answers over TLS 1.3, the same bytes as gnosis writes."""
+
+    CERTIFICATE = (str(anchors.shared_path("anchors", "httparena", "data", "certs", "server.crt")),
+                   str(anchors.shared_path("anchors", "httparena", "data", "certs", "server.key")))  # fmt: skip
+
+    def serve(self, name, write_configs, command, conf, one_worker_conf, workers_line):
+        if not shutil.which(name):
+            self.skipTest(f"{name} is not installed")
+        if not Path(self.CERTIFICATE[0]).exists():
+            self.skipTest("no HttpArena test certificate beside the checkout")
         with tempfile.TemporaryDirectory() as tmp:
-            port = free_port()
-            nginx.write_nginx_configs(tmp, port)  # raises if nginx -t rejects one
-            conf = (Path(tmp) / nginx.NGINX_CONF).read_text()
-            one = (Path(tmp) / nginx.NGINX_ONE_WORKER_CONF).read_text()
-            self.assertIn(f"worker_processes {len(os.sched_getaffinity(0))};", conf)
-            self.assertIn("worker_processes 1;", one)
-            for directive in ("sendfile on;", "tcp_nodelay on;", "access_log off;", f"listen 127.0.0.1:{port} "):
-                self.assertIn(directive, conf)
-            command = nginx.nginx_command(nginx.NGINX_CONF).replace(nginx.NGINX_DIR, tmp)
-            server = Server("nginx", command, "127.0.0.1", port, Path(tmp) / "log", tests=("plaintext-single",))
+            port, tls_port = free_port(), free_port()
+            nginx.write_json_answers(tmp, session.DATASET)
+            write_configs(tmp, port, tls_port, self.CERTIFICATE)  # raises if the server rejects one
+            config = (Path(tmp) / conf).read_text()
+            self.assertIn(workers_line.format(len(os.sched_getaffinity(0))), config)
+            self.assertIn(workers_line.format(1), (Path(tmp) / one_worker_conf).read_text())
+            server = Server(name, command.replace(nginx.BARS_DIR, tmp), "127.0.0.1", port, Path(tmp) / "log",
+                            tests=nginx.BAR_TESTS, tls_port=tls_port)  # fmt: skip
             try:
                 server.start(timeout=20)
-                answer = probe_body(port, "/plaintext")
+                plaintext = probe_body(port, "/plaintext")
+                answers = {count: probe_body(tls_port, f"/json/{count}?m={m}", tls=True) for count, m in httparena.JSON_PAIRS}
                 processes = server.processes()
             finally:
                 server.stop()
-        self.assertEqual(answer, (200, "text/plain", b"Hello, World!"))
-        self.assertEqual(len(processes), 1 + len(os.sched_getaffinity(0)))  # master and workers, no shell
+        self.assertEqual(plaintext[:2], (200, "text/plain"))
+        self.assertEqual(plaintext[2], b"Hello, World!")
+        expected = nginx.json_answers(session.DATASET)
+        for count, (status, content_type, body, version) in answers.items():
+            self.assertEqual((status, content_type, body, version), (200, "application/json", expected[count], "TLSv1.3"))
+        self.assertTrue(server.serves(catalog.TESTS["json-tls"]))
         self.assertFalse(server.serves(catalog.TESTS["plaintext"]))
+        return config, processes
+
+    def test_nginx(self):
+        config, processes = self.serve("nginx", nginx.write_nginx_configs, nginx.nginx_command(nginx.NGINX_CONF),
+                                       nginx.NGINX_CONF, nginx.NGINX_ONE_WORKER_CONF, "worker_processes {};")  # fmt: skip
+        for directive in ("sendfile on;", "tcp_nodelay on;", "access_log off;", "ssl_protocols TLSv1.3;"):
+            self.assertIn(directive, config)
+        self.assertEqual(len(processes), 1 + len(os.sched_getaffinity(0)))  # master and workers, no shell
+
+    def test_h2o(self):
+        config, _ = self.serve("h2o", h2o.write_h2o_configs, h2o.h2o_command(h2o.H2O_CONF), h2o.H2O_CONF,
+                               h2o.H2O_ONE_WORKER_CONF, "num-threads: {}")  # fmt: skip
+        self.assertIn("min-version: TLSv1.3", config)
+
+    def test_the_json_answers_are_gnosis_s_shape(self):
+        answers = nginx.json_answers(session.DATASET)
+        self.assertEqual(sorted(answers), sorted(count for count, _ in httparena.JSON_PAIRS))
+        first = json.loads(answers[1])
+        self.assertEqual(first["count"], 1)
+        item = first["items"][0]
+        self.assertEqual(item["total"], item["price"] * item["quantity"] * 3)
+        self.assertEqual(list(item)[-1], "total")
 
 
-def probe_body(port, path):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def probe_body(port, path, tls=False):
+    """(status, Content-Type, body), and the TLS version with `tls`."""
+    if tls:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         conn.request("GET", path)
         response = conn.getresponse()
-        return response.status, response.getheader("Content-Type"), response.read()
+        answer = response.status, response.getheader("Content-Type"), response.read()
+        return answer + (conn.sock.version(),) if tls else answer
     finally:
         conn.close()
 
