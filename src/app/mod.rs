@@ -1,6 +1,6 @@
 //! The application: TFB's routes, handlers, World and Fortune, the cache; and HttpArena's
 //! HTTP routes ([`arena`]) and `/async-db` ([`arena_db`]); files of a directory
-//! ([`static_files`]).
+//! ([`static_files`]); gRPC's `GetSum` message ([`grpc`]), for the HTTP/2 layer.
 //!
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
 //! in [`db::Jobs`] and are answered when its queries come back; `/delay` is answered by a
@@ -12,6 +12,7 @@ pub mod cache;
 pub mod db;
 mod error;
 pub mod fortune;
+pub mod grpc;
 mod query;
 pub mod static_files;
 pub mod world;
