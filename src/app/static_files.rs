@@ -63,7 +63,8 @@ impl StaticFiles {
     }
 
     /// Opens the file `name` names: 404 for a name that is not a plain file name or for
-    /// no regular file under it, 500 for one over [`MAX_FILE_LEN`].
+    /// no regular file under it, 500 for one over [`MAX_FILE_LEN`], 503 when the worker is
+    /// out of descriptors.
     pub fn open(&mut self, name: &str) -> Result<StaticFile, Status> {
         if !is_plain_name(name) {
             return Err(Status::NotFound);
@@ -75,7 +76,7 @@ impl StaticFiles {
             // O_NONBLOCK: a FIFO in the directory must not block the worker in open.
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(Path::new(std::ffi::OsStr::from_bytes(&self.path)))
-            .map_err(|_| Status::NotFound)?;
+            .map_err(|error| open_failure(&error))?;
         let metadata = file.metadata().map_err(|_| Status::NotFound)?;
         if !metadata.is_file() {
             return Err(Status::NotFound);
@@ -125,6 +126,16 @@ impl StaticFile {
             true => Ok(()),
             false => Err(Status::InternalServerError),
         }
+    }
+}
+
+/// Why a name could not be opened, as a status: out of descriptors or memory is the
+/// server's state (503, as for the database), anything else (no such file, a symbolic
+/// link, no permission) is no file to serve.
+fn open_failure(error: &std::io::Error) -> Status {
+    match error.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM) => Status::ServiceUnavailable,
+        _ => Status::NotFound,
     }
 }
 

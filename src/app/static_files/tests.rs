@@ -164,6 +164,16 @@ fn only_regular_files_inside_the_directory_open() {
 }
 
 #[test]
+fn running_out_of_descriptors_is_not_a_missing_file() {
+    let status = |errno| open_failure(&std::io::Error::from_raw_os_error(errno));
+    assert_eq!(status(libc::EMFILE), Status::ServiceUnavailable);
+    assert_eq!(status(libc::ENFILE), Status::ServiceUnavailable);
+    for errno in [libc::ENOENT, libc::ELOOP, libc::EACCES, libc::ENOTDIR] {
+        assert_eq!(status(errno), Status::NotFound, "{errno}");
+    }
+}
+
+#[test]
 fn a_file_over_the_limit_is_500_and_one_at_it_is_served() {
     let (_root, www) = site();
     let file = File::create(www.join("big.bin")).unwrap();
