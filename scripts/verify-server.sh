@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/test.sh's verify steps: starts BINARY on a free port, checks it with
 # `scripts/tool verify tfb`, or `verify httparena` given --httparena (serving data/dataset.json,
-# and HTTP/1.1 over TLS on a second free port with a certificate made for the run, as
-# HttpArena mounts one), further arguments going to the checker, and stops it.
+# HTTP/1.1 over TLS on a second free port with a certificate made for the run, as HttpArena
+# mounts one, and HttpArena's 20 static file names, of made-up bytes, from STATIC_DIR),
+# further arguments going to the checker, and stops it.
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
 #   scripts/verify-server.sh --httparena target/release/gnosis
@@ -35,6 +36,17 @@ if [ "${1:-}" = --httparena ]; then
     certs="$(mktemp -d)"
     trap 'rm -rf "$certs"' EXIT
     python3 scripts/tool certificate "$certs" >/dev/null
+    # The validator compares the answers with the files in $STATIC_DIR too.
+    export STATIC_DIR="$certs/static"
+    mkdir "$STATIC_DIR"
+    python3 - "$STATIC_DIR" <<'FILES'
+import os, sys
+sys.path.insert(0, "scripts")
+from gnosis_tools.verify.httparena_static import FILES
+for index, name in enumerate(FILES):
+    with open(os.path.join(sys.argv[1], name), "wb") as out:
+        out.write(os.urandom(1000 + 15331 * index))
+FILES
     export TLS_CERT="$certs/server.crt" TLS_KEY="$certs/server.key"
     tls_port="$(free_port)"
     server_args+=(--tls-port "$tls_port")

@@ -102,7 +102,7 @@ pub fn set_nodelay(socket: &OwnedFd) -> io::Result<()> {
 
 /// Reads into the spare capacity of `buf` (at least `min_spare` bytes of it), appending
 /// what arrived. `Ok(0)` is end of stream.
-pub fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, min_spare: usize) -> io::Result<usize> {
+pub fn read_into(fd: impl AsFd, buf: &mut Vec<u8>, min_spare: usize) -> io::Result<usize> {
     // Never no room: a read into none returns 0, which would look like end of stream.
     buf.reserve(min_spare.max(1));
     Ok(rustix::io::read(fd, spare_capacity(buf))?)

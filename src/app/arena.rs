@@ -2,6 +2,8 @@
 //! `scripts/validate.sh`; the async profile from its pull requests #1313 and #1458):
 //!
 //! - `GET|POST /baseline11?a=&b=`: the sum of `a`, `b` and the body's integer, text/plain;
+//! - `GET /baseline2?a=&b=`: the sum of `a` and `b`, text/plain (the HTTP/2 profiles'
+//!   baseline, the same sum with no body);
 //! - `GET /pipeline`: `ok`, text/plain;
 //! - `GET /json/{count}?m=`: the first `count` items of the dataset, each with
 //!   `total = price * quantity * m`, as `{"items":[...],"count":count}`;
@@ -32,6 +34,8 @@ pub const MAX_DELAY_MS: u64 = 10_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     Baseline,
+    /// `/baseline2`: `/baseline11`'s sum without a body.
+    Baseline2,
     Pipeline,
     /// `/json/{count}`: the count is read from the path when answering.
     Json,
@@ -45,6 +49,7 @@ impl Route {
     pub fn find(path: &str) -> Option<Route> {
         match path {
             "/baseline11" => Some(Route::Baseline),
+            "/baseline2" => Some(Route::Baseline2),
             "/pipeline" => Some(Route::Pipeline),
             "/echo" => Some(Route::Echo),
             _ if path.starts_with("/json/") => Some(Route::Json),
@@ -191,6 +196,7 @@ impl Arena {
     ) -> Answer<'a> {
         let result = match route {
             Route::Baseline => self.baseline(query, body),
+            Route::Baseline2 => self.baseline(query, b""),
             Route::Pipeline => Ok(Answer::Now(ContentType::Plain, b"ok")),
             Route::Json => self.json(&path["/json/".len()..], query),
             Route::Delay => delay(&path["/delay/".len()..], now),
@@ -306,6 +312,15 @@ mod tests {
             ("/baseline11?aa=1&a=1&b=1", "", Ok("2")),
             ("/baseline11?a=1", "", Err(Status::BadRequest)),
             ("/baseline11?a=1&b=2", "2 0", Err(Status::BadRequest)),
+            ("/baseline2?a=13&b=42", "", Ok("55")),
+            ("/baseline2?b=-3&a=1", "", Ok("-2")),
+            (
+                "/baseline2?a=9223372036854775807&b=1",
+                "",
+                Err(Status::BadRequest),
+            ),
+            ("/baseline2?a=1", "", Err(Status::BadRequest)),
+            ("/baseline2?a=1&b=x", "", Err(Status::BadRequest)),
             ("/pipeline", "", Ok("ok")),
             ("/delay/0", "", Ok("at 0")),
             ("/delay/10000", "", Ok("at 10000")),

@@ -1,5 +1,6 @@
 //! The application: TFB's routes, handlers, World and Fortune, the cache; and HttpArena's
-//! HTTP routes ([`arena`]) and `/async-db` ([`arena_db`]).
+//! HTTP routes ([`arena`]) and `/async-db` ([`arena_db`]); files of a directory
+//! ([`static_files`]); gRPC's `GetSum` message ([`grpc`]), for the HTTP/2 layer.
 //!
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
 //! in [`db::Jobs`] and are answered when its queries come back; `/delay` is answered by a
@@ -11,7 +12,9 @@ pub mod cache;
 pub mod db;
 mod error;
 pub mod fortune;
+pub mod grpc;
 mod query;
+pub mod static_files;
 pub mod world;
 
 use std::sync::Arc;
@@ -27,6 +30,7 @@ use arena::Arena;
 use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
 use query::count_param;
+use static_files::StaticFiles;
 use world::{random_id, World, WorldSnapshot};
 
 pub use error::AppError;
@@ -37,6 +41,8 @@ pub enum Route {
     Json,
     Database(DbRoute),
     CachedQueries(usize),
+    /// `/static/{name}`: the name is read from the path when answering.
+    Static,
     Arena(arena::Route),
 }
 
@@ -53,6 +59,7 @@ impl Route {
             "/async-db" => {
                 Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
             }
+            _ if path.starts_with("/static/") => Route::Static,
             _ => return arena::Route::find(path).map(Route::Arena),
         })
     }
@@ -74,6 +81,7 @@ pub struct App {
     rng: fastrand::Rng,
     jobs: Jobs,
     arena: Arena,
+    static_files: StaticFiles,
     max_body: usize,
 }
 
@@ -88,6 +96,7 @@ impl App {
             rng: fastrand::Rng::new(),
             jobs: Jobs::new(max_db_requests),
             arena: Arena::default(),
+            static_files: StaticFiles::new(std::path::Path::new(static_files::STATIC_DIR)),
             max_body: crate::http::MAX_BODY,
         }
     }
@@ -95,6 +104,12 @@ impl App {
     /// Serves HttpArena's `/json/{count}` from `dataset` (without it, 503).
     pub fn with_dataset(mut self, dataset: Option<arena::Dataset>) -> Self {
         self.arena = Arena::new(dataset);
+        self
+    }
+
+    /// Serves `/static/{name}` from `dir`.
+    pub fn with_static_dir(mut self, dir: &std::path::Path) -> Self {
+        self.static_files = StaticFiles::new(dir);
         self
     }
 
@@ -130,6 +145,7 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
     let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
     let dataset = arena::load_dataset(&arena::dataset_path(config.dataset.as_deref()));
     let max_body = config.max_body;
+    let static_dir = static_files::static_dir();
     let threads = Arc::new(pg::pool::Threads::default());
     move || {
         let pool = Pool::new(
@@ -142,6 +158,7 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
         );
         let app = App::new(snapshot.clone(), max_db_requests)
             .with_dataset(dataset.clone())
+            .with_static_dir(&static_dir)
             .with_max_body(max_body);
         (app, pool)
     }
@@ -211,6 +228,10 @@ impl Service for App {
                     }
                 }
             }
+            Route::Static => {
+                let name = &request.path["/static/".len()..];
+                self.static_files.respond(name, response, out, cx.date);
+            }
             Route::Arena(route) => {
                 let (path, query, body) = (request.path, request.query, request.body);
                 let answer = self.arena.answer(route, path, query, body, cx.now);
@@ -272,5 +293,11 @@ mod tests {
             Some(Route::Database(DbRoute::World))
         );
         assert_eq!(Route::find("/db/", ""), None);
+        assert_eq!(Route::find("/static/app.js", ""), Some(Route::Static));
+        assert_eq!(Route::find("/static", ""), None);
+        assert_eq!(
+            Route::find("/baseline2", "a=1&b=2"),
+            Some(Route::Arena(arena::Route::Baseline2))
+        );
     }
 }

@@ -6,8 +6,23 @@ pub enum ContentType {
     Plain,
     Json,
     Html,
-    /// Bytes as they came: `/echo`.
+    /// Bytes as they came (`/echo`), and a static file of a type not named here.
     OctetStream,
+    // Static files (`/static/{name}`), by their extension.
+    Css,
+    JavaScript,
+    Svg,
+    Webp,
+    Png,
+    Jpeg,
+    Gif,
+    Avif,
+    Icon,
+    Woff2,
+    Woff,
+    Xml,
+    Wasm,
+    Gzip,
 }
 
 impl ContentType {
@@ -17,6 +32,21 @@ impl ContentType {
             ContentType::Json => b"Content-Type: application/json\r\n",
             ContentType::Html => b"Content-Type: text/html; charset=utf-8\r\n",
             ContentType::OctetStream => b"Content-Type: application/octet-stream\r\n",
+            ContentType::Css => b"Content-Type: text/css\r\n",
+            // HttpArena's validator wants this name (RFC 9239 prefers text/javascript).
+            ContentType::JavaScript => b"Content-Type: application/javascript\r\n",
+            ContentType::Svg => b"Content-Type: image/svg+xml\r\n",
+            ContentType::Webp => b"Content-Type: image/webp\r\n",
+            ContentType::Png => b"Content-Type: image/png\r\n",
+            ContentType::Jpeg => b"Content-Type: image/jpeg\r\n",
+            ContentType::Gif => b"Content-Type: image/gif\r\n",
+            ContentType::Avif => b"Content-Type: image/avif\r\n",
+            ContentType::Icon => b"Content-Type: image/x-icon\r\n",
+            ContentType::Woff2 => b"Content-Type: font/woff2\r\n",
+            ContentType::Woff => b"Content-Type: font/woff\r\n",
+            ContentType::Xml => b"Content-Type: application/xml\r\n",
+            ContentType::Wasm => b"Content-Type: application/wasm\r\n",
+            ContentType::Gzip => b"Content-Type: application/gzip\r\n",
         }
     }
 }
@@ -62,22 +92,36 @@ impl Response {
         content_type: ContentType,
         body: &[u8],
     ) {
+        if self.write_head(out, date, status, content_type, body.len()) {
+            out.extend_from_slice(body);
+        }
+    }
+
+    /// Appends the status line and headers of a response whose body is `body_len` bytes,
+    /// and says whether the body goes out after them (not for HEAD): the caller then
+    /// appends exactly `body_len` bytes, from wherever it reads them.
+    pub fn write_head(
+        &self,
+        out: &mut Vec<u8>,
+        date: &HttpDate,
+        status: Status,
+        content_type: ContentType,
+        body_len: usize,
+    ) -> bool {
         out.extend_from_slice(status.line());
         out.extend_from_slice(b"Server: gnosis\r\nDate: ");
         out.extend_from_slice(date.as_bytes());
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(content_type.header());
         out.extend_from_slice(b"Content-Length: ");
-        out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
         if !self.keep_alive {
             out.extend_from_slice(b"\r\nConnection: close");
         } else if self.http10 {
             out.extend_from_slice(b"\r\nConnection: keep-alive");
         }
         out.extend_from_slice(b"\r\n\r\n");
-        if !self.head_only {
-            out.extend_from_slice(body);
-        }
+        !self.head_only
     }
 
     /// An error answer with its reason as a plain-text body.

@@ -1,5 +1,6 @@
-//! HttpArena's routes on both binaries: the HTTP profiles (`routes`), `/async-db` and
-//! fortunes on HttpArena's database (`database`), and that database's shape (`schema`).
+//! HttpArena's routes on both binaries: the HTTP profiles (`routes`), `/static/{name}`
+//! (`static_files`), `/async-db` and fortunes on HttpArena's database (`database`), and that
+//! database's shape (`schema`).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
@@ -8,3 +9,4 @@ mod common;
 mod database;
 mod routes;
 mod schema;
+mod static_files;

@@ -1,7 +1,7 @@
 //! HttpArena's HTTP profiles against both binaries over real sockets: baseline (GET, POST
 //! with a Content-Length body and with a chunked one, random values, the validator's four
-//! TCP-fragmented requests), pipelined, json (a dataset written by the test) and async
-//! (`/delay`: not sooner than asked, in pipelined order, thousands held at once).
+//! TCP-fragmented requests), `/baseline2`, pipelined, json (a dataset written by the test)
+//! and async (`/delay`: not sooner than asked, in pipelined order, thousands held at once).
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -80,6 +80,33 @@ fn baseline_sums_get_post_and_chunked_bodies(binary: &str) {
         let chunked = post_chunked(&target, &body.to_string(), size);
         assert_plain(&answer(&mut client, &chunked), &sum);
     }
+}
+
+fn baseline2_sums_a_and_b(binary: &str) {
+    let server = start_without_dataset(binary);
+    let mut client = server.connect();
+    assert_plain(&client.get("/baseline2?a=13&b=42"), "55");
+    let mut rng = fastrand::Rng::new();
+    for _ in 0..20 {
+        let (a, b) = (rng.i64(-1 << 40..1 << 40), rng.i64(100..1000));
+        assert_plain(
+            &client.get(&format!("/baseline2?b={b}&a={a}")),
+            &(a + b).to_string(),
+        );
+    }
+    for target in [
+        "/baseline2?a=1",
+        "/baseline2?a=1&b=x",
+        "/baseline2?a=1&b=1.5",
+    ] {
+        assert_eq!(client.get(target).status, 400, "{target}");
+    }
+    // GET only: HTTP/2's profiles send no body.
+    assert_eq!(
+        answer(&mut client, &post("/baseline2?a=1&b=2", "3")).status,
+        405
+    );
+    assert_plain(&client.get("/baseline2?a=1&b=2"), "3");
 }
 
 /// The validator's four fragmented requests (scripts/validate.sh, "baseline TCP
@@ -394,6 +421,7 @@ fn thousands_of_held_delays_and_closed_ones_dropped(binary: &str) {
 test_both_binaries! {
     gnosis, gnosis_uring;
     baseline_sums_get_post_and_chunked_bodies,
+    baseline2_sums_a_and_b,
     fragmented_requests_get_their_answer_then_close,
     sixteen_pipelined_pipeline_requests,
     json_answers_the_first_items_with_their_totals,

@@ -3,6 +3,7 @@ HttpArena's routes right, or with one fault chosen per test, and the validator m
 each fault in the check meant for it and pass the right server.
 """
 
+import gzip
 import io
 import html
 import json
@@ -22,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from gnosis_tools import ROOT
 from gnosis_tools.certificate import make_pair
 from gnosis_tools.verify import httparena as validate
-from gnosis_tools.verify import httparena_tls
+from gnosis_tools.verify import httparena_static, httparena_tls
 
 VALIDATE = [sys.executable, os.path.join(ROOT, "scripts", "tool"), "verify", "httparena"]
 DATASET_PATH = os.path.join(ROOT, "data", "dataset.json")
@@ -69,9 +70,10 @@ class StandIn(socketserver.ThreadingTCPServer):
     daemon_threads = True
     request_queue_size = 128  # the validator opens 32 connections at once
 
-    def __init__(self, *faults, rows=None, tls=None):
+    def __init__(self, *faults, rows=None, tls=None, static_dir=None):
         super().__init__(("127.0.0.1", 0), StandInConnection)
         self.tls = tls
+        self.static_dir = static_dir
         self.faults = set(faults)
         self.items, self.fortunes = rows or (made_up_items(), made_up_fortunes())
         self.port = self.server_address[1]
@@ -107,13 +109,15 @@ class StandInConnection(socketserver.StreamRequestHandler):
                     headers[name.strip().lower()] = value.strip()
                 body = self._body(stream, headers)
                 method, target = lines[0].split(" ")[:2]
-                status, content_type, answer = self._answer(method, target, body)
+                status, content_type, answer, *extra = self._answer(method, target, body,
+                                                                     headers)
             except (ValueError, KeyError, OSError):
                 return
             close = headers.get("connection", "").lower() == "close"
-            self.request.sendall(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d"
-                                 b"\r\n\r\n%s" % (status, content_type.encode(), len(answer),
-                                                  answer))
+            extra = "".join("%s: %s\r\n" % pair for pair in extra).encode()
+            self.request.sendall(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\n%sContent-Length: %d"
+                                 b"\r\n\r\n%s" % (status, content_type.encode(), extra,
+                                                  len(answer), answer))
             if close and "keep-open" not in faults:
                 return
 
@@ -135,7 +139,7 @@ class StandInConnection(socketserver.StreamRequestHandler):
             raise ValueError("body cut short")
         return body
 
-    def _answer(self, method, target, body):
+    def _answer(self, method, target, body, headers):
         url = urlsplit(target)
         query = {key: values[0] for key, values in parse_qs(url.query).items()}
         faults = self.server.faults
@@ -167,7 +171,37 @@ class StandInConnection(socketserver.StreamRequestHandler):
             return self._async_db(query)
         if url.path == "/fortunes":
             return self._fortunes()
+        if url.path.startswith("/static/"):
+            return self._static(url.path[len("/static/"):], headers)
         return 404, text, b"not found"
+
+    STATIC_TYPES = {"css": "text/css", "js": "application/javascript",
+                    "json": "application/json", "html": "text/html", "svg": "image/svg+xml",
+                    "webp": "image/webp", "woff2": "font/woff2"}
+
+    def _static(self, name, headers):
+        faults = self.server.faults
+        try:
+            with open(os.path.join(self.server.static_dir, name), "rb") as source:
+                content = source.read()
+        except OSError:
+            if "static-missing-200" in faults:
+                return 200, "text/plain", b""
+            return 404, "text/plain", b"not found"
+        content_type = self.STATIC_TYPES[name.rsplit(".", 1)[1]]
+        if name == "app.js" and "static-js-type" in faults:
+            content_type = "text/plain"
+        if name == "app.js" and "static-text-javascript" in faults:
+            content_type = "text/javascript"
+        if name == "vendor.js" and "static-short" in faults:
+            content = content[:-1]
+        if "gzip" in headers.get("accept-encoding", "") and content_type.startswith("text/"):
+            if "static-gzip" in faults:
+                return 200, content_type, gzip.compress(content), ("Content-Encoding", "gzip")
+            if "static-gzip-short" in faults:
+                return (200, content_type, gzip.compress(content[:-1]),
+                        ("Content-Encoding", "gzip"))
+        return 200, content_type, content
 
     def _async_db(self, query):
         faults = self.server.faults
@@ -390,6 +424,51 @@ class AgainstTheDatabase(StandInCase):
                                           reason="differ from the database's 200",
                                           database=self.database())
         self.assertEqual(validator.failed, ["GET /fortunes rows"])
+
+
+class StaticProfile(StandInCase):
+    """HttpArena's 20 files, of made-up bytes, in a folder of the test's own."""
+
+    def setUp(self):
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.static_dir = folder.name
+        for index, name in enumerate(httparena_static.FILES):
+            with open(os.path.join(folder.name, name), "wb") as out:
+                out.write(bytes(random.Random(index).randrange(256)
+                                for _ in range(100 + 997 * index)))
+
+    def check(self, *faults):
+        server = StandIn(*faults, static_dir=self.static_dir)
+        self.addCleanup(server.close)
+        return run(server, [httparena_static.PROFILE], static_dir=self.static_dir)
+
+    def test_a_right_server_passes_as_validate_sh_counts(self):
+        for faults, passed, note in [((), 5, "  SKIP [static compression]"),
+                                     (("static-gzip",), 6, "  PASS [static compression] "
+                                                           "(7 files compressed, 13 skipped)"),
+                                     (("static-text-javascript",), 5, "")]:
+            validator, ok, output = self.check(*faults)
+            self.assertTrue(ok, output)
+            self.assertEqual(validator.passed, passed, output)
+            self.assertIn(note, output)
+
+    def test_each_fault_is_caught(self):
+        for fault, label in [("static-js-type", "GET /static/app.js Content-Type"),
+                             ("static-short", "static/vendor.js size"),
+                             ("static-gzip-short", "static/reset.css compression"),
+                             ("static-missing-200", "GET /static/nonexistent.txt")]:
+            validator, ok, output = self.check(fault)
+            self.assertFalse(ok, output)
+            self.assertIn(label, validator.failed, output)
+
+    def test_files_not_where_the_validator_looks_fail_the_sizes(self):
+        server = StandIn(static_dir=self.static_dir)
+        self.addCleanup(server.close)
+        validator, ok, output = run(server, [httparena_static.PROFILE],
+                                    static_dir=os.path.join(self.static_dir, "none"))
+        self.assertFalse(ok, output)
+        self.assertEqual(len(validator.failed), 20, output)
 
 
 class CommandLine(StandInCase):

@@ -4,6 +4,7 @@
         [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes,json-tls,8gbit]
         [--dataset data/dataset.json] [--database-url URL [--psql psql]] [--allow-keep-open]
         [--tls-port 8081] [--certificate /certs/server.crt]
+        [--profiles static --static-dir /data/static]
 
 The same requests, the same assertions and the same counting as validate.sh for the HTTP/1.1
 profiles gnosis serves, without Docker: start the server yourself and point this at its port.
@@ -19,7 +20,8 @@ line, and a close after Connection: close). async-db and fortunes follow the sna
 moved). Given --database-url (the server's database, read with psql), they also compare the
 answers with its rows.
 
-json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py.
+json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py; the static profile
+(reference only for engines, so not run unless named) in httparena_static.py.
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
 exits 1 on any FAIL, 2 when nothing answers.
@@ -41,6 +43,8 @@ from .http1 import REQUEST_TIMEOUT, ExchangeError, exchange, request
 from .httparena_tls import DEFAULT_PORT as TLS_PORT
 from .httparena_tls import PROFILES as TLS_PROFILES
 from .httparena_tls import TlsChecks, default_certificate
+from .httparena_static import PROFILE as STATIC_PROFILE
+from .httparena_static import StaticChecks, default_static_dir
 
 PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async", "async-db", "fortunes",
             "latency-1m", "latency-10k"]
@@ -139,8 +143,9 @@ class FortunesTable(HTMLParser):
 class Validator:
     def __init__(self, host, port, dataset, out=sys.stdout, rng=None, require_close=True,
                  fragment_timeout=FRAGMENT_TIMEOUT, database=None, tls_port=TLS_PORT,
-                 certificate=None):
+                 certificate=None, static_dir=None):
         self.host = host
+        self.static_dir = static_dir or default_static_dir()
         self.tls_port = tls_port
         self.certificate = certificate or default_certificate()
         self.database = database  # a Database, for the stricter async-db and fortunes checks
@@ -188,7 +193,8 @@ class Validator:
 
     def check_header(self, label, expected, fragments, send=None):
         """check_header() for Content-Type (snapshot 452-476): the value, bare or followed by
-        ';' and parameters. Stricter: exactly one Content-Type header. The fragments go out
+        ';' and parameters; text/javascript taken for application/javascript (MDA2AV at
+        28606baf, RFC 9239). Stricter: exactly one Content-Type header. The fragments go out
         with `send` (by default over cleartext)."""
         try:
             response = (send or self.send)(fragments)
@@ -196,7 +202,10 @@ class Validator:
             self.fail(label, str(error))
             return
         found = [value for name, value in response.header_list if name.lower() == "content-type"]
-        if len(found) == 1 and (found[0] == expected or found[0].startswith(expected + ";")):
+        def normal(value):
+            return value.replace("text/javascript", "application/javascript")
+        if len(found) == 1 and (normal(found[0]) == normal(expected)
+                                or normal(found[0]).startswith(normal(expected) + ";")):
             self.ok(label, "Content-Type: %s" % found[0])
         else:
             self.fail(label, "expected Content-Type %r, got %r" % (expected, found))
@@ -632,6 +641,8 @@ class Validator:
             self.async_db()
         if "fortunes" in profiles:
             self.fortunes()
+        if STATIC_PROFILE in profiles:
+            StaticChecks(self, self.static_dir).run()
         if set(profiles) & set(TLS_PROFILES):
             TlsChecks(self, self.tls_port, self.certificate).run(profiles)
         if self.kept_open and not self.require_close:
@@ -659,12 +670,16 @@ def add_arguments(parser):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--profiles", default=",".join(PROFILES),
-                        help="comma-separated, of: %s" % ", ".join(PROFILES + TLS_PROFILES))
+                        help="comma-separated, of: %s" % ", ".join(PROFILES + TLS_PROFILES
+                                                                      + [STATIC_PROFILE]))
     parser.add_argument("--tls-port", type=int, default=TLS_PORT,
                         help="the TLS listener of json-tls and 8gbit (default %d)" % TLS_PORT)
     parser.add_argument("--certificate",
                         help="the certificate the TLS listener must serve (default: $TLS_CERT, "
                              "else /certs/server.crt)")
+    parser.add_argument("--static-dir",
+                        help="the files the server serves under /static/ (static: sizes "
+                             "compared with them; default: $STATIC_DIR, else /data/static)")
     parser.add_argument("--wait", type=float, default=0,
                         help="seconds to wait for the server to answer first")
     parser.add_argument("--allow-keep-open", action="store_true",
@@ -684,10 +699,11 @@ def add_arguments(parser):
 
 def run(args):
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
-    unknown = sorted(set(profiles) - set(PROFILES + TLS_PROFILES))
+    known = PROFILES + TLS_PROFILES + [STATIC_PROFILE]
+    unknown = sorted(set(profiles) - set(known))
     if unknown:
         print("verify httparena: unknown profile(s) %s; known: %s"
-              % (", ".join(unknown), ", ".join(PROFILES + TLS_PROFILES)), file=sys.stderr)
+              % (", ".join(unknown), ", ".join(known)), file=sys.stderr)
         return 2
     with open(args.dataset, encoding="utf-8") as source:
         dataset = json.load(source)
@@ -703,5 +719,5 @@ def run(args):
     database = Database(args.database_url, args.psql) if args.database_url else None
     validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open,
                           database=database, tls_port=args.tls_port,
-                          certificate=args.certificate)
+                          certificate=args.certificate, static_dir=args.static_dir)
     return 0 if validator.run(profiles) else 1

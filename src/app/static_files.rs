@@ -1,0 +1,184 @@
+//! `GET /static/{name}`: a file of one directory (`STATIC_DIR`, else [`STATIC_DIR`]), read
+//! from disk on every request as HttpArena's static profiles demand (no cache, no mmap), its
+//! Content-Type by its extension.
+//!
+//! A name is one plain file name: letters, digits, `-`, `_`, `.` and `~` (RFC 3986's
+//! unreserved characters, so nothing percent-encoded), not beginning with a dot, at most 255
+//! bytes. So no `..`, no `/`, no NUL, no escape of any kind can reach outside the
+//! directory; the file is opened without following a symbolic link (`O_NOFOLLOW`: one
+//! pointing out of the directory, or anywhere, is not served), and only a regular file is
+//! served. Anything else, and a file that is not there, is 404.
+//!
+//! Per request: `openat`, `statx` (regular? how long?), one `read` straight into the
+//! response's buffer behind its head (no copy before, no zero-filling), `close`. HEAD skips
+//! the read.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::http::{ContentType, HttpDate, Response, Status};
+use crate::sys;
+
+/// Where HttpArena mounts its static files, unless `STATIC_DIR` says otherwise.
+pub const STATIC_DIR: &str = "/data/static";
+/// The largest file served (a larger one is 500): a response is built whole in its
+/// connection's output, so this bounds what one request can make a worker hold. HttpArena's
+/// largest is 300 KiB (its HTTP/2 profile's docs say up to 400 KB); 1 MiB is the default
+/// `--max-body` too, the most a request may bring in.
+pub const MAX_FILE_LEN: u64 = 1024 * 1024;
+/// The longest file name Linux takes (NAME_MAX).
+const MAX_NAME_LEN: usize = 255;
+
+/// The directory: `STATIC_DIR` in the environment, else [`STATIC_DIR`].
+pub fn static_dir() -> PathBuf {
+    std::env::var_os("STATIC_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(STATIC_DIR))
+}
+
+/// One worker's access to the directory.
+pub struct StaticFiles {
+    /// The directory's path and a `/`, followed while opening by the name asked for.
+    path: Vec<u8>,
+    dir_len: usize,
+}
+
+/// A file opened for one request: its descriptor, length and type.
+pub struct StaticFile {
+    file: File,
+    /// As it was when opened: the body's length.
+    pub len: usize,
+    pub content_type: ContentType,
+}
+
+impl StaticFiles {
+    pub fn new(dir: &Path) -> Self {
+        let mut path = dir.as_os_str().as_bytes().to_vec();
+        path.push(b'/');
+        let dir_len = path.len();
+        StaticFiles { path, dir_len }
+    }
+
+    /// Opens the file `name` names: 404 for a name that is not a plain file name or for
+    /// no regular file under it, 500 for one over [`MAX_FILE_LEN`], 503 when the worker is
+    /// out of descriptors.
+    pub fn open(&mut self, name: &str) -> Result<StaticFile, Status> {
+        if !is_plain_name(name) {
+            return Err(Status::NotFound);
+        }
+        self.path.truncate(self.dir_len);
+        self.path.extend_from_slice(name.as_bytes());
+        let file = OpenOptions::new()
+            .read(true)
+            // O_NONBLOCK: a FIFO in the directory must not block the worker in open.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(Path::new(std::ffi::OsStr::from_bytes(&self.path)))
+            .map_err(|error| open_failure(&error))?;
+        let metadata = file.metadata().map_err(|_| Status::NotFound)?;
+        if !metadata.is_file() {
+            return Err(Status::NotFound);
+        }
+        if metadata.len() > MAX_FILE_LEN {
+            return Err(Status::InternalServerError);
+        }
+        Ok(StaticFile {
+            file,
+            // Below MAX_FILE_LEN: fits.
+            len: metadata.len() as usize,
+            content_type: content_type(name),
+        })
+    }
+
+    /// Appends the whole answer to `GET /static/{name}` (or HEAD) to `out`.
+    pub fn respond(&mut self, name: &str, response: Response, out: &mut Vec<u8>, date: &HttpDate) {
+        let start = out.len();
+        let read = self.open(name).and_then(|file| {
+            match response.write_head(out, date, Status::Ok, file.content_type, file.len) {
+                true => file.read_into(out),
+                false => Ok(()),
+            }
+        });
+        if let Err(status) = read {
+            out.truncate(start);
+            response.write_error(out, date, status);
+        }
+    }
+}
+
+impl StaticFile {
+    /// Appends the file's `len` bytes to `out`, read straight into its spare capacity;
+    /// usually one `read`. A file whose length changed since it was opened is 500 (`out`
+    /// may then hold part of it: the caller drops what it appended).
+    pub fn read_into(self, out: &mut Vec<u8>) -> Result<(), Status> {
+        let end = out.len() + self.len;
+        out.reserve(self.len);
+        while out.len() < end {
+            match sys::read_into(self.file.as_fd(), out, end - out.len()) {
+                Ok(0) | Err(_) => return Err(Status::InternalServerError),
+                Ok(_) => {}
+            }
+        }
+        // The spare capacity may have taken more than asked if the file grew.
+        match out.len() == end {
+            true => Ok(()),
+            false => Err(Status::InternalServerError),
+        }
+    }
+}
+
+/// Why a name could not be opened, as a status: out of descriptors or memory is the
+/// server's state (503, as for the database), anything else (no such file, a symbolic
+/// link, no permission) is no file to serve.
+fn open_failure(error: &std::io::Error) -> Status {
+    match error.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM) => Status::ServiceUnavailable,
+        _ => Status::NotFound,
+    }
+}
+
+/// One file name of RFC 3986's unreserved characters, not a dot file (nor `.` or `..`).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+}
+
+/// The type of a file by its extension (ASCII case ignored); unknown: bytes.
+fn content_type(name: &str) -> ContentType {
+    let extension = name.rsplit_once('.').map_or("", |(_, extension)| extension);
+    let mut lower = [0; 5];
+    let Some(lower) = lower.get_mut(..extension.len()) else {
+        return ContentType::OctetStream;
+    };
+    lower.copy_from_slice(extension.as_bytes());
+    lower.make_ascii_lowercase();
+    match &*lower {
+        b"css" => ContentType::Css,
+        b"js" | b"mjs" => ContentType::JavaScript,
+        b"json" => ContentType::Json,
+        b"html" | b"htm" => ContentType::Html,
+        b"txt" => ContentType::Plain,
+        b"svg" => ContentType::Svg,
+        b"webp" => ContentType::Webp,
+        b"png" => ContentType::Png,
+        b"jpg" | b"jpeg" => ContentType::Jpeg,
+        b"gif" => ContentType::Gif,
+        b"avif" => ContentType::Avif,
+        b"ico" => ContentType::Icon,
+        b"woff2" => ContentType::Woff2,
+        b"woff" => ContentType::Woff,
+        b"xml" => ContentType::Xml,
+        b"wasm" => ContentType::Wasm,
+        b"gz" => ContentType::Gzip,
+        _ => ContentType::OctetStream,
+    }
+}
+
+#[cfg(test)]
+mod tests;
