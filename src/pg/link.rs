@@ -117,7 +117,9 @@ impl Link {
                 self.socket = Socket::Open(generation);
                 self.conn.connected(now);
             }
-            Err(error) => self.conn.transport_failed(DbError::Io(error), now, sink),
+            Err(error) => self
+                .conn
+                .transport_failed(DbError::Io(error.into()), now, sink),
         }
     }
 
@@ -176,7 +178,8 @@ impl Link {
         // Connected or not, the socket belongs to the connection as it is now.
         let generation = self.conn.generation();
         if self.is_current() || self.socket == Socket::Connecting(generation) {
-            self.conn.transport_failed(DbError::Io(error), now, sink);
+            self.conn
+                .transport_failed(DbError::Io(error.into()), now, sink);
         }
     }
 

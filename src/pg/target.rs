@@ -184,6 +184,15 @@ struct Shared {
     ended: Condvar,
 }
 
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Resolution> {
+        // The lock is never held across anything that can panic; recover regardless.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 #[derive(Default)]
 struct Resolution {
     address: Option<SocketAddr>,
@@ -204,14 +213,12 @@ impl Target {
             unix,
             resolution: Arc::default(),
         });
-        match &target.config.host {
+        if let Host::Tcp(host) = &target.config.host {
             // An address already: nothing to look up, now or later.
-            Host::Tcp(host) => match host.parse::<IpAddr>() {
-                Ok(ip) => target.state().address = Some(SocketAddr::new(ip, target.config.port)),
-                Err(_) => target.resolve_again(),
-            },
-            Host::Unix(_) => {}
+            let ip = host.parse().ok();
+            target.resolution.lock().address = ip.map(|ip| SocketAddr::new(ip, target.config.port));
         }
+        target.resolve_again();
         target
     }
 
@@ -224,7 +231,7 @@ impl Target {
     pub fn address(&self) -> Option<Address> {
         match &self.unix {
             Some(path) => Some(Address::Unix(path.clone())),
-            None => self.state().address.map(Address::Tcp),
+            None => self.resolution.lock().address.map(Address::Tcp),
         }
     }
 
@@ -234,12 +241,12 @@ impl Target {
             Host::Tcp(host) => host.as_str(),
             Host::Unix(_) => "",
         };
-        let state = self.state();
+        let state = self.resolution.lock();
         let what = match &state.error {
             Some(error) => format!("cannot resolve {host}: {error}"),
             None => format!("{host} not resolved yet"),
         };
-        DbError::Io(io::Error::new(io::ErrorKind::NotFound, what))
+        DbError::Io(io::Error::new(io::ErrorKind::NotFound, what).into())
     }
 
     /// A connection to `address()` could not be made: the name may point elsewhere now, so
@@ -255,7 +262,7 @@ impl Target {
             return true;
         }
         let deadline = Instant::now() + timeout;
-        let mut state = self.state();
+        let mut state = self.resolution.lock();
         while state.in_progress {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -269,14 +276,6 @@ impl Target {
         state.address.is_some()
     }
 
-    fn state(&self) -> MutexGuard<'_, Resolution> {
-        // The lock is never held across anything that can panic; recover regardless.
-        self.resolution
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn resolve_again(&self) {
         let Host::Tcp(host) = &self.config.host else {
             return;
@@ -285,7 +284,7 @@ impl Target {
             return;
         }
         {
-            let mut state = self.state();
+            let mut state = self.resolution.lock();
             if state.in_progress {
                 return;
             }
@@ -296,10 +295,7 @@ impl Target {
             .name("gnosis-resolve".into())
             .spawn(move || {
                 let result = resolve(&host, port);
-                let mut state = shared
-                    .state
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut state = shared.lock();
                 match result {
                     Ok(address) => {
                         state.address = Some(address);
@@ -313,7 +309,7 @@ impl Target {
                 shared.ended.notify_all();
             });
         if let Err(error) = spawned {
-            let mut state = self.state();
+            let mut state = self.resolution.lock();
             state.in_progress = false;
             state.error = Some(format!("no thread to resolve it: {error}"));
         }

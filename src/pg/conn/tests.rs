@@ -48,7 +48,7 @@ fn target_on(host: Host, user: &str, password: &str, allow_cleartext: bool) -> A
 }
 
 fn refused() -> DbError {
-    DbError::Io(io::Error::from_raw_os_error(libc::ECONNREFUSED))
+    DbError::Io(io::Error::from_raw_os_error(libc::ECONNREFUSED).into())
 }
 
 /// A connection, the time it believes it is, and every event it delivered as text.
