@@ -1,15 +1,11 @@
-//! One PostgreSQL connection as a state machine without socket I/O (sans-I/O): its driver,
-//! the link (`link::Link`, whose bytes a server's worker or `blocking::Driver` moves), owns
-//! the connection and its socket, moves bytes in and out, and tells the connection the time
-//! (it reads no clock). Its other dealings with the system: 18 random bytes from getrandom(2)
-//! for each SCRAM nonce, SCRAM's key derived on a helper thread (`auth`), a failed connect
-//! starting a new name lookup on the target's helper thread, and failures logged to stderr.
+//! One PostgreSQL connection as a state machine without socket I/O: its link (`link::Link`)
+//! moves its bytes and tells it the time (it reads no clock). Its other dealings with the
+//! system: the SCRAM nonce and key (`auth`), a new name lookup after a failed connect, and
+//! failures logged to stderr.
 //!
-//! Its life is a `Phase` that carries what it needs: no socket (backing off, or parked), a
-//! socket wanted, connecting, the start-up (`startup.rs`), the session that answers queries
-//! (`session.rs`); losing the connection is one change of phase. The reconnect policy and
-//! the failure log are `failure.rs`'s. `step()` says what the driver must do next,
-//! `deadline()` when to call `on_timer`.
+//! Its life is a `Phase` that carries what it needs, so losing the connection is one change
+//! of phase: the start-up is `startup.rs`'s, the session that answers queries `session.rs`'s,
+//! the reconnect policy and the failure log `failure.rs`'s.
 
 mod failure;
 mod session;
@@ -35,22 +31,17 @@ const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
 
-/// What the connection needs from its driver (`link::Link`) right now.
+/// What the connection needs from its link (`link::Link`) right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// Open a socket to `target().address()` and start a non-blocking connect, then call
-    /// `connecting(now)`; if the socket cannot even be created (or there is no address yet),
-    /// `transport_failed`.
+    /// A socket connecting to `target().address()` (`connecting`, then `connected` or
+    /// `transport_failed`).
     Connect,
-    /// The driver's connect is under way: call `connected(now)` when the socket is writable
-    /// and SO_ERROR is 0, else `transport_failed`.
+    /// The link's connect is under way.
     Connecting,
-    /// Exchange bytes: read whenever readable (`read_buffer` + `filled`), send whatever
-    /// `take_output` gives.
+    /// Bytes exchanged: read into `read_buffer` (`filled`), sent from `take_output`.
     Io,
-    /// No socket wanted (backoff, or parked): the driver closes any socket it holds for this
-    /// connection (after sending what `take_output` still gives, if it likes: a goodbye) and
-    /// calls `on_timer` at `deadline()`.
+    /// No socket (backoff, or parked): the link closes any it holds.
     Idle,
 }
 
@@ -389,23 +380,18 @@ impl PgConn {
         let buf = std::mem::take(&mut self.read_buf);
         let max_message_len = self.setup.options.max_message_len;
         let mut at = self.read_start;
-        let mut result = Ok(());
-        while at < self.read_end {
+        let result = loop {
             match protocol::decode_within(&buf[at..self.read_end], max_message_len) {
                 Ok(Some((message, used))) => {
                     at += used;
-                    result = self.handle(message, now, sink);
-                    if result.is_err() {
-                        break;
+                    if let Err(error) = self.handle(message, now, sink) {
+                        break Err(error);
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    result = Err(DbError::Protocol(e.to_string()));
-                    break;
-                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(DbError::Protocol(e.to_string())),
             }
-        }
+        };
         self.read_buf = buf;
         self.read_start = at;
         result
