@@ -31,16 +31,7 @@ pub fn md5_password(user: &str, password: &str, salt: [u8; 4]) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    bytes
-        .iter()
-        .flat_map(|b| {
-            [
-                DIGITS[(b >> 4) as usize] as char,
-                DIGITS[(b & 15) as usize] as char,
-            ]
-        })
-        .collect()
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How the server had this client authenticate.
@@ -213,10 +204,9 @@ impl Scram {
         let salt = BASE64
             .decode(salt)
             .map_err(|_| "SCRAM salt is not base64".to_string())?;
-        if iterations.is_empty() || !iterations.bytes().all(|b| b.is_ascii_digit()) {
-            return Err("SCRAM iteration count is invalid".to_string());
-        }
+        let digits = !iterations.is_empty() && iterations.bytes().all(|b| b.is_ascii_digit());
         let iterations = match iterations.parse::<u32>() {
+            _ if !digits => return Err("SCRAM iteration count is invalid".to_string()),
             Ok(0) => return Err("SCRAM iteration count is invalid".to_string()),
             Ok(i) if i <= MAX_SCRAM_ITERATIONS => i,
             // Digits only, but maybe very many: shown shortened.

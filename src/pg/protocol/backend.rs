@@ -299,27 +299,18 @@ impl<'a> DataRow<'a> {
 
     /// Column `index`: `None` past the end, `Some(None)` for NULL.
     pub fn get(&self, index: usize) -> Option<Option<&'a [u8]>> {
-        if index >= self.len() {
-            return None;
-        }
-        let mut rest = self.columns;
-        let mut i = 0;
-        loop {
-            // validate() checked every length, so these slices are in bounds.
-            let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
-            rest = &rest[4..];
-            let value = if len < 0 {
-                None
-            } else {
-                let (value, tail) = rest.split_at(len as usize);
-                rest = tail;
-                Some(value)
+        let mut r = Reader(self.columns);
+        for i in 0..self.len() {
+            // validate() checked every length: -1 (NULL) or a column within the row.
+            let value = match r.u32().ok()? as i32 {
+                -1 => None,
+                len => Some(r.take(len as usize).ok()?),
             };
             if i == index {
                 return Some(value);
             }
-            i += 1;
         }
+        None
     }
 }
 
