@@ -35,9 +35,10 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// How the server had this client authenticate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Method {
     /// No password asked for.
+    #[default]
     Trust,
     Cleartext,
     Md5,

@@ -38,6 +38,7 @@ enum Stage {
     Preparing(Preparing),
 }
 
+#[derive(Default)]
 struct Authentication {
     scram: Option<Scram>,
     /// SASL has begun: a password asked for in clear or as MD5 from now on is a downgrade,
@@ -74,12 +75,7 @@ impl Handshake {
     pub fn new(deadline: Instant) -> Handshake {
         Handshake {
             deadline,
-            stage: Stage::Authenticating(Authentication {
-                scram: None,
-                sasl_begun: false,
-                method: auth::Method::Trust,
-                scram_poll: None,
-            }),
+            stage: Stage::Authenticating(Authentication::default()),
         }
     }
 
@@ -419,16 +415,8 @@ impl Repreparation {
 /// One statement's Parse + Describe + Sync; nothing half written when it cannot be encoded.
 fn write_preparation(output: &mut Vec<u8>, statement: &Statement) -> Result<(), EncodeError> {
     let start = output.len();
-    let written = protocol::parse(output, statement.name, statement.sql, statement.param_types)
-        .and_then(|()| protocol::describe_statement(output, statement.name));
-    match written {
-        Ok(()) => {
-            protocol::sync(output);
-            Ok(())
-        }
-        Err(error) => {
-            output.truncate(start);
-            Err(error)
-        }
-    }
+    protocol::parse(output, statement.name, statement.sql, statement.param_types)
+        .and_then(|()| protocol::describe_statement(output, statement.name))
+        .map(|()| protocol::sync(output))
+        .inspect_err(|_| output.truncate(start))
 }
