@@ -142,8 +142,7 @@ pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Result<(), 
     message(buf, Some(b'B'), |buf| {
         buf.push(0); // unnamed portal
         put_cstr(buf, statement, "statement name")?;
-        buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all parameters:
-        buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+        buf.extend_from_slice(&[0, 1, 0, 1]); // one format code for all parameters: binary
         put_count(buf, params.len(), "parameter list")?;
         for param in params {
             match *param {
@@ -172,8 +171,7 @@ pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Result<(), 
                 }
             }
         }
-        buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all results:
-        buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+        buf.extend_from_slice(&[0, 1, 0, 1]); // one format code for all results: binary
         Ok(())
     })
 }
