@@ -15,6 +15,7 @@ use super::target::Target;
 /// Queries a connection holds before new requests go to the next one (see [`Pool::pick`]).
 pub const SPILL_DEPTH: usize = 1024;
 
+#[derive(Default)]
 pub struct Pool {
     /// Each connection with the socket it wants.
     links: Vec<Link>,
@@ -60,11 +61,7 @@ impl Pool {
 
     /// For a server without a database.
     pub fn empty() -> Pool {
-        Pool {
-            links: Vec::new(),
-            threads: Arc::default(),
-            starving: false,
-        }
+        Pool::default()
     }
 
     pub fn len(&self) -> usize {
