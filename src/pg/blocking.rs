@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::conn::{
-    DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step, DEFAULT_TIMEOUT,
+    DbError, Event, Options, Param, PgConn, QueryError, Row, Sink, Statement, Step, DEFAULT_TIMEOUT,
 };
 use super::link::{Link, Order};
 use super::target::Target;
@@ -56,12 +56,12 @@ impl Driver {
     }
 
     /// Sends what the connection has queued, as far as the socket takes it.
-    pub fn flush(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn flush(&mut self, sink: &mut impl Sink) {
         self.settle(Instant::now(), sink);
     }
 
     /// Lets the connection act on its deadlines (`conn.deadline()`).
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl Sink) {
         self.conn_mut().on_timer(now, sink);
         self.settle(now, sink);
     }
@@ -69,7 +69,7 @@ impl Driver {
     /// One step without an event loop: waits with poll(2) for the socket, or for the
     /// connection's deadline, at most until `deadline`, and lets the connection act on what
     /// happened. Blocks; waits for a host name being resolved too.
-    pub fn poll_once(&mut self, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn poll_once(&mut self, deadline: Instant, sink: &mut impl Sink) {
         let now = Instant::now();
         let target = self.conn().target();
         if self.conn().step() == Step::Connect && target.address().is_none() {
@@ -102,7 +102,7 @@ impl Driver {
     }
 
     /// Does what the link orders, then sends what it can.
-    fn settle(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn settle(&mut self, now: Instant, sink: &mut impl Sink) {
         while let Some(order) = self.link.order(now, sink) {
             match order {
                 Order::Connect(address) => match sys::connect_nonblocking(&address) {
@@ -123,7 +123,7 @@ impl Driver {
         self.send(now, sink);
     }
 
-    fn finish_connect(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn finish_connect(&mut self, now: Instant, sink: &mut impl Sink) {
         let Some(socket) = self.socket.as_ref().filter(|_| self.connecting) else {
             return;
         };
@@ -133,7 +133,7 @@ impl Driver {
     }
 
     /// Reads until the socket is empty, handing each read to the link.
-    fn read(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn read(&mut self, now: Instant, sink: &mut impl Sink) {
         if self.connecting {
             // Readable before connected: the connect failed, and SO_ERROR says why.
             return self.finish_connect(now, sink);
@@ -162,7 +162,7 @@ impl Driver {
         }
     }
 
-    fn send(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn send(&mut self, now: Instant, sink: &mut impl Sink) {
         let Some(socket) = &self.socket else {
             return;
         };

@@ -22,7 +22,7 @@ use self::startup::Handshake;
 use super::protocol;
 use super::target::Target;
 
-pub use self::session::{Event, QueryError, Row};
+pub use self::session::{Event, QueryError, Row, Sink};
 pub use self::setup::{Options, Statement, DEFAULT_TIMEOUT, MAX_ROWS};
 pub use super::error::DbError;
 pub use super::protocol::Param;
@@ -160,7 +160,7 @@ impl PgConn {
     }
 
     /// Acts on whatever deadline has passed; harmless to call at any time.
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl Sink) {
         let result = match &mut self.phase {
             Phase::Idle(retry) if retry.at <= now => {
                 self.start_attempt(now);
@@ -201,12 +201,7 @@ impl PgConn {
     /// The socket failed: EOF, reset, refused connect, send error, no socket to be had.
     /// Fails every query held (`ConnectionLost`) and schedules the next attempt. Ignored while
     /// Idle (the driver reports a socket already given up).
-    pub(super) fn transport_failed(
-        &mut self,
-        error: DbError,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
+    pub(super) fn transport_failed(&mut self, error: DbError, now: Instant, sink: &mut impl Sink) {
         if self.step() != Step::Idle {
             self.fail(error, now, sink);
         }
@@ -260,7 +255,7 @@ impl PgConn {
     }
 
     /// `n` bytes were written at the start of `read_buffer()`: decode and deliver.
-    pub(super) fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub(super) fn filled(&mut self, n: usize, now: Instant, sink: &mut impl Sink) {
         if self.step() != Step::Io {
             return;
         }
@@ -308,7 +303,7 @@ impl PgConn {
     /// Gives the connection up and stays Idle until `unpark`: for a thread that hands back a
     /// connection slot it does not need. Every query held fails with `ConnectionLost`; a
     /// connected socket gets a Terminate in the output, for the driver to send if it likes.
-    pub fn park(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn park(&mut self, sink: &mut impl Sink) {
         match self.phase {
             Phase::Parked(_) => {}
             Phase::Idle(retry) => self.phase = Phase::Parked(Some(retry)),
@@ -371,11 +366,7 @@ impl PgConn {
     }
 
     /// Decodes and handles every complete message received.
-    fn process(
-        &mut self,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) -> Result<(), DbError> {
+    fn process(&mut self, now: Instant, sink: &mut impl Sink) -> Result<(), DbError> {
         // Taken out so that rows can borrow it while `self` handles them.
         let buf = std::mem::take(&mut self.read_buf);
         let max_message_len = self.setup.options.max_message_len;
@@ -401,7 +392,7 @@ impl PgConn {
         &mut self,
         message: protocol::Message<'_>,
         now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
+        sink: &mut impl Sink,
     ) -> Result<(), DbError> {
         match &mut self.phase {
             Phase::Ready(session) => {
@@ -427,7 +418,7 @@ impl PgConn {
     }
 
     /// Gives the connection up: fails every query held, logs, and schedules the next attempt.
-    fn fail(&mut self, error: DbError, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn fail(&mut self, error: DbError, now: Instant, sink: &mut impl Sink) {
         let permanent = error.is_permanent();
         let was_ready = self.is_ready();
         let retry = Retry {
@@ -469,7 +460,7 @@ impl PgConn {
 
     /// Forgets the socket and everything on it (its queries fail with `ConnectionLost`) for
     /// `next`, and returns the phase it was in; the driver sees a new generation.
-    fn drop_connection(&mut self, next: Phase, sink: &mut impl FnMut(u64, Event<'_>)) -> Phase {
+    fn drop_connection(&mut self, next: Phase, sink: &mut impl Sink) -> Phase {
         let mut lost = std::mem::replace(&mut self.phase, next);
         if let Phase::Ready(session) = &mut lost {
             session.fail_all(&DbError::ConnectionLost, sink);

@@ -12,7 +12,7 @@
 use std::io;
 use std::time::Instant;
 
-use super::conn::{DbError, Event, PgConn, Step};
+use super::conn::{DbError, PgConn, Sink, Step};
 use super::target::Address;
 
 /// What the link asks of its mover.
@@ -72,7 +72,7 @@ impl Link {
     /// What the mover must do now, if anything: asked after every event and timer. A
     /// connection without an address to connect to fails here (and its target resolves
     /// the name again).
-    pub fn order(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) -> Option<Order> {
+    pub fn order(&mut self, now: Instant, sink: &mut impl Sink) -> Option<Order> {
         let step = self.conn.step();
         match self.socket {
             Socket::Connecting(generation) | Socket::Open(generation)
@@ -100,12 +100,7 @@ impl Link {
 
     /// The connect ordered last has ended: connected, or failed (refused, no socket to be
     /// had, ...). A failure is the connection's: its queries fail and it tries again later.
-    pub fn connected(
-        &mut self,
-        result: io::Result<()>,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
+    pub fn connected(&mut self, result: io::Result<()>, now: Instant, sink: &mut impl Sink) {
         let Socket::Connecting(generation) = self.socket else {
             return;
         };
@@ -139,7 +134,7 @@ impl Link {
     }
 
     /// `n` bytes were read into [`Link::read_buffer`]; 0 is the server's EOF.
-    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl Sink) {
         if !self.is_current() {
             return;
         }
@@ -150,7 +145,7 @@ impl Link {
     }
 
     /// `bytes` arrived in a buffer of the mover's own; none is the server's EOF.
-    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl Sink) {
         if bytes.is_empty() {
             return self.filled(0, now, sink);
         }
@@ -169,12 +164,7 @@ impl Link {
 
     /// The socket failed (reset, a send error, ...): the connection's queries fail and it
     /// tries again later; [`Link::order`] then says to close the socket.
-    pub fn failed(
-        &mut self,
-        error: io::Error,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
+    pub fn failed(&mut self, error: io::Error, now: Instant, sink: &mut impl Sink) {
         // Connected or not, the socket belongs to the connection as it is now.
         let generation = self.conn.generation();
         if self.is_current() || self.socket == Socket::Connecting(generation) {

@@ -13,7 +13,7 @@ pub mod target;
 pub mod url;
 
 pub use blocking::{BlockingClient, Driver};
-pub use conn::{Event, Options, Param, PgConn, QueryError, Row, Statement, Step};
+pub use conn::{Event, Options, Param, PgConn, QueryError, Row, Sink, Statement, Step};
 pub use error::DbError;
 pub use pool::Pool;
 pub use target::{Address, Config, Host, Target};

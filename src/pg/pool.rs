@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::conn::{Event, Options, PgConn, Statement};
+use super::conn::{Options, PgConn, Sink, Statement};
 use super::link::Link;
 use super::target::Target;
 
@@ -167,7 +167,7 @@ impl Pool {
         self.conns().filter_map(PgConn::deadline).min()
     }
 
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl Sink) {
         for conn in self.conns_mut() {
             if conn.deadline().is_some_and(|deadline| deadline <= now) {
                 conn.on_timer(now, sink);

@@ -21,6 +21,11 @@ pub enum Event<'a> {
     Failed(&'a DbError),
 }
 
+/// Where a connection delivers its queries' events, each with its query's token.
+pub trait Sink: FnMut(u64, Event<'_>) {}
+
+impl<F: FnMut(u64, Event<'_>)> Sink for F {}
+
 /// One result row, borrowing the connection's read buffer.
 pub struct Row<'a> {
     pub(super) data: DataRow<'a>,
@@ -185,7 +190,7 @@ impl Session {
         setup: &Setup,
         output: &mut Vec<u8>,
         now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
+        sink: &mut impl Sink,
     ) -> Result<(), DbError> {
         if self
             .pending
@@ -211,7 +216,7 @@ impl Session {
     }
 
     /// Every query held fails with `error`.
-    pub fn fail_all(&mut self, error: &DbError, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn fail_all(&mut self, error: &DbError, sink: &mut impl Sink) {
         while let Some(query) = self.pending.pop_front() {
             if let Some(token) = query.token {
                 sink(token, Event::Failed(error));
@@ -226,7 +231,7 @@ impl Session {
         message: Message<'_>,
         setup: &Setup,
         now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
+        sink: &mut impl Sink,
     ) -> Result<bool, DbError> {
         match message {
             Message::DataRow(data) => {

@@ -58,7 +58,7 @@ struct Script {
     events: Vec<(u64, String)>,
 }
 
-fn record(events: &mut Vec<(u64, String)>) -> impl FnMut(u64, Event<'_>) + '_ {
+fn record(events: &mut Vec<(u64, String)>) -> impl Sink + '_ {
     |token, event| {
         let text = match event {
             Event::Row(row) => {
