@@ -101,10 +101,8 @@ impl Link {
     /// The connect ordered last has ended: connected, or failed (refused, no socket to be
     /// had, ...). A failure is the connection's: its queries fail and it tries again later.
     pub fn connected(&mut self, result: io::Result<()>, now: Instant, sink: &mut impl Sink) {
-        let Socket::Connecting(generation) = self.socket else {
-            return;
-        };
-        if generation != self.conn.generation() {
+        let generation = self.conn.generation();
+        if self.socket != Socket::Connecting(generation) {
             return;
         }
         match result {
@@ -127,10 +125,7 @@ impl Link {
     /// `None`: what it delivers now is not the connection's); [`Link::filled`] says how many
     /// bytes came.
     pub fn read_buffer(&mut self) -> Option<&mut [u8]> {
-        match self.is_current() {
-            true => Some(self.conn.read_buffer()),
-            false => None,
-        }
+        self.is_current().then(|| self.conn.read_buffer())
     }
 
     /// `n` bytes were read into [`Link::read_buffer`]; 0 is the server's EOF.
