@@ -27,8 +27,26 @@ pub enum Auth<'a> {
     Unsupported(u32),
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum Message<'a> {
+/// Declares `Message` with its variants, and `Message::name` from their names.
+macro_rules! messages {
+    ($($variant:ident $(($data:ty))?,)*) => {
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum Message<'a> {
+            $($variant $(($data))?,)*
+        }
+
+        impl Message<'_> {
+            /// The message's name, for error reports.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Message::$variant { .. } => stringify!($variant),)*
+                }
+            }
+        }
+    };
+}
+
+messages! {
     Authentication(Auth<'a>),
     ParameterStatus,
     BackendKeyData,
@@ -47,32 +65,6 @@ pub enum Message<'a> {
     NoticeResponse,
     NotificationResponse,
     NegotiateProtocolVersion,
-}
-
-impl Message<'_> {
-    /// The message's name, for error reports.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Message::Authentication(_) => "Authentication",
-            Message::ParameterStatus => "ParameterStatus",
-            Message::BackendKeyData => "BackendKeyData",
-            Message::ReadyForQuery(_) => "ReadyForQuery",
-            Message::ParseComplete => "ParseComplete",
-            Message::BindComplete => "BindComplete",
-            Message::CloseComplete => "CloseComplete",
-            Message::NoData => "NoData",
-            Message::PortalSuspended => "PortalSuspended",
-            Message::ParameterDescription => "ParameterDescription",
-            Message::RowDescription(_) => "RowDescription",
-            Message::DataRow(_) => "DataRow",
-            Message::CommandComplete => "CommandComplete",
-            Message::EmptyQueryResponse => "EmptyQueryResponse",
-            Message::ErrorResponse(_) => "ErrorResponse",
-            Message::NoticeResponse => "NoticeResponse",
-            Message::NotificationResponse => "NotificationResponse",
-            Message::NegotiateProtocolVersion => "NegotiateProtocolVersion",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
