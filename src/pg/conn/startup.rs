@@ -55,8 +55,8 @@ struct Preparing {
     column_types: ColumnTypes,
     /// The answer to the statement `column_types.len()`.
     answer: Preparation,
-    /// Each unavailable statement so far, with why.
-    unavailable: Vec<(&'static str, String)>,
+    /// Each unavailable statement so far, with why: `name (why)`.
+    unavailable: Vec<String>,
 }
 
 /// The answer to the Parse + Describe of the statement being prepared, so far.
@@ -265,31 +265,22 @@ impl Preparing {
 
     /// An ErrorResponse to the statement being prepared: one of SQLSTATE class 42 (what it
     /// names is not in this database) makes it unavailable; any other fails the start-up.
-    fn refused(&mut self, error: DbError, setup: &Setup) -> Result<(), DbError> {
-        let name = setup
-            .statements
-            .get(self.column_types.len())
-            .map_or("?", |s| s.name);
-        match error {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } if code.starts_with("42") && severity == "ERROR" => {
-                self.answer = Preparation::Unavailable(message);
-                Ok(())
+    fn refused(&mut self, mut error: DbError, setup: &Setup) -> Result<(), DbError> {
+        if let DbError::Server {
+            severity,
+            code,
+            message,
+        } = &mut error
+        {
+            if code.starts_with("42") && severity == "ERROR" {
+                self.answer = Preparation::Unavailable(std::mem::take(message));
+                return Ok(());
             }
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => Err(DbError::Server {
-                severity,
-                code,
-                message: format!("preparing statement {name}: {message}"),
-            }),
-            other => Err(other),
+            let statement = setup.statements.get(self.column_types.len());
+            let name = statement.map_or("?", |s| s.name);
+            *message = format!("preparing statement {name}: {message}");
         }
+        Err(error)
     }
 
     /// The ReadyForQuery that ends one statement's Sync group; after the last, every
@@ -305,7 +296,7 @@ impl Preparing {
             }
             Preparation::Described(types) => self.column_types.push(Some(types)),
             Preparation::Unavailable(why) => {
-                self.unavailable.push((statement.name, why));
+                self.unavailable.push(format!("{} ({why})", statement.name));
                 self.column_types.push(None);
             }
         }
@@ -313,16 +304,11 @@ impl Preparing {
             return Ok(None);
         }
         if !self.unavailable.is_empty() {
-            let list: Vec<String> = self
-                .unavailable
-                .iter()
-                .map(|(name, why)| format!("{name} ({why})"))
-                .collect();
             setup.log_once(format!(
                 "PostgreSQL database {} cannot prepare statements {}: \
                  the routes that use them answer as if the database were down",
                 setup.target,
-                list.join(", ")
+                self.unavailable.join(", ")
             ));
         }
         Ok(Some(std::mem::take(&mut self.column_types)))
