@@ -51,19 +51,12 @@ impl PartialEq for Entry {
 
 impl Eq for Entry {}
 
+#[derive(Default)]
 pub struct Timers {
     heap: BinaryHeap<Entry>,
-    /// The heap is swept of closed connections' entries once it is this long.
+    /// The heap is swept of closed connections' entries once it is this long (and at least
+    /// `MIN_SWEEP`).
     sweep_at: usize,
-}
-
-impl Default for Timers {
-    fn default() -> Self {
-        Timers {
-            heap: BinaryHeap::new(),
-            sweep_at: MIN_SWEEP,
-        }
-    }
 }
 
 impl Timers {
@@ -90,9 +83,9 @@ impl Timers {
     /// Drops the entries whose ticket `is_live` says is gone, once the heap has doubled
     /// since the last time.
     pub fn sweep_when_grown(&mut self, is_live: impl Fn(&Ticket) -> bool) {
-        if self.heap.len() >= self.sweep_at {
+        if self.heap.len() >= self.sweep_at.max(MIN_SWEEP) {
             self.heap.retain(|entry| is_live(&entry.ticket));
-            self.sweep_at = (2 * self.heap.len()).max(MIN_SWEEP);
+            self.sweep_at = 2 * self.heap.len();
         }
     }
 
