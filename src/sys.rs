@@ -75,9 +75,8 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
 
 /// The open-files soft limit (`u64::MAX`: unlimited).
 pub fn open_files_limit() -> io::Result<u64> {
-    Ok(rustix::process::getrlimit(Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX))
+    let limit = rustix::process::getrlimit(Resource::Nofile);
+    Ok(limit.current.unwrap_or(u64::MAX))
 }
 
 /// Accepts one pending connection as non-blocking (with `TCP_NODELAY`, from the
