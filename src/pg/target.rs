@@ -168,12 +168,10 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Where every connection of the process connects: the `Config` and, for TCP, the address
-/// its host name last resolved to.
+/// Where every connection of the process connects: the `Config` and its address (for a TCP
+/// host name, the one it last resolved to).
 pub struct Target {
     config: Config,
-    /// For a Unix socket, its path: nothing to resolve.
-    unix: Option<PathBuf>,
     resolution: Arc<Shared>,
 }
 
@@ -195,7 +193,7 @@ impl Shared {
 
 #[derive(Default)]
 struct Resolution {
-    address: Option<SocketAddr>,
+    address: Option<Address>,
     /// Why the last resolution failed (cleared by one that succeeds).
     error: Option<String>,
     in_progress: bool,
@@ -204,20 +202,19 @@ struct Resolution {
 impl Target {
     /// A shared target; for a TCP host the first resolution starts at once on a helper thread.
     pub fn new(config: Config) -> Arc<Target> {
-        let unix = match &config.host {
-            Host::Unix(dir) => Some(socket_path(dir, config.port)),
-            Host::Tcp(_) => None,
+        // A socket's path or an IP address: nothing to look up, now or later.
+        let address = match &config.host {
+            Host::Unix(dir) => Some(Address::Unix(socket_path(dir, config.port))),
+            Host::Tcp(host) => host
+                .parse()
+                .ok()
+                .map(|ip| Address::Tcp(SocketAddr::new(ip, config.port))),
         };
         let target = Arc::new(Target {
             config,
-            unix,
             resolution: Arc::default(),
         });
-        if let Host::Tcp(host) = &target.config.host {
-            // An address already: nothing to look up, now or later.
-            let ip = host.parse().ok();
-            target.resolution.lock().address = ip.map(|ip| SocketAddr::new(ip, target.config.port));
-        }
+        target.resolution.lock().address = address;
         target.resolve_again();
         target
     }
@@ -229,10 +226,7 @@ impl Target {
     /// Where to connect now, without blocking: the Unix socket's path, or the address the TCP
     /// host last resolved to (`None` until a first resolution has succeeded).
     pub fn address(&self) -> Option<Address> {
-        match &self.unix {
-            Some(path) => Some(Address::Unix(path.clone())),
-            None => self.resolution.lock().address.map(Address::Tcp),
-        }
+        self.resolution.lock().address.clone()
     }
 
     /// Why `address()` is `None`: the resolution's error, or that it has not finished yet.
@@ -258,9 +252,6 @@ impl Target {
     /// Blocks until no resolution is under way, or for `timeout`; returns whether there is
     /// an address. For start-up and blocking clients, never for a thread serving requests.
     pub fn wait_resolved(&self, timeout: Duration) -> bool {
-        if self.unix.is_some() {
-            return true;
-        }
         let deadline = Instant::now() + timeout;
         let mut state = self.resolution.lock();
         while state.in_progress {
@@ -298,7 +289,7 @@ impl Target {
                 let mut state = shared.lock();
                 match result {
                     Ok(address) => {
-                        state.address = Some(address);
+                        state.address = Some(Address::Tcp(address));
                         state.error = None;
                     }
                     // The last good address stays in use: a failed lookup (DNS down) says
