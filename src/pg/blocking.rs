@@ -76,10 +76,7 @@ impl Driver {
             target.wait_resolved(deadline.saturating_duration_since(now));
         }
         self.settle(now, sink);
-        let wake = self
-            .conn()
-            .deadline()
-            .map_or(deadline, |at| at.min(deadline));
+        let wake = self.conn().deadline().unwrap_or(deadline).min(deadline);
         let timeout = wake.saturating_duration_since(Instant::now());
         match &self.socket {
             Some(socket) => match sys::poll_socket(socket, self.wants_write(), timeout) {
@@ -257,19 +254,16 @@ impl BlockingClient {
     ) -> Result<(), DbError> {
         let deadline = Instant::now() + self.timeout;
         self.wait_ready(deadline)?;
-        match self
-            .driver
-            .conn_mut()
-            .query(statement, params, 0, Instant::now())
-        {
-            Ok(()) => {}
-            Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
-            Err(QueryError::QueueFull) => unreachable!("one query at a time"),
-            Err(QueryError::Unencodable(error)) => return Err(error.into()),
-            Err(QueryError::NotPrepared(name) | QueryError::Unavailable(name)) => {
-                return Err(DbError::NotPrepared(name))
+        let now = Instant::now();
+        let queued = self.driver.conn_mut().query(statement, params, 0, now);
+        queued.map_err(|error| match error {
+            QueryError::NotConnected => DbError::ConnectionLost,
+            QueryError::QueueFull => unreachable!("one query at a time"),
+            QueryError::Unencodable(error) => error.into(),
+            QueryError::NotPrepared(name) | QueryError::Unavailable(name) => {
+                DbError::NotPrepared(name)
             }
-        }
+        })?;
         let outcome: Cell<Option<Result<(), DbError>>> = Cell::new(None);
         let mut row_error: Option<DbError> = None;
         let mut sink = |_token: u64, event: Event<'_>| match event {
