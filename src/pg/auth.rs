@@ -19,14 +19,8 @@ pub const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
 
 /// The answer to an MD5 challenge: `"md5" + hex(md5(hex(md5(password + user)) + salt))`.
 pub fn md5_password(user: &str, password: &str, salt: [u8; 4]) -> String {
-    let inner = hex(&Md5::new()
-        .chain_update(password)
-        .chain_update(user)
-        .finalize());
-    let outer = Md5::new()
-        .chain_update(inner.as_bytes())
-        .chain_update(salt)
-        .finalize();
+    let inner = hex(&Md5::digest(format!("{password}{user}")));
+    let outer = Md5::digest([inner.as_bytes(), &salt].concat());
     format!("md5{}", hex(&outer))
 }
 

@@ -273,12 +273,8 @@ impl PgConn {
         token: u64,
         now: Instant,
     ) -> Result<(), QueryError> {
-        let Some(index) = self
-            .setup
-            .statements
-            .iter()
-            .position(|s| std::ptr::eq(s, statement))
-        else {
+        let statements = self.setup.statements;
+        let Some(index) = statements.iter().position(|s| std::ptr::eq(s, statement)) else {
             return Err(QueryError::NotPrepared(statement.name));
         };
         let Phase::Ready(session) = &mut self.phase else {
