@@ -170,10 +170,8 @@ impl Authentication {
             }
             Auth::Md5 { salt } => {
                 self.password_wanted(auth::Method::Md5, setup)?;
-                protocol::password(
-                    output,
-                    &auth::md5_password(&config.user, &config.password, salt),
-                )?;
+                let hashed = auth::md5_password(&config.user, &config.password, salt);
+                protocol::password(output, &hashed)?;
             }
             Auth::Sasl(mechanisms) => {
                 if self.sasl_begun {
@@ -183,11 +181,8 @@ impl Authentication {
                 self.method = auth::Method::ScramSha256;
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
-                protocol::sasl_initial_response(
-                    output,
-                    mechanism,
-                    scram.client_first().as_bytes(),
-                )?;
+                let first = scram.client_first();
+                protocol::sasl_initial_response(output, mechanism, first.as_bytes())?;
                 self.scram = Some(scram);
             }
             Auth::SaslContinue(server_first) => {
@@ -220,13 +215,9 @@ impl Authentication {
     /// Whether the password may go out for `method` (see `auth::password_policy`).
     fn password_wanted(&mut self, method: auth::Method, setup: &Setup) -> Result<(), DbError> {
         let config = setup.target.config();
-        auth::password_policy(
-            method,
-            self.sasl_begun,
-            matches!(config.host, Host::Tcp(_)),
-            config.allow_cleartext,
-        )
-        .map_err(DbError::Auth)?;
+        let over_tcp = matches!(config.host, Host::Tcp(_));
+        auth::password_policy(method, self.sasl_begun, over_tcp, config.allow_cleartext)
+            .map_err(DbError::Auth)?;
         self.method = method;
         Ok(())
     }
