@@ -213,11 +213,8 @@ pub struct Readiness {
 /// Waits up to `timeout` for `socket` to become readable (always watched) or writable (when
 /// `want_write`); an interrupted wait returns nothing ready.
 pub fn poll_socket(socket: &OwnedFd, want_write: bool, timeout: Duration) -> io::Result<Readiness> {
-    let interest = if want_write {
-        PollFlags::IN | PollFlags::OUT
-    } else {
-        PollFlags::IN
-    };
+    let mut interest = PollFlags::IN;
+    interest.set(PollFlags::OUT, want_write);
     let mut pollfd = [PollFd::new(socket, interest)];
     // Nanoseconds (ppoll), so a wait for a deadline does not wake before it; a timeout too
     // long for a timespec waits for readiness alone.
