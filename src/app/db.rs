@@ -131,14 +131,11 @@ impl Jobs {
                 distinct_random_ids(rng, n, ids);
                 ids.sort_unstable();
                 numbers.extend((0..n).map(|_| random_id(rng)));
-                ids.iter()
-                    .try_for_each(|&id| queue(SELECT_WORLD, &[Param::Int4(id)]))
-                    .and_then(|()| {
-                        queue(
-                            UPDATE_WORLDS,
-                            &[Param::Int4Array(ids), Param::Int4Array(numbers)],
-                        )
-                    })
+                for &id in ids.iter() {
+                    queue(SELECT_WORLD, &[Param::Int4(id)])?;
+                }
+                let arrays = [Param::Int4Array(ids), Param::Int4Array(numbers)];
+                queue(UPDATE_WORLDS, &arrays)
             }
             DbRoute::CachedQueries(_) => unreachable!("cache misses start with read_through"),
         })
