@@ -9,7 +9,7 @@ use hmac::{Hmac, Mac};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::protocol::printable;
 
@@ -299,8 +299,8 @@ struct SaltedPassword {
     password: Vec<u8>,
     salt: Vec<u8>,
     iterations: u32,
-    /// `None` while a helper thread derives it.
-    key: Option<[u8; 32]>,
+    /// Set by the helper thread that derives it.
+    key: Arc<OnceLock<[u8; 32]>>,
 }
 
 /// The salted password for `(password, salt, iterations)` if it is known; otherwise `None`,
@@ -311,50 +311,36 @@ pub fn salted_password(
     salt: &[u8],
     iterations: u32,
 ) -> Result<Option<[u8; 32]>, String> {
-    let mut cache = lock_salted_passwords();
+    // Nothing panics while holding the lock; recover regardless.
+    let mut cache = SALTED_PASSWORDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     let known = cache
         .iter()
         .find(|e| e.iterations == iterations && e.salt == salt && e.password == password);
     if let Some(entry) = known {
-        return Ok(entry.key);
+        return Ok(entry.key.get().copied());
     }
     if cache.len() >= MAX_SALTED_PASSWORDS {
-        cache.retain(|e| e.key.is_none());
+        cache.retain(|e| e.key.get().is_none());
         if cache.len() >= MAX_SALTED_PASSWORDS {
             return Err("too many SCRAM keys being derived at once".to_string());
         }
     }
-    cache.push(SaltedPassword {
+    let entry = SaltedPassword {
         password: password.to_vec(),
         salt: salt.to_vec(),
         iterations,
-        key: None,
-    });
-    let (password, salt) = (password.to_vec(), salt.to_vec());
-    let spawned = std::thread::Builder::new()
+        key: Arc::default(),
+    };
+    let (password, salt) = (entry.password.clone(), entry.salt.clone());
+    let key = entry.key.clone();
+    std::thread::Builder::new()
         .name("gnosis-scram".into())
-        .spawn(move || {
-            let key = hi(&password, &salt, iterations);
-            let mut cache = lock_salted_passwords();
-            let entry = cache
-                .iter_mut()
-                .find(|e| e.iterations == iterations && e.salt == salt && e.password == password);
-            if let Some(entry) = entry {
-                entry.key = Some(key);
-            }
-        });
-    if let Err(error) = spawned {
-        cache.pop();
-        return Err(format!("no thread to derive the SCRAM key: {error}"));
-    }
+        .spawn(move || key.set(hi(&password, &salt, iterations)))
+        .map_err(|error| format!("no thread to derive the SCRAM key: {error}"))?;
+    cache.push(entry);
     Ok(None)
-}
-
-fn lock_salted_passwords() -> std::sync::MutexGuard<'static, Vec<SaltedPassword>> {
-    // Nothing panics while holding the lock; recover regardless.
-    SALTED_PASSWORDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The server's side of SCRAM, for tests that play the server: checks the client-final
@@ -486,7 +472,9 @@ mod tests {
         };
         assert_eq!(key, hi(b"pencil", salt, 4096));
         assert_eq!(std::thread::current().id(), caller);
-        let derivations = lock_salted_passwords()
+        let derivations = SALTED_PASSWORDS
+            .lock()
+            .unwrap()
             .iter()
             .filter(|e| e.salt == salt)
             .count();
