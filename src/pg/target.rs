@@ -9,8 +9,8 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use super::auth::ALLOW_CLEARTEXT_VAR;
 use super::error::DbError;
@@ -185,9 +185,7 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Resolution> {
         // The lock is never held across anything that can panic; recover regardless.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -252,18 +250,10 @@ impl Target {
     /// Blocks until no resolution is under way, or for `timeout`; returns whether there is
     /// an address. For start-up and blocking clients, never for a thread serving requests.
     pub fn wait_resolved(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.resolution.lock();
-        while state.in_progress {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            state = match self.resolution.ended.wait_timeout(state, left) {
-                Ok((state, _)) => state,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
+        let state = self.resolution.lock();
+        let ended = &self.resolution.ended;
+        let waited = ended.wait_timeout_while(state, timeout, |state| state.in_progress);
+        let (state, _) = waited.unwrap_or_else(PoisonError::into_inner);
         state.address.is_some()
     }
 

@@ -1,7 +1,7 @@
 //! What a connection does about failing: the pause before the next attempt (a jittered,
 //! capped backoff), and the few lines it logs about an outage, whatever its length.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::pg::error::DbError;
@@ -29,9 +29,7 @@ pub(super) static LOGGED_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Whether `line` is new to this process (and remembers it).
 pub(super) fn first_time(line: String) -> bool {
-    let mut logged = LOGGED_ONCE
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner());
+    let mut logged = LOGGED_ONCE.lock().unwrap_or_else(PoisonError::into_inner);
     if logged.contains(&line) || logged.len() >= MAX_REASONS_LOGGED {
         return false;
     }
