@@ -207,7 +207,6 @@ impl PgConn {
         }
     }
 
-    /// Whether there are bytes waiting to be sent.
     pub(super) fn has_output(&self) -> bool {
         !self.output.is_empty()
     }
@@ -283,10 +282,9 @@ impl PgConn {
         session.query(&self.setup, &mut self.output, index, params, token, now)
     }
 
-    /// A request needed this connection while it was down. If the last failure came before
-    /// the connection was up (refused, timed out, the server still starting) and a retry may
-    /// fix it, the next attempt comes no later than `MIN_ATTEMPT_GAP` after the last one
-    /// began, so that the database is used again soon after it is back; never earlier.
+    /// A request needed this connection while it was down: a retry that may hurry (see
+    /// `Retry`) comes no later than `MIN_ATTEMPT_GAP` after the last attempt began, so that
+    /// the database is used again soon after it is back; never earlier.
     pub fn wanted(&mut self) {
         if let Phase::Idle(retry) = &mut self.phase {
             let early = self.attempt_started + MIN_ATTEMPT_GAP;

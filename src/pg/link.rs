@@ -4,10 +4,7 @@
 //! The link decides everything about the socket: when to open it and where to, when to
 //! close it, what to send, what the received bytes and the socket's failures mean. The mover
 //! does what [`Link::order`] says, reads into [`Link::read_buffer`] when it can, sends
-//! [`Link::unsent`] and reports back. One socket at a time: a new one is asked for only once
-//! the mover has reported the last one [`closed`](Link::closed), so nothing the mover still
-//! has under way on an old socket (an io_uring operation, say) can ever be taken for the new
-//! one's.
+//! [`Link::unsent`] and reports back. One socket at a time (see [`Order::Close`]).
 
 use std::io;
 use std::time::Instant;
@@ -22,7 +19,9 @@ pub enum Order {
     /// with [`Link::connected`] (also when the socket cannot even be made).
     Connect(Address),
     /// Close the socket once nothing under way refers to it any more, then report
-    /// [`Link::closed`]. Until then, what it delivers is dropped.
+    /// [`Link::closed`]. Until then, what it delivers is dropped, and no new socket is
+    /// ordered: nothing still under way on the old one (an io_uring operation, say) can be
+    /// taken for the new one's.
     Close,
 }
 

@@ -139,7 +139,6 @@ impl Session {
         }
     }
 
-    /// Queries held, not answered yet.
     pub fn queued(&self) -> usize {
         self.pending.len()
     }
@@ -154,7 +153,6 @@ impl Session {
         front.into_iter().chain(self.repreparation.at).min()
     }
 
-    /// Appends Bind/Execute/Sync for one query of statement `index`; its deadline starts now.
     pub fn query(
         &mut self,
         setup: &Setup,
