@@ -41,10 +41,8 @@ enum Stage {
 #[derive(Default)]
 struct Authentication {
     scram: Option<Scram>,
-    /// SASL has begun: a password asked for in clear or as MD5 from now on is a downgrade,
-    /// refused.
-    sasl_begun: bool,
-    /// The method the server asked for last, logged once authentication succeeds.
+    /// The method the server asked for last, logged once authentication succeeds. Once it
+    /// is SCRAM, a password asked for in clear or as MD5 is a downgrade, refused.
     method: auth::Method,
     /// While the SCRAM key is derived on a helper thread: when to look for it again.
     scram_poll: Option<Instant>,
@@ -174,10 +172,9 @@ impl Authentication {
                 protocol::password(output, &hashed)?;
             }
             Auth::Sasl(mechanisms) => {
-                if self.sasl_begun {
+                if self.method == auth::Method::ScramSha256 {
                     return Err(DbError::Auth("the server began SASL twice".into()));
                 }
-                self.sasl_begun = true;
                 self.method = auth::Method::ScramSha256;
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
@@ -216,7 +213,8 @@ impl Authentication {
     fn password_wanted(&mut self, method: auth::Method, setup: &Setup) -> Result<(), DbError> {
         let config = setup.target.config();
         let over_tcp = matches!(config.host, Host::Tcp(_));
-        auth::password_policy(method, self.sasl_begun, over_tcp, config.allow_cleartext)
+        let sasl_begun = self.method == auth::Method::ScramSha256;
+        auth::password_policy(method, sasl_begun, over_tcp, config.allow_cleartext)
             .map_err(DbError::Auth)?;
         self.method = method;
         Ok(())
