@@ -179,18 +179,14 @@ impl Scram {
     pub fn receive_server_first(&mut self, message: &[u8]) -> Result<(), String> {
         let message = std::str::from_utf8(message)
             .map_err(|_| "SCRAM server-first message is not UTF-8".to_string())?;
-        let mut nonce = None;
-        let mut salt = None;
-        let mut iterations = None;
-        for attr in message.split(',') {
-            match attr.split_once('=') {
-                Some(("r", v)) => nonce = Some(v),
-                Some(("s", v)) => salt = Some(v),
-                Some(("i", v)) => iterations = Some(v),
-                _ => {}
-            }
-        }
-        let (Some(nonce), Some(salt), Some(iterations)) = (nonce, salt, iterations) else {
+        // The last of each attribute counts.
+        let attribute = |name: &str| {
+            let mut attributes = message.rsplit(',');
+            attributes.find_map(|attr| attr.strip_prefix(name)?.strip_prefix('='))
+        };
+        let (Some(nonce), Some(salt), Some(iterations)) =
+            (attribute("r"), attribute("s"), attribute("i"))
+        else {
             return Err("SCRAM server-first message lacks r, s or i".to_string());
         };
         if !nonce.starts_with(&self.client_nonce) || nonce.len() == self.client_nonce.len() {
@@ -246,11 +242,9 @@ impl Scram {
             .ok_or_else(|| "SCRAM client-final before server-first".to_string())?;
         let client_key = hmac(salted, b"Client Key");
         let stored_key: [u8; 32] = Sha256::digest(client_key).into();
-        let client_final_without_proof = format!("c=biws,r={}", server.nonce);
-        let auth_message = format!(
-            "{},{},{}",
-            self.client_first_bare, server.message, client_final_without_proof
-        );
+        let without_proof = format!("c=biws,r={}", server.nonce);
+        let (first, server_first) = (&self.client_first_bare, &server.message);
+        let auth_message = format!("{first},{server_first},{without_proof}");
         let client_signature = hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
             .iter()
@@ -259,10 +253,8 @@ impl Scram {
             .collect();
         let server_key = hmac(salted, b"Server Key");
         self.expected_server_signature = Some(hmac(&server_key, auth_message.as_bytes()));
-        Ok(format!(
-            "{client_final_without_proof},p={}",
-            BASE64.encode(proof)
-        ))
+        let proof = BASE64.encode(proof);
+        Ok(format!("{without_proof},p={proof}"))
     }
 
     /// Checks the server-final message: the server must prove it knows the password too.
