@@ -1,7 +1,6 @@
 //! What a connection does about failing: the pause before the next attempt (a jittered,
 //! capped backoff), and the few lines it logs about an outage, whatever its length.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::pg::error::DbError;
@@ -23,19 +22,6 @@ pub const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(100);
 const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
 /// Distinct reasons of failure logged in one outage; more are only counted.
 pub(super) const MAX_REASONS_LOGGED: usize = 8;
-
-/// Lines logged once per process (see `Setup::log_once`).
-pub(super) static LOGGED_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Whether `line` is new to this process (and remembers it).
-pub(super) fn first_time(line: String) -> bool {
-    let mut logged = LOGGED_ONCE.lock().unwrap_or_else(PoisonError::into_inner);
-    if logged.contains(&line) || logged.len() >= MAX_REASONS_LOGGED {
-        return false;
-    }
-    logged.push(line);
-    true
-}
 
 /// What makes two failures "the same" for the log: the SQLSTATE, the OS error, the kind.
 pub(super) fn failure_kind(error: &DbError) -> String {

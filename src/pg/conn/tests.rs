@@ -1,9 +1,8 @@
 //! The machine without a database: a scripted server's bytes in, what the connection writes
 //! and delivers out, and the clock moved by hand.
 
-use super::failure::{
-    BACKOFF_MAX, BACKOFF_MAX_PERMANENT, BACKOFF_MIN, LOGGED_ONCE, MAX_REASONS_LOGGED,
-};
+use super::failure::{BACKOFF_MAX, BACKOFF_MAX_PERMANENT, BACKOFF_MIN, MAX_REASONS_LOGGED};
+use super::setup::LOGGED_ONCE;
 use super::startup::REPREPARE_MIN;
 use super::*;
 use crate::pg::auth;
