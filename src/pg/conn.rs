@@ -442,11 +442,8 @@ impl PgConn {
             ),
             (error, _) => error.to_string(),
         };
-        let kind = failure_kind(&error);
-        if let Some(line) = self
-            .log
-            .failed(&self.setup.target, kind, &reason, proven, now)
-        {
+        let (target, kind) = (&self.setup.target, failure_kind(&error));
+        if let Some(line) = self.log.failed(target, kind, &reason, proven, now) {
             self.setup.log(line);
         }
         self.last_error = Some(error);
