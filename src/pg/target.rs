@@ -104,16 +104,13 @@ pub fn trusted_socket_dir(dirs: &[impl AsRef<Path>], port: u16) -> Option<PathBu
         // Not following a symbolic link: the socket itself must be the server's.
         let socket_meta = std::fs::symlink_metadata(&socket).ok()?;
         let dir_meta = std::fs::metadata(dir).ok()?;
+        let (dir_uid, socket_uid) = (dir_meta.uid(), socket_meta.uid());
         let untrusted = if !socket_meta.file_type().is_socket() {
             Some(format!("{} is not a socket", socket.display()))
-        } else if !trusted.contains(&dir_meta.uid()) {
-            Some(format!(
-                "{} belongs to uid {}",
-                dir.display(),
-                dir_meta.uid()
-            ))
-        } else if !trusted.contains(&socket_meta.uid()) {
-            Some(format!("it belongs to uid {}", socket_meta.uid()))
+        } else if !trusted.contains(&dir_uid) {
+            Some(format!("{} belongs to uid {dir_uid}", dir.display()))
+        } else if !trusted.contains(&socket_uid) {
+            Some(format!("it belongs to uid {socket_uid}"))
         } else {
             None
         };
