@@ -41,21 +41,20 @@ impl<'a> Row<'a> {
         self.data.is_empty()
     }
 
-    fn column(&self, index: usize, accepted: &[u32], wanted: &str) -> Result<&'a [u8], DbError> {
-        if !self.types.get(index).is_some_and(|t| accepted.contains(t)) {
-            return Err(DbError::Column(format!("column {index} is not {wanted}")));
-        }
-        match self.data.get(index) {
-            Some(Some(value)) => Ok(value),
-            Some(None) => Err(DbError::Column(format!("column {index} is NULL"))),
-            None => Err(DbError::Column(format!("no column {index}"))),
-        }
-    }
-
     /// Column `index` as `T` (bool, i32, i64, &str, Jsonb), its type checked against the
     /// statement's Describe; a wrong type, a NULL or bad bytes is an error, never a panic.
     pub fn get<T: ColumnValue<'a>>(&self, index: usize) -> Result<T, DbError> {
-        let value = self.column(index, T::OIDS, T::NAME)?;
+        if !self.types.get(index).is_some_and(|t| T::OIDS.contains(t)) {
+            return Err(DbError::Column(format!(
+                "column {index} is not {}",
+                T::NAME
+            )));
+        }
+        let value = match self.data.get(index) {
+            Some(Some(value)) => value,
+            Some(None) => return Err(DbError::Column(format!("column {index} is NULL"))),
+            None => return Err(DbError::Column(format!("no column {index}"))),
+        };
         T::decode(value).map_err(|error| DbError::Column(format!("column {index}: {error}")))
     }
 
