@@ -430,16 +430,11 @@ impl PgConn {
             Phase::Ready(session) => session.is_proven(),
             _ => false,
         };
-        let options = &self.setup.options;
+        let query_ms = self.setup.options.query_timeout.as_millis();
+        let connect_ms = self.setup.options.connect_timeout.as_millis();
         let reason = match (&error, was_ready) {
-            (DbError::Timeout, true) => format!(
-                "no answer to a query within {} ms",
-                options.query_timeout.as_millis()
-            ),
-            (DbError::Timeout, false) => format!(
-                "start-up not done within {} ms",
-                options.connect_timeout.as_millis()
-            ),
+            (DbError::Timeout, true) => format!("no answer to a query within {query_ms} ms"),
+            (DbError::Timeout, false) => format!("start-up not done within {connect_ms} ms"),
             (error, _) => error.to_string(),
         };
         let (target, kind) = (&self.setup.target, failure_kind(&error));
