@@ -23,7 +23,8 @@ const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
 /// Distinct reasons of failure logged in one outage; more are only counted.
 pub(super) const MAX_REASONS_LOGGED: usize = 8;
 
-/// What makes two failures "the same" for the log: the SQLSTATE, the OS error, the kind.
+/// What makes two failures "the same" for the log: the SQLSTATE, the OS error, else the
+/// error's text.
 pub(super) fn failure_kind(error: &DbError) -> String {
     match error {
         DbError::Server { code, .. } => format!("server {code}"),
@@ -31,13 +32,7 @@ pub(super) fn failure_kind(error: &DbError) -> String {
             Some(code) => format!("os {code}"),
             None => format!("io {:?}", e.kind()),
         },
-        DbError::ConnectionLost => "lost".into(),
-        DbError::Timeout => "timeout".into(),
-        DbError::Protocol(what) => format!("protocol {what}"),
-        DbError::Auth(what) => format!("auth {what}"),
-        DbError::Column(what) => format!("column {what}"),
-        DbError::Encode(error) => format!("encode {error}"),
-        DbError::NotPrepared(name) => format!("not prepared {name}"),
+        other => other.to_string(),
     }
 }
 
