@@ -290,10 +290,7 @@ impl BlockingClient {
             }
             self.driver.poll_once(backstop, &mut sink);
         };
-        match (result, row_error) {
-            (Ok(()), Some(error)) => Err(error),
-            (result, _) => result,
-        }
+        result.and(row_error.map_or(Ok(()), Err))
     }
 
     fn wait_ready(&mut self, deadline: Instant) -> Result<(), DbError> {
