@@ -275,17 +275,16 @@ impl Preparing {
     /// The ReadyForQuery that ends one statement's Sync group; after the last, every
     /// statement's column types.
     fn prepared(&mut self, setup: &Setup) -> Result<Option<ColumnTypes>, DbError> {
-        let statement = &setup.statements[self.column_types.len()];
+        let name = setup.statements[self.column_types.len()].name;
         match std::mem::take(&mut self.answer) {
             Preparation::Waiting => {
                 return Err(DbError::Protocol(format!(
-                    "no description of statement {}",
-                    statement.name
-                )))
+                    "no description of statement {name}"
+                )));
             }
             Preparation::Described(types) => self.column_types.push(Some(types)),
             Preparation::Unavailable(why) => {
-                self.unavailable.push(format!("{} ({why})", statement.name));
+                self.unavailable.push(format!("{name} ({why})"));
                 self.column_types.push(None);
             }
         }
