@@ -95,17 +95,16 @@ pub fn log_method_once(method: Method, target: &impl std::fmt::Display) {
 pub fn choose_sasl_mechanism(list: &[u8]) -> Result<&'static str, String> {
     let offered: Vec<&[u8]> = list.split(|&b| b == 0).filter(|m| !m.is_empty()).collect();
     if offered.contains(&SCRAM_SHA_256.as_bytes()) {
-        Ok(SCRAM_SHA_256)
-    } else {
-        let names: Vec<String> = offered
-            .iter()
-            .map(|m| printable(&String::from_utf8_lossy(m)))
-            .collect();
-        Err(format!(
-            "unsupported SASL mechanism(s) offered by the server: {}",
-            names.join(", ")
-        ))
+        return Ok(SCRAM_SHA_256);
     }
+    let names: Vec<String> = offered
+        .iter()
+        .map(|m| printable(&String::from_utf8_lossy(m)))
+        .collect();
+    let names = names.join(", ");
+    Err(format!(
+        "unsupported SASL mechanism(s) offered by the server: {names}"
+    ))
 }
 
 /// Names an authentication request code this client does not implement.
@@ -272,11 +271,10 @@ impl Scram {
             .find_map(|attr| attr.strip_prefix("v="))
             .and_then(|v| BASE64.decode(v).ok())
             .ok_or_else(|| "SCRAM server-final message lacks a signature".to_string())?;
-        if signature == expected {
-            Ok(())
-        } else {
-            Err("SCRAM server signature does not match: not the real server".to_string())
+        if signature != expected {
+            return Err("SCRAM server signature does not match: not the real server".to_string());
         }
+        Ok(())
     }
 }
 
