@@ -44,11 +44,9 @@ impl<'a> Row<'a> {
     /// Column `index` as `T` (bool, i32, i64, &str, Jsonb), its type checked against the
     /// statement's Describe; a wrong type, a NULL or bad bytes is an error, never a panic.
     pub fn get<T: ColumnValue<'a>>(&self, index: usize) -> Result<T, DbError> {
-        if !self.types.get(index).is_some_and(|t| T::OIDS.contains(t)) {
-            return Err(DbError::Column(format!(
-                "column {index} is not {}",
-                T::NAME
-            )));
+        let (accepted, wanted) = (T::OIDS, T::NAME);
+        if !self.types.get(index).is_some_and(|t| accepted.contains(t)) {
+            return Err(DbError::Column(format!("column {index} is not {wanted}")));
         }
         let value = match self.data.get(index) {
             Some(Some(value)) => value,
