@@ -229,13 +229,9 @@ impl<'a> Reader<'a> {
     }
 
     fn cstr(&mut self) -> Result<&'a [u8], ProtocolError> {
-        let end = self
-            .0
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(ProtocolError("unterminated string"))?;
-        let s = &self.0[..end];
-        self.0 = &self.0[end + 1..];
+        let end = self.0.iter().position(|&b| b == 0);
+        let s = self.take(end.ok_or(ProtocolError("unterminated string"))?)?;
+        self.0 = &self.0[1..]; // the NUL
         Ok(s)
     }
 
