@@ -340,11 +340,8 @@ pub struct ErrorFields<'a>(&'a [u8]);
 impl<'a> ErrorFields<'a> {
     fn validate(body: &'a [u8]) -> Result<Self, ProtocolError> {
         let mut r = Reader(body);
-        loop {
-            let kind = r.take(1)?[0];
-            if kind == 0 {
-                break;
-            }
+        // Each field's type byte, then its value; a zero byte ends them.
+        while r.take(1)?[0] != 0 {
             r.cstr()?;
         }
         r.end()?;
