@@ -235,6 +235,15 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// A DataRow column: its length, then its bytes; -1 is NULL.
+    fn column(&mut self) -> Result<Option<&'a [u8]>, ProtocolError> {
+        match self.u32()? as i32 {
+            -1 => Ok(None),
+            len if len >= 0 => self.take(len as usize).map(Some),
+            _ => Err(ProtocolError("negative column length")),
+        }
+    }
+
     fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.0)
     }
@@ -261,12 +270,7 @@ impl<'a> DataRow<'a> {
         let count = r.u16()?;
         let columns = r.0;
         for _ in 0..count {
-            let len = r.u32()? as i32;
-            if len >= 0 {
-                r.take(len as usize)?;
-            } else if len != -1 {
-                return Err(ProtocolError("negative column length"));
-            }
+            r.column()?;
         }
         r.end()?;
         Ok(DataRow { count, columns })
@@ -288,17 +292,9 @@ impl<'a> DataRow<'a> {
     /// Column `index`: `None` past the end, `Some(None)` for NULL.
     pub fn get(&self, index: usize) -> Option<Option<&'a [u8]>> {
         let mut r = Reader(self.columns);
-        for i in 0..self.len() {
-            // validate() checked every length: -1 (NULL) or a column within the row.
-            let value = match r.u32().ok()? as i32 {
-                -1 => None,
-                len => Some(r.take(len as usize).ok()?),
-            };
-            if i == index {
-                return Some(value);
-            }
-        }
-        None
+        // validate() read every column: these reads succeed.
+        let mut columns = (0..self.len()).map_while(|_| r.column().ok());
+        columns.nth(index)
     }
 }
 
