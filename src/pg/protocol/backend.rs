@@ -184,12 +184,9 @@ fn decode_auth(body: &[u8]) -> Result<Auth<'_>, ProtocolError> {
     let auth = match code {
         0 => Auth::Ok,
         3 => Auth::Cleartext,
-        5 => {
-            let salt = r.take(4)?;
-            Auth::Md5 {
-                salt: [salt[0], salt[1], salt[2], salt[3]],
-            }
-        }
+        5 => Auth::Md5 {
+            salt: r.u32()?.to_be_bytes(),
+        },
         10 => {
             let list = r.rest();
             if list.last() != Some(&0) {
@@ -317,15 +314,12 @@ impl<'a> RowDescription<'a> {
     pub fn type_oids(&self) -> Vec<u32> {
         let mut r = Reader(self.0);
         let count = r.u16().unwrap_or(0);
-        let mut oids = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            // Validated above: these cannot fail, but stay panic-free regardless.
-            let (Ok(_), Ok(field)) = (r.cstr(), r.take(18)) else {
-                break;
-            };
-            oids.push(u32::from_be_bytes([field[6], field[7], field[8], field[9]]));
-        }
-        oids
+        // Validated above: these reads succeed, but stay panic-free regardless.
+        let mut field = || r.cstr().and_then(|_| r.take(18)).ok();
+        let fields = (0..count).map_while(|_| field());
+        fields
+            .map(|f| u32::from_be_bytes([f[6], f[7], f[8], f[9]]))
+            .collect()
     }
 }
 
