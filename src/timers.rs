@@ -15,7 +15,7 @@
 //! the live ones plus what arrives between two runs of the timers.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::time::Instant;
 
 use crate::http::Ticket;
@@ -73,10 +73,9 @@ impl Timers {
 
     /// Calls `due` for every entry whose deadline is not after `now`, earliest first.
     pub fn run(&mut self, now: Instant, mut due: impl FnMut(Ticket, u64)) {
-        while self.heap.peek().is_some_and(|entry| entry.at <= now) {
-            if let Some(entry) = self.heap.pop() {
-                due(entry.ticket, entry.token);
-            }
+        while let Some(entry) = self.heap.peek_mut().filter(|entry| entry.at <= now) {
+            let Entry { ticket, token, .. } = PeekMut::pop(entry);
+            due(ticket, token);
         }
     }
 
