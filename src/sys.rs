@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use rustix::buffer::spare_capacity;
-use rustix::event::{epoll, PollFd, PollFlags, Timespec};
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 use rustix::net::{
     sockopt, AddressFamily, RecvFlags, SendFlags, Shutdown, SocketAddrUnix, SocketFlags, SocketType,
@@ -25,19 +26,13 @@ use rustix::process::{Resource, Rlimit};
 const SOCKET_FLAGS: SocketFlags = SocketFlags::NONBLOCK.union(SocketFlags::CLOEXEC);
 
 fn stream_socket(family: AddressFamily) -> io::Result<OwnedFd> {
-    Ok(rustix::net::socket_with(
-        family,
-        SocketType::STREAM,
-        SOCKET_FLAGS,
-        None,
-    )?)
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, SOCKET_FLAGS, None)?;
+    Ok(socket)
 }
 
 fn bind_any(socket: &OwnedFd, port: u16) -> io::Result<()> {
-    Ok(rustix::net::bind(
-        socket,
-        &SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
-    )?)
+    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+    Ok(rustix::net::bind(socket, &any)?)
 }
 
 /// Fails with `AddrInUse` when anything listens on `port`, even another `SO_REUSEPORT`
@@ -80,9 +75,8 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
 
 /// The open-files soft limit (`u64::MAX`: unlimited).
 pub fn open_files_limit() -> io::Result<u64> {
-    Ok(rustix::process::getrlimit(Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX))
+    let limit = rustix::process::getrlimit(Resource::Nofile);
+    Ok(limit.current.unwrap_or(u64::MAX))
 }
 
 /// Accepts one pending connection as non-blocking (with `TCP_NODELAY`, from the
@@ -219,11 +213,8 @@ pub struct Readiness {
 /// Waits up to `timeout` for `socket` to become readable (always watched) or writable (when
 /// `want_write`); an interrupted wait returns nothing ready.
 pub fn poll_socket(socket: &OwnedFd, want_write: bool, timeout: Duration) -> io::Result<Readiness> {
-    let interest = if want_write {
-        PollFlags::IN | PollFlags::OUT
-    } else {
-        PollFlags::IN
-    };
+    let mut interest = PollFlags::IN;
+    interest.set(PollFlags::OUT, want_write);
     let mut pollfd = [PollFd::new(socket, interest)];
     // Nanoseconds (ppoll), so a wait for a deadline does not wake before it; a timeout too
     // long for a timespec waits for readiness alone.
@@ -246,12 +237,12 @@ pub struct Epoll {
     fd: OwnedFd,
 }
 
-pub const READABLE: u32 = epoll::EventFlags::IN.union(epoll::EventFlags::RDHUP).bits();
-pub const WRITABLE: u32 = epoll::EventFlags::OUT.bits();
+pub const READABLE: u32 = EventFlags::IN.union(EventFlags::RDHUP).bits();
+pub const WRITABLE: u32 = EventFlags::OUT.bits();
 /// A listener's interest: pending connections.
-pub const ACCEPTABLE: u32 = epoll::EventFlags::IN.bits();
+pub const ACCEPTABLE: u32 = EventFlags::IN.bits();
 /// Reset or error: reported whatever the interest.
-pub const HANGUP: u32 = epoll::EventFlags::HUP.union(epoll::EventFlags::ERR).bits();
+pub const HANGUP: u32 = EventFlags::HUP.union(EventFlags::ERR).bits();
 
 /// The buffer [`Epoll::wait`] fills: each event's token and flags.
 pub struct Events(Vec<epoll::Event>);
@@ -279,21 +270,16 @@ impl Epoll {
     }
 
     pub fn add(&self, fd: impl AsFd, events: u32, token: u64) -> io::Result<()> {
-        let flags = epoll::EventFlags::from_bits_retain(events);
-        Ok(epoll::add(
-            &self.fd,
-            fd,
-            epoll::EventData::new_u64(token),
-            flags,
-        )?)
+        let flags = EventFlags::from_bits_retain(events);
+        Ok(epoll::add(&self.fd, fd, EventData::new_u64(token), flags)?)
     }
 
     pub fn modify(&self, fd: impl AsFd, events: u32, token: u64) -> io::Result<()> {
-        let flags = epoll::EventFlags::from_bits_retain(events);
+        let flags = EventFlags::from_bits_retain(events);
         Ok(epoll::modify(
             &self.fd,
             fd,
-            epoll::EventData::new_u64(token),
+            EventData::new_u64(token),
             flags,
         )?)
     }
@@ -318,7 +304,7 @@ mod tests {
     use std::net::TcpListener;
     use std::os::unix::net::UnixListener;
 
-    const RDHUP: u32 = epoll::EventFlags::RDHUP.bits();
+    const RDHUP: u32 = EventFlags::RDHUP.bits();
 
     /// Waits for the connect to end and returns its outcome.
     fn finish(socket: &OwnedFd) -> io::Result<()> {

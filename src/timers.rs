@@ -15,7 +15,7 @@
 //! the live ones plus what arrives between two runs of the timers.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::time::Instant;
 
 use crate::http::Ticket;
@@ -51,19 +51,12 @@ impl PartialEq for Entry {
 
 impl Eq for Entry {}
 
+#[derive(Default)]
 pub struct Timers {
     heap: BinaryHeap<Entry>,
-    /// The heap is swept of closed connections' entries once it is this long.
+    /// The heap is swept of closed connections' entries once it is this long (and at least
+    /// `MIN_SWEEP`).
     sweep_at: usize,
-}
-
-impl Default for Timers {
-    fn default() -> Self {
-        Timers {
-            heap: BinaryHeap::new(),
-            sweep_at: MIN_SWEEP,
-        }
-    }
 }
 
 impl Timers {
@@ -80,19 +73,18 @@ impl Timers {
 
     /// Calls `due` for every entry whose deadline is not after `now`, earliest first.
     pub fn run(&mut self, now: Instant, mut due: impl FnMut(Ticket, u64)) {
-        while self.heap.peek().is_some_and(|entry| entry.at <= now) {
-            if let Some(entry) = self.heap.pop() {
-                due(entry.ticket, entry.token);
-            }
+        while let Some(entry) = self.heap.peek_mut().filter(|entry| entry.at <= now) {
+            let Entry { ticket, token, .. } = PeekMut::pop(entry);
+            due(ticket, token);
         }
     }
 
     /// Drops the entries whose ticket `is_live` says is gone, once the heap has doubled
     /// since the last time.
     pub fn sweep_when_grown(&mut self, is_live: impl Fn(&Ticket) -> bool) {
-        if self.heap.len() >= self.sweep_at {
+        if self.heap.len() >= self.sweep_at.max(MIN_SWEEP) {
             self.heap.retain(|entry| is_live(&entry.ticket));
-            self.sweep_at = (2 * self.heap.len()).max(MIN_SWEEP);
+            self.sweep_at = 2 * self.heap.len();
         }
     }
 

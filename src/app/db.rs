@@ -69,9 +69,8 @@ type Queue<'a> = dyn FnMut(&Statement, &[Param<'_>]) -> Result<(), QueryError> +
 pub struct Jobs {
     all: Vec<Job>,
     free: Vec<usize>,
-    /// Jobs under way; beyond `max_active` new requests get 503 at once, so that a hung
-    /// database cannot make memory and descriptors grow without bound.
-    active: usize,
+    /// Jobs under way (those not `free`) beyond which new requests get 503 at once, so that
+    /// a hung database cannot make memory and descriptors grow without bound.
     max_active: usize,
     /// The body of the last finished job.
     body: Vec<u8>,
@@ -99,7 +98,6 @@ impl Jobs {
         Jobs {
             all: Vec::new(),
             free: Vec::new(),
-            active: 0,
             max_active,
             body: Vec::new(),
             errors: ErrorLog::default(),
@@ -131,14 +129,11 @@ impl Jobs {
                 distinct_random_ids(rng, n, ids);
                 ids.sort_unstable();
                 numbers.extend((0..n).map(|_| random_id(rng)));
-                ids.iter()
-                    .try_for_each(|&id| queue(SELECT_WORLD, &[Param::Int4(id)]))
-                    .and_then(|()| {
-                        queue(
-                            UPDATE_WORLDS,
-                            &[Param::Int4Array(ids), Param::Int4Array(numbers)],
-                        )
-                    })
+                for &id in ids.iter() {
+                    queue(SELECT_WORLD, &[Param::Int4(id)])?;
+                }
+                let arrays = [Param::Int4Array(ids), Param::Int4Array(numbers)];
+                queue(UPDATE_WORLDS, &arrays)
             }
             DbRoute::CachedQueries(_) => unreachable!("cache misses start with read_through"),
         })
@@ -173,7 +168,7 @@ impl Jobs {
         now: Instant,
         queue_all: impl FnOnce(&mut Job, &mut Queue<'_>) -> Result<(), QueryError>,
     ) -> Result<(), Status> {
-        if self.active >= self.max_active {
+        if self.all.len() - self.free.len() >= self.max_active {
             return Err(Status::ServiceUnavailable);
         }
         let pg = db.pick(now).ok_or(Status::ServiceUnavailable)?;
@@ -200,7 +195,7 @@ impl Jobs {
             };
             job.failure = Some(status);
             if job.outstanding == 0 {
-                self.release(index);
+                self.free.push(index);
                 return Err(status);
             }
         }
@@ -244,7 +239,7 @@ impl Jobs {
         if job.outstanding > 0 {
             return None;
         }
-        self.release(index);
+        self.free.push(index);
         let job = &mut self.all[index];
         let expected_worlds = match job.route {
             DbRoute::World => 1,
@@ -292,7 +287,6 @@ impl Jobs {
 
     /// A job slot for a new request, keeping the buffers of the job that was there.
     fn allocate(&mut self, ticket: Ticket, route: DbRoute) -> usize {
-        self.active += 1;
         let index = self.free.pop().unwrap_or_else(|| {
             self.all.push(Job {
                 ticket,
@@ -318,11 +312,6 @@ impl Jobs {
         job.fortunes.clear();
         job.items.clear();
         index
-    }
-
-    fn release(&mut self, index: usize) {
-        self.active -= 1;
-        self.free.push(index);
     }
 }
 

@@ -12,7 +12,7 @@ use crate::pg::{BlockingClient, DbError, Statement, Target};
 /// TFB's `world` table holds ids 1..=10000, and random numbers are drawn from the same range.
 pub const WORLD_ROWS: i32 = 10_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct World {
     pub id: i32,
     #[serde(rename = "randomNumber")]
@@ -98,13 +98,7 @@ impl WorldSnapshot {
     fn read_all(target: &Arc<Target>, timeout: Duration) -> Result<Box<[World]>, AppError> {
         // One attempt: the caller waits for the first and retries itself.
         let mut client = BlockingClient::connect_once(target.clone(), ALL_WORLDS, timeout)?;
-        let mut worlds = vec![
-            World {
-                id: 0,
-                random_number: 0
-            };
-            WORLD_ROWS as usize + 1
-        ];
+        let mut worlds = vec![World::default(); WORLD_ROWS as usize + 1];
         let mut outside = None;
         client.query(&ALL_WORLDS[0], &[], |row| {
             let (id, random_number) = (row.int4(0)?, row.int4(1)?);

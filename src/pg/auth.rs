@@ -9,7 +9,7 @@ use hmac::{Hmac, Mac};
 use md5::{Digest as _, Md5};
 use sha2::Sha256;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::protocol::printable;
 
@@ -19,34 +19,20 @@ pub const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
 
 /// The answer to an MD5 challenge: `"md5" + hex(md5(hex(md5(password + user)) + salt))`.
 pub fn md5_password(user: &str, password: &str, salt: [u8; 4]) -> String {
-    let inner = hex(&Md5::new()
-        .chain_update(password)
-        .chain_update(user)
-        .finalize());
-    let outer = Md5::new()
-        .chain_update(inner.as_bytes())
-        .chain_update(salt)
-        .finalize();
+    let inner = hex(&Md5::digest(format!("{password}{user}")));
+    let outer = Md5::digest([inner.as_bytes(), &salt].concat());
     format!("md5{}", hex(&outer))
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    bytes
-        .iter()
-        .flat_map(|b| {
-            [
-                DIGITS[(b >> 4) as usize] as char,
-                DIGITS[(b & 15) as usize] as char,
-            ]
-        })
-        .collect()
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How the server had this client authenticate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Method {
     /// No password asked for.
+    #[default]
     Trust,
     Cleartext,
     Md5,
@@ -109,17 +95,16 @@ pub fn log_method_once(method: Method, target: &impl std::fmt::Display) {
 pub fn choose_sasl_mechanism(list: &[u8]) -> Result<&'static str, String> {
     let offered: Vec<&[u8]> = list.split(|&b| b == 0).filter(|m| !m.is_empty()).collect();
     if offered.contains(&SCRAM_SHA_256.as_bytes()) {
-        Ok(SCRAM_SHA_256)
-    } else {
-        let names: Vec<String> = offered
-            .iter()
-            .map(|m| printable(&String::from_utf8_lossy(m)))
-            .collect();
-        Err(format!(
-            "unsupported SASL mechanism(s) offered by the server: {}",
-            names.join(", ")
-        ))
+        return Ok(SCRAM_SHA_256);
     }
+    let names: Vec<String> = offered
+        .iter()
+        .map(|m| printable(&String::from_utf8_lossy(m)))
+        .collect();
+    let names = names.join(", ");
+    Err(format!(
+        "unsupported SASL mechanism(s) offered by the server: {names}"
+    ))
 }
 
 /// Names an authentication request code this client does not implement.
@@ -193,18 +178,14 @@ impl Scram {
     pub fn receive_server_first(&mut self, message: &[u8]) -> Result<(), String> {
         let message = std::str::from_utf8(message)
             .map_err(|_| "SCRAM server-first message is not UTF-8".to_string())?;
-        let mut nonce = None;
-        let mut salt = None;
-        let mut iterations = None;
-        for attr in message.split(',') {
-            match attr.split_once('=') {
-                Some(("r", v)) => nonce = Some(v),
-                Some(("s", v)) => salt = Some(v),
-                Some(("i", v)) => iterations = Some(v),
-                _ => {}
-            }
-        }
-        let (Some(nonce), Some(salt), Some(iterations)) = (nonce, salt, iterations) else {
+        // The last of each attribute counts.
+        let attribute = |name: &str| {
+            let mut attributes = message.rsplit(',');
+            attributes.find_map(|attr| attr.strip_prefix(name)?.strip_prefix('='))
+        };
+        let (Some(nonce), Some(salt), Some(iterations)) =
+            (attribute("r"), attribute("s"), attribute("i"))
+        else {
             return Err("SCRAM server-first message lacks r, s or i".to_string());
         };
         if !nonce.starts_with(&self.client_nonce) || nonce.len() == self.client_nonce.len() {
@@ -213,10 +194,9 @@ impl Scram {
         let salt = BASE64
             .decode(salt)
             .map_err(|_| "SCRAM salt is not base64".to_string())?;
-        if iterations.is_empty() || !iterations.bytes().all(|b| b.is_ascii_digit()) {
-            return Err("SCRAM iteration count is invalid".to_string());
-        }
+        let digits = !iterations.is_empty() && iterations.bytes().all(|b| b.is_ascii_digit());
         let iterations = match iterations.parse::<u32>() {
+            _ if !digits => return Err("SCRAM iteration count is invalid".to_string()),
             Ok(0) => return Err("SCRAM iteration count is invalid".to_string()),
             Ok(i) if i <= MAX_SCRAM_ITERATIONS => i,
             // Digits only, but maybe very many: shown shortened.
@@ -261,11 +241,9 @@ impl Scram {
             .ok_or_else(|| "SCRAM client-final before server-first".to_string())?;
         let client_key = hmac(salted, b"Client Key");
         let stored_key: [u8; 32] = Sha256::digest(client_key).into();
-        let client_final_without_proof = format!("c=biws,r={}", server.nonce);
-        let auth_message = format!(
-            "{},{},{}",
-            self.client_first_bare, server.message, client_final_without_proof
-        );
+        let without_proof = format!("c=biws,r={}", server.nonce);
+        let (first, server_first) = (&self.client_first_bare, &server.message);
+        let auth_message = format!("{first},{server_first},{without_proof}");
         let client_signature = hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
             .iter()
@@ -274,10 +252,8 @@ impl Scram {
             .collect();
         let server_key = hmac(salted, b"Server Key");
         self.expected_server_signature = Some(hmac(&server_key, auth_message.as_bytes()));
-        Ok(format!(
-            "{client_final_without_proof},p={}",
-            BASE64.encode(proof)
-        ))
+        let proof = BASE64.encode(proof);
+        Ok(format!("{without_proof},p={proof}"))
     }
 
     /// Checks the server-final message: the server must prove it knows the password too.
@@ -295,11 +271,10 @@ impl Scram {
             .find_map(|attr| attr.strip_prefix("v="))
             .and_then(|v| BASE64.decode(v).ok())
             .ok_or_else(|| "SCRAM server-final message lacks a signature".to_string())?;
-        if signature == expected {
-            Ok(())
-        } else {
-            Err("SCRAM server signature does not match: not the real server".to_string())
+        if signature != expected {
+            return Err("SCRAM server signature does not match: not the real server".to_string());
         }
+        Ok(())
     }
 }
 
@@ -314,8 +289,8 @@ struct SaltedPassword {
     password: Vec<u8>,
     salt: Vec<u8>,
     iterations: u32,
-    /// `None` while a helper thread derives it.
-    key: Option<[u8; 32]>,
+    /// Set by the helper thread that derives it.
+    key: Arc<OnceLock<[u8; 32]>>,
 }
 
 /// The salted password for `(password, salt, iterations)` if it is known; otherwise `None`,
@@ -326,50 +301,36 @@ pub fn salted_password(
     salt: &[u8],
     iterations: u32,
 ) -> Result<Option<[u8; 32]>, String> {
-    let mut cache = lock_salted_passwords();
+    // Nothing panics while holding the lock; recover regardless.
+    let mut cache = SALTED_PASSWORDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     let known = cache
         .iter()
         .find(|e| e.iterations == iterations && e.salt == salt && e.password == password);
     if let Some(entry) = known {
-        return Ok(entry.key);
+        return Ok(entry.key.get().copied());
     }
     if cache.len() >= MAX_SALTED_PASSWORDS {
-        cache.retain(|e| e.key.is_none());
+        cache.retain(|e| e.key.get().is_none());
         if cache.len() >= MAX_SALTED_PASSWORDS {
             return Err("too many SCRAM keys being derived at once".to_string());
         }
     }
-    cache.push(SaltedPassword {
+    let entry = SaltedPassword {
         password: password.to_vec(),
         salt: salt.to_vec(),
         iterations,
-        key: None,
-    });
-    let (password, salt) = (password.to_vec(), salt.to_vec());
-    let spawned = std::thread::Builder::new()
+        key: Arc::default(),
+    };
+    let (password, salt) = (entry.password.clone(), entry.salt.clone());
+    let key = entry.key.clone();
+    std::thread::Builder::new()
         .name("gnosis-scram".into())
-        .spawn(move || {
-            let key = hi(&password, &salt, iterations);
-            let mut cache = lock_salted_passwords();
-            let entry = cache
-                .iter_mut()
-                .find(|e| e.iterations == iterations && e.salt == salt && e.password == password);
-            if let Some(entry) = entry {
-                entry.key = Some(key);
-            }
-        });
-    if let Err(error) = spawned {
-        cache.pop();
-        return Err(format!("no thread to derive the SCRAM key: {error}"));
-    }
+        .spawn(move || key.set(hi(&password, &salt, iterations)))
+        .map_err(|error| format!("no thread to derive the SCRAM key: {error}"))?;
+    cache.push(entry);
     Ok(None)
-}
-
-fn lock_salted_passwords() -> std::sync::MutexGuard<'static, Vec<SaltedPassword>> {
-    // Nothing panics while holding the lock; recover regardless.
-    SALTED_PASSWORDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The server's side of SCRAM, for tests that play the server: checks the client-final
@@ -501,7 +462,9 @@ mod tests {
         };
         assert_eq!(key, hi(b"pencil", salt, 4096));
         assert_eq!(std::thread::current().id(), caller);
-        let derivations = lock_salted_passwords()
+        let derivations = SALTED_PASSWORDS
+            .lock()
+            .unwrap()
             .iter()
             .filter(|e| e.salt == salt)
             .count();

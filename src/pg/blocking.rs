@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::conn::{
-    DbError, Event, Options, Param, PgConn, QueryError, Row, Statement, Step, DEFAULT_TIMEOUT,
+    DbError, Event, Options, Param, PgConn, QueryError, Row, Sink, Statement, Step, DEFAULT_TIMEOUT,
 };
 use super::link::{Link, Order};
 use super::target::Target;
@@ -56,12 +56,12 @@ impl Driver {
     }
 
     /// Sends what the connection has queued, as far as the socket takes it.
-    pub fn flush(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn flush(&mut self, sink: &mut impl Sink) {
         self.settle(Instant::now(), sink);
     }
 
     /// Lets the connection act on its deadlines (`conn.deadline()`).
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl Sink) {
         self.conn_mut().on_timer(now, sink);
         self.settle(now, sink);
     }
@@ -69,17 +69,14 @@ impl Driver {
     /// One step without an event loop: waits with poll(2) for the socket, or for the
     /// connection's deadline, at most until `deadline`, and lets the connection act on what
     /// happened. Blocks; waits for a host name being resolved too.
-    pub fn poll_once(&mut self, deadline: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn poll_once(&mut self, deadline: Instant, sink: &mut impl Sink) {
         let now = Instant::now();
         let target = self.conn().target();
         if self.conn().step() == Step::Connect && target.address().is_none() {
             target.wait_resolved(deadline.saturating_duration_since(now));
         }
         self.settle(now, sink);
-        let wake = self
-            .conn()
-            .deadline()
-            .map_or(deadline, |at| at.min(deadline));
+        let wake = self.conn().deadline().unwrap_or(deadline).min(deadline);
         let timeout = wake.saturating_duration_since(Instant::now());
         match &self.socket {
             Some(socket) => match sys::poll_socket(socket, self.wants_write(), timeout) {
@@ -102,7 +99,7 @@ impl Driver {
     }
 
     /// Does what the link orders, then sends what it can.
-    fn settle(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn settle(&mut self, now: Instant, sink: &mut impl Sink) {
         while let Some(order) = self.link.order(now, sink) {
             match order {
                 Order::Connect(address) => match sys::connect_nonblocking(&address) {
@@ -123,7 +120,7 @@ impl Driver {
         self.send(now, sink);
     }
 
-    fn finish_connect(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn finish_connect(&mut self, now: Instant, sink: &mut impl Sink) {
         let Some(socket) = self.socket.as_ref().filter(|_| self.connecting) else {
             return;
         };
@@ -133,7 +130,7 @@ impl Driver {
     }
 
     /// Reads until the socket is empty, handing each read to the link.
-    fn read(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn read(&mut self, now: Instant, sink: &mut impl Sink) {
         if self.connecting {
             // Readable before connected: the connect failed, and SO_ERROR says why.
             return self.finish_connect(now, sink);
@@ -162,7 +159,7 @@ impl Driver {
         }
     }
 
-    fn send(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn send(&mut self, now: Instant, sink: &mut impl Sink) {
         let Some(socket) = &self.socket else {
             return;
         };
@@ -257,19 +254,16 @@ impl BlockingClient {
     ) -> Result<(), DbError> {
         let deadline = Instant::now() + self.timeout;
         self.wait_ready(deadline)?;
-        match self
-            .driver
-            .conn_mut()
-            .query(statement, params, 0, Instant::now())
-        {
-            Ok(()) => {}
-            Err(QueryError::NotConnected) => return Err(DbError::ConnectionLost),
-            Err(QueryError::QueueFull) => unreachable!("one query at a time"),
-            Err(QueryError::Unencodable(error)) => return Err(error.into()),
-            Err(QueryError::NotPrepared(name) | QueryError::Unavailable(name)) => {
-                return Err(DbError::NotPrepared(name))
+        let now = Instant::now();
+        let queued = self.driver.conn_mut().query(statement, params, 0, now);
+        queued.map_err(|error| match error {
+            QueryError::NotConnected => DbError::ConnectionLost,
+            QueryError::QueueFull => unreachable!("one query at a time"),
+            QueryError::Unencodable(error) => error.into(),
+            QueryError::NotPrepared(name) | QueryError::Unavailable(name) => {
+                DbError::NotPrepared(name)
             }
-        }
+        })?;
         let outcome: Cell<Option<Result<(), DbError>>> = Cell::new(None);
         let mut row_error: Option<DbError> = None;
         let mut sink = |_token: u64, event: Event<'_>| match event {
@@ -296,10 +290,7 @@ impl BlockingClient {
             }
             self.driver.poll_once(backstop, &mut sink);
         };
-        match (result, row_error) {
-            (Ok(()), Some(error)) => Err(error),
-            (result, _) => result,
-        }
+        result.and(row_error.map_or(Ok(()), Err))
     }
 
     fn wait_ready(&mut self, deadline: Instant) -> Result<(), DbError> {

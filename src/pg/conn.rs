@@ -1,15 +1,11 @@
-//! One PostgreSQL connection as a state machine without socket I/O (sans-I/O): its driver,
-//! the link (`link::Link`, whose bytes a server's worker or `blocking::Driver` moves), owns
-//! the connection and its socket, moves bytes in and out, and tells the connection the time
-//! (it reads no clock). Its other dealings with the system: 18 random bytes from getrandom(2)
-//! for each SCRAM nonce, SCRAM's key derived on a helper thread (`auth`), a failed connect
-//! starting a new name lookup on the target's helper thread, and failures logged to stderr.
+//! One PostgreSQL connection as a state machine without socket I/O: its link (`link::Link`)
+//! moves its bytes and tells it the time (it reads no clock). Its other dealings with the
+//! system: the SCRAM nonce and key (`auth`), a new name lookup after a failed connect, and
+//! failures logged to stderr.
 //!
-//! Its life is a `Phase` that carries what it needs: no socket (backing off, or parked), a
-//! socket wanted, connecting, the start-up (`startup.rs`), the session that answers queries
-//! (`session.rs`); losing the connection is one change of phase. The reconnect policy and
-//! the failure log are `failure.rs`'s. `step()` says what the driver must do next,
-//! `deadline()` when to call `on_timer`.
+//! Its life is a `Phase` that carries what it needs, so losing the connection is one change
+//! of phase: the start-up is `startup.rs`'s, the session that answers queries `session.rs`'s,
+//! the reconnect policy and the failure log `failure.rs`'s.
 
 mod failure;
 mod session;
@@ -26,7 +22,7 @@ use self::startup::Handshake;
 use super::protocol;
 use super::target::Target;
 
-pub use self::session::{Event, QueryError, Row};
+pub use self::session::{Event, QueryError, Row, Sink};
 pub use self::setup::{Options, Statement, DEFAULT_TIMEOUT, MAX_ROWS};
 pub use super::error::DbError;
 pub use super::protocol::Param;
@@ -35,22 +31,17 @@ const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
 
-/// What the connection needs from its driver (`link::Link`) right now.
+/// What the connection needs from its link (`link::Link`) right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// Open a socket to `target().address()` and start a non-blocking connect, then call
-    /// `connecting(now)`; if the socket cannot even be created (or there is no address yet),
-    /// `transport_failed`.
+    /// A socket connecting to `target().address()` (`connecting`, then `connected` or
+    /// `transport_failed`).
     Connect,
-    /// The driver's connect is under way: call `connected(now)` when the socket is writable
-    /// and SO_ERROR is 0, else `transport_failed`.
+    /// The link's connect is under way.
     Connecting,
-    /// Exchange bytes: read whenever readable (`read_buffer` + `filled`), send whatever
-    /// `take_output` gives.
+    /// Bytes exchanged: read into `read_buffer` (`filled`), sent from `take_output`.
     Io,
-    /// No socket wanted (backoff, or parked): the driver closes any socket it holds for this
-    /// connection (after sending what `take_output` still gives, if it likes: a goodbye) and
-    /// calls `on_timer` at `deadline()`.
+    /// No socket (backoff, or parked): the link closes any it holds.
     Idle,
 }
 
@@ -169,7 +160,7 @@ impl PgConn {
     }
 
     /// Acts on whatever deadline has passed; harmless to call at any time.
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl Sink) {
         let result = match &mut self.phase {
             Phase::Idle(retry) if retry.at <= now => {
                 self.start_attempt(now);
@@ -210,18 +201,12 @@ impl PgConn {
     /// The socket failed: EOF, reset, refused connect, send error, no socket to be had.
     /// Fails every query held (`ConnectionLost`) and schedules the next attempt. Ignored while
     /// Idle (the driver reports a socket already given up).
-    pub(super) fn transport_failed(
-        &mut self,
-        error: DbError,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
+    pub(super) fn transport_failed(&mut self, error: DbError, now: Instant, sink: &mut impl Sink) {
         if self.step() != Step::Idle {
             self.fail(error, now, sink);
         }
     }
 
-    /// Whether there are bytes waiting to be sent.
     pub(super) fn has_output(&self) -> bool {
         !self.output.is_empty()
     }
@@ -269,7 +254,7 @@ impl PgConn {
     }
 
     /// `n` bytes were written at the start of `read_buffer()`: decode and deliver.
-    pub(super) fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub(super) fn filled(&mut self, n: usize, now: Instant, sink: &mut impl Sink) {
         if self.step() != Step::Io {
             return;
         }
@@ -287,12 +272,8 @@ impl PgConn {
         token: u64,
         now: Instant,
     ) -> Result<(), QueryError> {
-        let Some(index) = self
-            .setup
-            .statements
-            .iter()
-            .position(|s| std::ptr::eq(s, statement))
-        else {
+        let statements = self.setup.statements;
+        let Some(index) = statements.iter().position(|s| std::ptr::eq(s, statement)) else {
             return Err(QueryError::NotPrepared(statement.name));
         };
         let Phase::Ready(session) = &mut self.phase else {
@@ -301,10 +282,9 @@ impl PgConn {
         session.query(&self.setup, &mut self.output, index, params, token, now)
     }
 
-    /// A request needed this connection while it was down. If the last failure came before
-    /// the connection was up (refused, timed out, the server still starting) and a retry may
-    /// fix it, the next attempt comes no later than `MIN_ATTEMPT_GAP` after the last one
-    /// began, so that the database is used again soon after it is back; never earlier.
+    /// A request needed this connection while it was down: a retry that may hurry (see
+    /// `Retry`) comes no later than `MIN_ATTEMPT_GAP` after the last attempt began, so that
+    /// the database is used again soon after it is back; never earlier.
     pub fn wanted(&mut self) {
         if let Phase::Idle(retry) = &mut self.phase {
             let early = self.attempt_started + MIN_ATTEMPT_GAP;
@@ -317,7 +297,7 @@ impl PgConn {
     /// Gives the connection up and stays Idle until `unpark`: for a thread that hands back a
     /// connection slot it does not need. Every query held fails with `ConnectionLost`; a
     /// connected socket gets a Terminate in the output, for the driver to send if it likes.
-    pub fn park(&mut self, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn park(&mut self, sink: &mut impl Sink) {
         match self.phase {
             Phase::Parked(_) => {}
             Phase::Idle(retry) => self.phase = Phase::Parked(Some(retry)),
@@ -380,32 +360,23 @@ impl PgConn {
     }
 
     /// Decodes and handles every complete message received.
-    fn process(
-        &mut self,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) -> Result<(), DbError> {
+    fn process(&mut self, now: Instant, sink: &mut impl Sink) -> Result<(), DbError> {
         // Taken out so that rows can borrow it while `self` handles them.
         let buf = std::mem::take(&mut self.read_buf);
         let max_message_len = self.setup.options.max_message_len;
         let mut at = self.read_start;
-        let mut result = Ok(());
-        while at < self.read_end {
+        let result = loop {
             match protocol::decode_within(&buf[at..self.read_end], max_message_len) {
                 Ok(Some((message, used))) => {
                     at += used;
-                    result = self.handle(message, now, sink);
-                    if result.is_err() {
-                        break;
+                    if let Err(error) = self.handle(message, now, sink) {
+                        break Err(error);
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    result = Err(DbError::Protocol(e.to_string()));
-                    break;
-                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(DbError::Protocol(e.to_string())),
             }
-        }
+        };
         self.read_buf = buf;
         self.read_start = at;
         result
@@ -415,7 +386,7 @@ impl PgConn {
         &mut self,
         message: protocol::Message<'_>,
         now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
+        sink: &mut impl Sink,
     ) -> Result<(), DbError> {
         match &mut self.phase {
             Phase::Ready(session) => {
@@ -441,7 +412,7 @@ impl PgConn {
     }
 
     /// Gives the connection up: fails every query held, logs, and schedules the next attempt.
-    fn fail(&mut self, error: DbError, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    fn fail(&mut self, error: DbError, now: Instant, sink: &mut impl Sink) {
         let permanent = error.is_permanent();
         let was_ready = self.is_ready();
         let retry = Retry {
@@ -459,23 +430,15 @@ impl PgConn {
             Phase::Ready(session) => session.is_proven(),
             _ => false,
         };
-        let options = &self.setup.options;
+        let query_ms = self.setup.options.query_timeout.as_millis();
+        let connect_ms = self.setup.options.connect_timeout.as_millis();
         let reason = match (&error, was_ready) {
-            (DbError::Timeout, true) => format!(
-                "no answer to a query within {} ms",
-                options.query_timeout.as_millis()
-            ),
-            (DbError::Timeout, false) => format!(
-                "start-up not done within {} ms",
-                options.connect_timeout.as_millis()
-            ),
+            (DbError::Timeout, true) => format!("no answer to a query within {query_ms} ms"),
+            (DbError::Timeout, false) => format!("start-up not done within {connect_ms} ms"),
             (error, _) => error.to_string(),
         };
-        let kind = failure_kind(&error);
-        if let Some(line) = self
-            .log
-            .failed(&self.setup.target, kind, &reason, proven, now)
-        {
+        let (target, kind) = (&self.setup.target, failure_kind(&error));
+        if let Some(line) = self.log.failed(target, kind, &reason, proven, now) {
             self.setup.log(line);
         }
         self.last_error = Some(error);
@@ -483,7 +446,7 @@ impl PgConn {
 
     /// Forgets the socket and everything on it (its queries fail with `ConnectionLost`) for
     /// `next`, and returns the phase it was in; the driver sees a new generation.
-    fn drop_connection(&mut self, next: Phase, sink: &mut impl FnMut(u64, Event<'_>)) -> Phase {
+    fn drop_connection(&mut self, next: Phase, sink: &mut impl Sink) -> Phase {
         let mut lost = std::mem::replace(&mut self.phase, next);
         if let Phase::Ready(session) = &mut lost {
             session.fail_all(&DbError::ConnectionLost, sink);

@@ -2,10 +2,11 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 use super::protocol::{EncodeError, ErrorFields, Message};
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum DbError {
     /// An ErrorResponse from the server.
     Server {
@@ -17,7 +18,8 @@ pub enum DbError {
     ConnectionLost,
     /// The server sent something this client cannot make sense of.
     Protocol(String),
-    Io(io::Error),
+    /// Shared, so that the error can be cloned for every query it fails.
+    Io(Arc<io::Error>),
     /// Authentication this client cannot do or that failed on the client side.
     Auth(String),
     Timeout,
@@ -33,31 +35,6 @@ pub enum DbError {
 impl From<EncodeError> for DbError {
     fn from(error: EncodeError) -> DbError {
         DbError::Encode(error)
-    }
-}
-
-/// By hand because `io::Error` is not `Clone`: kind and text are kept.
-impl Clone for DbError {
-    fn clone(&self) -> DbError {
-        match self {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => DbError::Server {
-                severity: severity.clone(),
-                code: code.clone(),
-                message: message.clone(),
-            },
-            DbError::ConnectionLost => DbError::ConnectionLost,
-            DbError::Protocol(what) => DbError::Protocol(what.clone()),
-            DbError::Io(e) => DbError::Io(io::Error::new(e.kind(), e.to_string())),
-            DbError::Auth(what) => DbError::Auth(what.clone()),
-            DbError::Timeout => DbError::Timeout,
-            DbError::Column(what) => DbError::Column(what.clone()),
-            DbError::Encode(error) => DbError::Encode(*error),
-            DbError::NotPrepared(name) => DbError::NotPrepared(name),
-        }
     }
 }
 
@@ -83,10 +60,8 @@ impl DbError {
 
     /// The server closed the connection (end of stream), for drivers to report.
     pub fn closed() -> DbError {
-        DbError::Io(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "server closed the connection",
-        ))
+        let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "server closed the connection");
+        DbError::Io(eof.into())
     }
 
     /// Errors that retrying the same start-up will not fix (bad password, no such role or

@@ -4,15 +4,12 @@
 //! The link decides everything about the socket: when to open it and where to, when to
 //! close it, what to send, what the received bytes and the socket's failures mean. The mover
 //! does what [`Link::order`] says, reads into [`Link::read_buffer`] when it can, sends
-//! [`Link::unsent`] and reports back. One socket at a time: a new one is asked for only once
-//! the mover has reported the last one [`closed`](Link::closed), so nothing the mover still
-//! has under way on an old socket (an io_uring operation, say) can ever be taken for the new
-//! one's.
+//! [`Link::unsent`] and reports back. One socket at a time (see [`Order::Close`]).
 
 use std::io;
 use std::time::Instant;
 
-use super::conn::{DbError, Event, PgConn, Step};
+use super::conn::{DbError, PgConn, Sink, Step};
 use super::target::Address;
 
 /// What the link asks of its mover.
@@ -22,7 +19,9 @@ pub enum Order {
     /// with [`Link::connected`] (also when the socket cannot even be made).
     Connect(Address),
     /// Close the socket once nothing under way refers to it any more, then report
-    /// [`Link::closed`]. Until then, what it delivers is dropped.
+    /// [`Link::closed`]. Until then, what it delivers is dropped, and no new socket is
+    /// ordered: nothing still under way on the old one (an io_uring operation, say) can be
+    /// taken for the new one's.
     Close,
 }
 
@@ -72,7 +71,7 @@ impl Link {
     /// What the mover must do now, if anything: asked after every event and timer. A
     /// connection without an address to connect to fails here (and its target resolves
     /// the name again).
-    pub fn order(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) -> Option<Order> {
+    pub fn order(&mut self, now: Instant, sink: &mut impl Sink) -> Option<Order> {
         let step = self.conn.step();
         match self.socket {
             Socket::Connecting(generation) | Socket::Open(generation)
@@ -100,16 +99,9 @@ impl Link {
 
     /// The connect ordered last has ended: connected, or failed (refused, no socket to be
     /// had, ...). A failure is the connection's: its queries fail and it tries again later.
-    pub fn connected(
-        &mut self,
-        result: io::Result<()>,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
-        let Socket::Connecting(generation) = self.socket else {
-            return;
-        };
-        if generation != self.conn.generation() {
+    pub fn connected(&mut self, result: io::Result<()>, now: Instant, sink: &mut impl Sink) {
+        let generation = self.conn.generation();
+        if self.socket != Socket::Connecting(generation) {
             return;
         }
         match result {
@@ -117,7 +109,9 @@ impl Link {
                 self.socket = Socket::Open(generation);
                 self.conn.connected(now);
             }
-            Err(error) => self.conn.transport_failed(DbError::Io(error), now, sink),
+            Err(error) => self
+                .conn
+                .transport_failed(DbError::Io(error.into()), now, sink),
         }
     }
 
@@ -130,14 +124,11 @@ impl Link {
     /// `None`: what it delivers now is not the connection's); [`Link::filled`] says how many
     /// bytes came.
     pub fn read_buffer(&mut self) -> Option<&mut [u8]> {
-        match self.is_current() {
-            true => Some(self.conn.read_buffer()),
-            false => None,
-        }
+        self.is_current().then(|| self.conn.read_buffer())
     }
 
     /// `n` bytes were read into [`Link::read_buffer`]; 0 is the server's EOF.
-    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn filled(&mut self, n: usize, now: Instant, sink: &mut impl Sink) {
         if !self.is_current() {
             return;
         }
@@ -148,7 +139,7 @@ impl Link {
     }
 
     /// `bytes` arrived in a buffer of the mover's own; none is the server's EOF.
-    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn receive(&mut self, bytes: &[u8], now: Instant, sink: &mut impl Sink) {
         if bytes.is_empty() {
             return self.filled(0, now, sink);
         }
@@ -167,16 +158,12 @@ impl Link {
 
     /// The socket failed (reset, a send error, ...): the connection's queries fail and it
     /// tries again later; [`Link::order`] then says to close the socket.
-    pub fn failed(
-        &mut self,
-        error: io::Error,
-        now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
-    ) {
+    pub fn failed(&mut self, error: io::Error, now: Instant, sink: &mut impl Sink) {
         // Connected or not, the socket belongs to the connection as it is now.
         let generation = self.conn.generation();
         if self.is_current() || self.socket == Socket::Connecting(generation) {
-            self.conn.transport_failed(DbError::Io(error), now, sink);
+            self.conn
+                .transport_failed(DbError::Io(error.into()), now, sink);
         }
     }
 

@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::conn::{Event, Options, PgConn, Statement};
+use super::conn::{Options, PgConn, Sink, Statement};
 use super::link::Link;
 use super::target::Target;
 
 /// Queries a connection holds before new requests go to the next one (see [`Pool::pick`]).
 pub const SPILL_DEPTH: usize = 1024;
 
+#[derive(Default)]
 pub struct Pool {
     /// Each connection with the socket it wants.
     links: Vec<Link>,
@@ -60,11 +61,7 @@ impl Pool {
 
     /// For a server without a database.
     pub fn empty() -> Pool {
-        Pool {
-            links: Vec::new(),
-            threads: Arc::default(),
-            starving: false,
-        }
+        Pool::default()
     }
 
     pub fn len(&self) -> usize {
@@ -170,7 +167,7 @@ impl Pool {
         self.conns().filter_map(PgConn::deadline).min()
     }
 
-    pub fn on_timer(&mut self, now: Instant, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn on_timer(&mut self, now: Instant, sink: &mut impl Sink) {
         for conn in self.conns_mut() {
             if conn.deadline().is_some_and(|deadline| deadline <= now) {
                 conn.on_timer(now, sink);

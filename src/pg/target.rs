@@ -9,8 +9,8 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use super::auth::ALLOW_CLEARTEXT_VAR;
 use super::error::DbError;
@@ -104,16 +104,13 @@ pub fn trusted_socket_dir(dirs: &[impl AsRef<Path>], port: u16) -> Option<PathBu
         // Not following a symbolic link: the socket itself must be the server's.
         let socket_meta = std::fs::symlink_metadata(&socket).ok()?;
         let dir_meta = std::fs::metadata(dir).ok()?;
+        let (dir_uid, socket_uid) = (dir_meta.uid(), socket_meta.uid());
         let untrusted = if !socket_meta.file_type().is_socket() {
             Some(format!("{} is not a socket", socket.display()))
-        } else if !trusted.contains(&dir_meta.uid()) {
-            Some(format!(
-                "{} belongs to uid {}",
-                dir.display(),
-                dir_meta.uid()
-            ))
-        } else if !trusted.contains(&socket_meta.uid()) {
-            Some(format!("it belongs to uid {}", socket_meta.uid()))
+        } else if !trusted.contains(&dir_uid) {
+            Some(format!("{} belongs to uid {dir_uid}", dir.display()))
+        } else if !trusted.contains(&socket_uid) {
+            Some(format!("it belongs to uid {socket_uid}"))
         } else {
             None
         };
@@ -168,12 +165,10 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Where every connection of the process connects: the `Config` and, for TCP, the address
-/// its host name last resolved to.
+/// Where every connection of the process connects: the `Config` and its address (for a TCP
+/// host name, the one it last resolved to).
 pub struct Target {
     config: Config,
-    /// For a Unix socket, its path: nothing to resolve.
-    unix: Option<PathBuf>,
     resolution: Arc<Shared>,
 }
 
@@ -184,9 +179,16 @@ struct Shared {
     ended: Condvar,
 }
 
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Resolution> {
+        // The lock is never held across anything that can panic; recover regardless.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[derive(Default)]
 struct Resolution {
-    address: Option<SocketAddr>,
+    address: Option<Address>,
     /// Why the last resolution failed (cleared by one that succeeds).
     error: Option<String>,
     in_progress: bool,
@@ -195,23 +197,20 @@ struct Resolution {
 impl Target {
     /// A shared target; for a TCP host the first resolution starts at once on a helper thread.
     pub fn new(config: Config) -> Arc<Target> {
-        let unix = match &config.host {
-            Host::Unix(dir) => Some(socket_path(dir, config.port)),
-            Host::Tcp(_) => None,
+        // A socket's path or an IP address: nothing to look up, now or later.
+        let address = match &config.host {
+            Host::Unix(dir) => Some(Address::Unix(socket_path(dir, config.port))),
+            Host::Tcp(host) => host
+                .parse()
+                .ok()
+                .map(|ip| Address::Tcp(SocketAddr::new(ip, config.port))),
         };
         let target = Arc::new(Target {
             config,
-            unix,
             resolution: Arc::default(),
         });
-        match &target.config.host {
-            // An address already: nothing to look up, now or later.
-            Host::Tcp(host) => match host.parse::<IpAddr>() {
-                Ok(ip) => target.state().address = Some(SocketAddr::new(ip, target.config.port)),
-                Err(_) => target.resolve_again(),
-            },
-            Host::Unix(_) => {}
-        }
+        target.resolution.lock().address = address;
+        target.resolve_again();
         target
     }
 
@@ -222,10 +221,7 @@ impl Target {
     /// Where to connect now, without blocking: the Unix socket's path, or the address the TCP
     /// host last resolved to (`None` until a first resolution has succeeded).
     pub fn address(&self) -> Option<Address> {
-        match &self.unix {
-            Some(path) => Some(Address::Unix(path.clone())),
-            None => self.state().address.map(Address::Tcp),
-        }
+        self.resolution.lock().address.clone()
     }
 
     /// Why `address()` is `None`: the resolution's error, or that it has not finished yet.
@@ -234,12 +230,12 @@ impl Target {
             Host::Tcp(host) => host.as_str(),
             Host::Unix(_) => "",
         };
-        let state = self.state();
+        let state = self.resolution.lock();
         let what = match &state.error {
             Some(error) => format!("cannot resolve {host}: {error}"),
             None => format!("{host} not resolved yet"),
         };
-        DbError::Io(io::Error::new(io::ErrorKind::NotFound, what))
+        DbError::Io(io::Error::new(io::ErrorKind::NotFound, what).into())
     }
 
     /// A connection to `address()` could not be made: the name may point elsewhere now, so
@@ -251,30 +247,11 @@ impl Target {
     /// Blocks until no resolution is under way, or for `timeout`; returns whether there is
     /// an address. For start-up and blocking clients, never for a thread serving requests.
     pub fn wait_resolved(&self, timeout: Duration) -> bool {
-        if self.unix.is_some() {
-            return true;
-        }
-        let deadline = Instant::now() + timeout;
-        let mut state = self.state();
-        while state.in_progress {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            state = match self.resolution.ended.wait_timeout(state, left) {
-                Ok((state, _)) => state,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
+        let state = self.resolution.lock();
+        let ended = &self.resolution.ended;
+        let waited = ended.wait_timeout_while(state, timeout, |state| state.in_progress);
+        let (state, _) = waited.unwrap_or_else(PoisonError::into_inner);
         state.address.is_some()
-    }
-
-    fn state(&self) -> MutexGuard<'_, Resolution> {
-        // The lock is never held across anything that can panic; recover regardless.
-        self.resolution
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn resolve_again(&self) {
@@ -285,7 +262,7 @@ impl Target {
             return;
         }
         {
-            let mut state = self.state();
+            let mut state = self.resolution.lock();
             if state.in_progress {
                 return;
             }
@@ -296,13 +273,10 @@ impl Target {
             .name("gnosis-resolve".into())
             .spawn(move || {
                 let result = resolve(&host, port);
-                let mut state = shared
-                    .state
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut state = shared.lock();
                 match result {
                     Ok(address) => {
-                        state.address = Some(address);
+                        state.address = Some(Address::Tcp(address));
                         state.error = None;
                     }
                     // The last good address stays in use: a failed lookup (DNS down) says
@@ -313,7 +287,7 @@ impl Target {
                 shared.ended.notify_all();
             });
         if let Err(error) = spawned {
-            let mut state = self.state();
+            let mut state = self.resolution.lock();
             state.in_progress = false;
             state.error = Some(format!("no thread to resolve it: {error}"));
         }

@@ -138,22 +138,19 @@ fn non_empty(text: String) -> Option<String> {
 
 /// `host[:port]`, the host possibly a bracketed IPv6 address.
 fn split_host_port(text: &str) -> Result<(&str, Option<&str>), UrlError> {
-    if let Some(bracketed) = text.strip_prefix('[') {
-        let Some((address, after)) = bracketed.split_once(']') else {
-            return error("an IPv6 address's '[' has no ']'");
-        };
-        return match after {
-            "" => Ok((address, None)),
-            _ => match after.strip_prefix(':') {
-                Some(port) => Ok((address, Some(port))),
-                None => error("something other than ':port' follows an IPv6 address's ']'"),
-            },
-        };
+    let Some(bracketed) = text.strip_prefix('[') else {
+        return Ok(text
+            .split_once(':')
+            .map_or((text, None), |(host, port)| (host, Some(port))));
+    };
+    match bracketed.split_once(']') {
+        Some((address, "")) => Ok((address, None)),
+        Some((address, after)) => match after.strip_prefix(':') {
+            Some(port) => Ok((address, Some(port))),
+            None => error("something other than ':port' follows an IPv6 address's ']'"),
+        },
+        None => error("an IPv6 address's '[' has no ']'"),
     }
-    Ok(match text.split_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (text, None),
-    })
 }
 
 fn parse_port(text: &str) -> Result<u16, UrlError> {

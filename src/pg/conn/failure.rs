@@ -1,7 +1,6 @@
 //! What a connection does about failing: the pause before the next attempt (a jittered,
 //! capped backoff), and the few lines it logs about an outage, whatever its length.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::pg::error::DbError;
@@ -24,22 +23,8 @@ const FAILURE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
 /// Distinct reasons of failure logged in one outage; more are only counted.
 pub(super) const MAX_REASONS_LOGGED: usize = 8;
 
-/// Lines logged once per process (see `Setup::log_once`).
-pub(super) static LOGGED_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Whether `line` is new to this process (and remembers it).
-pub(super) fn first_time(line: String) -> bool {
-    let mut logged = LOGGED_ONCE
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner());
-    if logged.contains(&line) || logged.len() >= MAX_REASONS_LOGGED {
-        return false;
-    }
-    logged.push(line);
-    true
-}
-
-/// What makes two failures "the same" for the log: the SQLSTATE, the OS error, the kind.
+/// What makes two failures "the same" for the log: the SQLSTATE, the OS error, else the
+/// error's text.
 pub(super) fn failure_kind(error: &DbError) -> String {
     match error {
         DbError::Server { code, .. } => format!("server {code}"),
@@ -47,13 +32,7 @@ pub(super) fn failure_kind(error: &DbError) -> String {
             Some(code) => format!("os {code}"),
             None => format!("io {:?}", e.kind()),
         },
-        DbError::ConnectionLost => "lost".into(),
-        DbError::Timeout => "timeout".into(),
-        DbError::Protocol(what) => format!("protocol {what}"),
-        DbError::Auth(what) => format!("auth {what}"),
-        DbError::Column(what) => format!("column {what}"),
-        DbError::Encode(error) => format!("encode {error}"),
-        DbError::NotPrepared(name) => format!("not prepared {name}"),
+        other => other.to_string(),
     }
 }
 

@@ -21,6 +21,11 @@ pub enum Event<'a> {
     Failed(&'a DbError),
 }
 
+/// Where a connection delivers its queries' events, each with its query's token.
+pub trait Sink: FnMut(u64, Event<'_>) {}
+
+impl<F: FnMut(u64, Event<'_>)> Sink for F {}
+
 /// One result row, borrowing the connection's read buffer.
 pub struct Row<'a> {
     pub(super) data: DataRow<'a>,
@@ -36,21 +41,18 @@ impl<'a> Row<'a> {
         self.data.is_empty()
     }
 
-    fn column(&self, index: usize, accepted: &[u32], wanted: &str) -> Result<&'a [u8], DbError> {
-        if !self.types.get(index).is_some_and(|t| accepted.contains(t)) {
-            return Err(DbError::Column(format!("column {index} is not {wanted}")));
-        }
-        match self.data.get(index) {
-            Some(Some(value)) => Ok(value),
-            Some(None) => Err(DbError::Column(format!("column {index} is NULL"))),
-            None => Err(DbError::Column(format!("no column {index}"))),
-        }
-    }
-
     /// Column `index` as `T` (bool, i32, i64, &str, Jsonb), its type checked against the
     /// statement's Describe; a wrong type, a NULL or bad bytes is an error, never a panic.
     pub fn get<T: ColumnValue<'a>>(&self, index: usize) -> Result<T, DbError> {
-        let value = self.column(index, T::OIDS, T::NAME)?;
+        let (accepted, wanted) = (T::OIDS, T::NAME);
+        if !self.types.get(index).is_some_and(|t| accepted.contains(t)) {
+            return Err(DbError::Column(format!("column {index} is not {wanted}")));
+        }
+        let value = match self.data.get(index) {
+            Some(Some(value)) => value,
+            Some(None) => return Err(DbError::Column(format!("column {index} is NULL"))),
+            None => return Err(DbError::Column(format!("no column {index}"))),
+        };
         T::decode(value).map_err(|error| DbError::Column(format!("column {index}: {error}")))
     }
 
@@ -134,7 +136,6 @@ impl Session {
         }
     }
 
-    /// Queries held, not answered yet.
     pub fn queued(&self) -> usize {
         self.pending.len()
     }
@@ -149,7 +150,6 @@ impl Session {
         front.into_iter().chain(self.repreparation.at).min()
     }
 
-    /// Appends Bind/Execute/Sync for one query of statement `index`; its deadline starts now.
     pub fn query(
         &mut self,
         setup: &Setup,
@@ -185,7 +185,7 @@ impl Session {
         setup: &Setup,
         output: &mut Vec<u8>,
         now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
+        sink: &mut impl Sink,
     ) -> Result<(), DbError> {
         if self
             .pending
@@ -211,7 +211,7 @@ impl Session {
     }
 
     /// Every query held fails with `error`.
-    pub fn fail_all(&mut self, error: &DbError, sink: &mut impl FnMut(u64, Event<'_>)) {
+    pub fn fail_all(&mut self, error: &DbError, sink: &mut impl Sink) {
         while let Some(query) = self.pending.pop_front() {
             if let Some(token) = query.token {
                 sink(token, Event::Failed(error));
@@ -226,7 +226,7 @@ impl Session {
         message: Message<'_>,
         setup: &Setup,
         now: Instant,
-        sink: &mut impl FnMut(u64, Event<'_>),
+        sink: &mut impl Sink,
     ) -> Result<bool, DbError> {
         match message {
             Message::DataRow(data) => {

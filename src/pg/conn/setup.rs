@@ -2,10 +2,10 @@
 //! the statements it prepares, its limits, and whether it logs.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::failure::first_time;
+use super::failure::MAX_REASONS_LOGGED;
 use crate::pg::protocol;
 use crate::pg::target::Target;
 
@@ -68,6 +68,9 @@ impl Default for Options {
     }
 }
 
+/// Lines logged once per process (see `Setup::log_once`).
+pub(super) static LOGGED_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
 /// Handed to each phase of the connection: what it needs of the connection's making.
 pub(super) struct Setup {
     pub target: Arc<Target>,
@@ -84,11 +87,13 @@ impl Setup {
         }
     }
 
-    /// Logs `line` once per process: every connection of every thread finds the same
-    /// statements unavailable, and reconnects find them again.
+    /// Logs `line` once per process (a few such lines at most): every connection of every
+    /// thread finds the same statements unavailable, and reconnects find them again.
     pub fn log_once(&self, line: String) {
-        if self.logging && first_time(line.clone()) {
+        let mut logged = LOGGED_ONCE.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.logging && !logged.contains(&line) && logged.len() < MAX_REASONS_LOGGED {
             crate::log!("{line}");
+            logged.push(line);
         }
     }
 }

@@ -38,12 +38,11 @@ enum Stage {
     Preparing(Preparing),
 }
 
+#[derive(Default)]
 struct Authentication {
     scram: Option<Scram>,
-    /// SASL has begun: a password asked for in clear or as MD5 from now on is a downgrade,
-    /// refused.
-    sasl_begun: bool,
-    /// The method the server asked for last, logged once authentication succeeds.
+    /// The method the server asked for last, logged once authentication succeeds. Once it
+    /// is SCRAM, a password asked for in clear or as MD5 is a downgrade, refused.
     method: auth::Method,
     /// While the SCRAM key is derived on a helper thread: when to look for it again.
     scram_poll: Option<Instant>,
@@ -54,8 +53,8 @@ struct Preparing {
     column_types: ColumnTypes,
     /// The answer to the statement `column_types.len()`.
     answer: Preparation,
-    /// Each unavailable statement so far, with why.
-    unavailable: Vec<(&'static str, String)>,
+    /// Each unavailable statement so far, with why: `name (why)`.
+    unavailable: Vec<String>,
 }
 
 /// The answer to the Parse + Describe of the statement being prepared, so far.
@@ -74,12 +73,7 @@ impl Handshake {
     pub fn new(deadline: Instant) -> Handshake {
         Handshake {
             deadline,
-            stage: Stage::Authenticating(Authentication {
-                scram: None,
-                sasl_begun: false,
-                method: auth::Method::Trust,
-                scram_poll: None,
-            }),
+            stage: Stage::Authenticating(Authentication::default()),
         }
     }
 
@@ -174,24 +168,18 @@ impl Authentication {
             }
             Auth::Md5 { salt } => {
                 self.password_wanted(auth::Method::Md5, setup)?;
-                protocol::password(
-                    output,
-                    &auth::md5_password(&config.user, &config.password, salt),
-                )?;
+                let hashed = auth::md5_password(&config.user, &config.password, salt);
+                protocol::password(output, &hashed)?;
             }
             Auth::Sasl(mechanisms) => {
-                if self.sasl_begun {
+                if self.method == auth::Method::ScramSha256 {
                     return Err(DbError::Auth("the server began SASL twice".into()));
                 }
-                self.sasl_begun = true;
                 self.method = auth::Method::ScramSha256;
                 let mechanism = auth::choose_sasl_mechanism(mechanisms).map_err(DbError::Auth)?;
                 let scram = Scram::with_random_nonce(&config.password).map_err(DbError::Auth)?;
-                protocol::sasl_initial_response(
-                    output,
-                    mechanism,
-                    scram.client_first().as_bytes(),
-                )?;
+                let first = scram.client_first();
+                protocol::sasl_initial_response(output, mechanism, first.as_bytes())?;
                 self.scram = Some(scram);
             }
             Auth::SaslContinue(server_first) => {
@@ -224,13 +212,10 @@ impl Authentication {
     /// Whether the password may go out for `method` (see `auth::password_policy`).
     fn password_wanted(&mut self, method: auth::Method, setup: &Setup) -> Result<(), DbError> {
         let config = setup.target.config();
-        auth::password_policy(
-            method,
-            self.sasl_begun,
-            matches!(config.host, Host::Tcp(_)),
-            config.allow_cleartext,
-        )
-        .map_err(DbError::Auth)?;
+        let over_tcp = matches!(config.host, Host::Tcp(_));
+        let sasl_begun = self.method == auth::Method::ScramSha256;
+        auth::password_policy(method, sasl_begun, over_tcp, config.allow_cleartext)
+            .map_err(DbError::Auth)?;
         self.method = method;
         Ok(())
     }
@@ -269,47 +254,37 @@ impl Preparing {
 
     /// An ErrorResponse to the statement being prepared: one of SQLSTATE class 42 (what it
     /// names is not in this database) makes it unavailable; any other fails the start-up.
-    fn refused(&mut self, error: DbError, setup: &Setup) -> Result<(), DbError> {
-        let name = setup
-            .statements
-            .get(self.column_types.len())
-            .map_or("?", |s| s.name);
-        match error {
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } if code.starts_with("42") && severity == "ERROR" => {
-                self.answer = Preparation::Unavailable(message);
-                Ok(())
+    fn refused(&mut self, mut error: DbError, setup: &Setup) -> Result<(), DbError> {
+        if let DbError::Server {
+            severity,
+            code,
+            message,
+        } = &mut error
+        {
+            if code.starts_with("42") && severity == "ERROR" {
+                self.answer = Preparation::Unavailable(std::mem::take(message));
+                return Ok(());
             }
-            DbError::Server {
-                severity,
-                code,
-                message,
-            } => Err(DbError::Server {
-                severity,
-                code,
-                message: format!("preparing statement {name}: {message}"),
-            }),
-            other => Err(other),
+            let statement = setup.statements.get(self.column_types.len());
+            let name = statement.map_or("?", |s| s.name);
+            *message = format!("preparing statement {name}: {message}");
         }
+        Err(error)
     }
 
     /// The ReadyForQuery that ends one statement's Sync group; after the last, every
     /// statement's column types.
     fn prepared(&mut self, setup: &Setup) -> Result<Option<ColumnTypes>, DbError> {
-        let statement = &setup.statements[self.column_types.len()];
+        let name = setup.statements[self.column_types.len()].name;
         match std::mem::take(&mut self.answer) {
             Preparation::Waiting => {
                 return Err(DbError::Protocol(format!(
-                    "no description of statement {}",
-                    statement.name
-                )))
+                    "no description of statement {name}"
+                )));
             }
             Preparation::Described(types) => self.column_types.push(Some(types)),
             Preparation::Unavailable(why) => {
-                self.unavailable.push((statement.name, why));
+                self.unavailable.push(format!("{name} ({why})"));
                 self.column_types.push(None);
             }
         }
@@ -317,16 +292,11 @@ impl Preparing {
             return Ok(None);
         }
         if !self.unavailable.is_empty() {
-            let list: Vec<String> = self
-                .unavailable
-                .iter()
-                .map(|(name, why)| format!("{name} ({why})"))
-                .collect();
             setup.log_once(format!(
                 "PostgreSQL database {} cannot prepare statements {}: \
                  the routes that use them answer as if the database were down",
                 setup.target,
-                list.join(", ")
+                self.unavailable.join(", ")
             ));
         }
         Ok(Some(std::mem::take(&mut self.column_types)))
@@ -419,16 +389,8 @@ impl Repreparation {
 /// One statement's Parse + Describe + Sync; nothing half written when it cannot be encoded.
 fn write_preparation(output: &mut Vec<u8>, statement: &Statement) -> Result<(), EncodeError> {
     let start = output.len();
-    let written = protocol::parse(output, statement.name, statement.sql, statement.param_types)
-        .and_then(|()| protocol::describe_statement(output, statement.name));
-    match written {
-        Ok(()) => {
-            protocol::sync(output);
-            Ok(())
-        }
-        Err(error) => {
-            output.truncate(start);
-            Err(error)
-        }
-    }
+    protocol::parse(output, statement.name, statement.sql, statement.param_types)
+        .and_then(|()| protocol::describe_statement(output, statement.name))
+        .map(|()| protocol::sync(output))
+        .inspect_err(|_| output.truncate(start))
 }

@@ -1,9 +1,8 @@
 //! The machine without a database: a scripted server's bytes in, what the connection writes
 //! and delivers out, and the clock moved by hand.
 
-use super::failure::{
-    BACKOFF_MAX, BACKOFF_MAX_PERMANENT, BACKOFF_MIN, LOGGED_ONCE, MAX_REASONS_LOGGED,
-};
+use super::failure::{BACKOFF_MAX, BACKOFF_MAX_PERMANENT, BACKOFF_MIN, MAX_REASONS_LOGGED};
+use super::setup::LOGGED_ONCE;
 use super::startup::REPREPARE_MIN;
 use super::*;
 use crate::pg::auth;
@@ -48,7 +47,7 @@ fn target_on(host: Host, user: &str, password: &str, allow_cleartext: bool) -> A
 }
 
 fn refused() -> DbError {
-    DbError::Io(io::Error::from_raw_os_error(libc::ECONNREFUSED))
+    DbError::Io(io::Error::from_raw_os_error(libc::ECONNREFUSED).into())
 }
 
 /// A connection, the time it believes it is, and every event it delivered as text.
@@ -58,7 +57,7 @@ struct Script {
     events: Vec<(u64, String)>,
 }
 
-fn record(events: &mut Vec<(u64, String)>) -> impl FnMut(u64, Event<'_>) + '_ {
+fn record(events: &mut Vec<(u64, String)>) -> impl Sink + '_ {
     |token, event| {
         let text = match event {
             Event::Row(row) => {

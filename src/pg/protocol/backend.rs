@@ -27,8 +27,26 @@ pub enum Auth<'a> {
     Unsupported(u32),
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum Message<'a> {
+/// Declares `Message` with its variants, and `Message::name` from their names.
+macro_rules! messages {
+    ($($variant:ident $(($data:ty))?,)*) => {
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum Message<'a> {
+            $($variant $(($data))?,)*
+        }
+
+        impl Message<'_> {
+            /// The message's name, for error reports.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Message::$variant { .. } => stringify!($variant),)*
+                }
+            }
+        }
+    };
+}
+
+messages! {
     Authentication(Auth<'a>),
     ParameterStatus,
     BackendKeyData,
@@ -47,32 +65,6 @@ pub enum Message<'a> {
     NoticeResponse,
     NotificationResponse,
     NegotiateProtocolVersion,
-}
-
-impl Message<'_> {
-    /// The message's name, for error reports.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Message::Authentication(_) => "Authentication",
-            Message::ParameterStatus => "ParameterStatus",
-            Message::BackendKeyData => "BackendKeyData",
-            Message::ReadyForQuery(_) => "ReadyForQuery",
-            Message::ParseComplete => "ParseComplete",
-            Message::BindComplete => "BindComplete",
-            Message::CloseComplete => "CloseComplete",
-            Message::NoData => "NoData",
-            Message::PortalSuspended => "PortalSuspended",
-            Message::ParameterDescription => "ParameterDescription",
-            Message::RowDescription(_) => "RowDescription",
-            Message::DataRow(_) => "DataRow",
-            Message::CommandComplete => "CommandComplete",
-            Message::EmptyQueryResponse => "EmptyQueryResponse",
-            Message::ErrorResponse(_) => "ErrorResponse",
-            Message::NoticeResponse => "NoticeResponse",
-            Message::NotificationResponse => "NotificationResponse",
-            Message::NegotiateProtocolVersion => "NegotiateProtocolVersion",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,12 +184,9 @@ fn decode_auth(body: &[u8]) -> Result<Auth<'_>, ProtocolError> {
     let auth = match code {
         0 => Auth::Ok,
         3 => Auth::Cleartext,
-        5 => {
-            let salt = r.take(4)?;
-            Auth::Md5 {
-                salt: [salt[0], salt[1], salt[2], salt[3]],
-            }
-        }
+        5 => Auth::Md5 {
+            salt: r.u32()?.to_be_bytes(),
+        },
         10 => {
             let list = r.rest();
             if list.last() != Some(&0) {
@@ -237,14 +226,19 @@ impl<'a> Reader<'a> {
     }
 
     fn cstr(&mut self) -> Result<&'a [u8], ProtocolError> {
-        let end = self
-            .0
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(ProtocolError("unterminated string"))?;
-        let s = &self.0[..end];
-        self.0 = &self.0[end + 1..];
+        let end = self.0.iter().position(|&b| b == 0);
+        let s = self.take(end.ok_or(ProtocolError("unterminated string"))?)?;
+        self.0 = &self.0[1..]; // the NUL
         Ok(s)
+    }
+
+    /// A DataRow column: its length, then its bytes; -1 is NULL.
+    fn column(&mut self) -> Result<Option<&'a [u8]>, ProtocolError> {
+        match self.u32()? as i32 {
+            -1 => Ok(None),
+            len if len >= 0 => self.take(len as usize).map(Some),
+            _ => Err(ProtocolError("negative column length")),
+        }
     }
 
     fn rest(&mut self) -> &'a [u8] {
@@ -273,12 +267,7 @@ impl<'a> DataRow<'a> {
         let count = r.u16()?;
         let columns = r.0;
         for _ in 0..count {
-            let len = r.u32()? as i32;
-            if len >= 0 {
-                r.take(len as usize)?;
-            } else if len != -1 {
-                return Err(ProtocolError("negative column length"));
-            }
+            r.column()?;
         }
         r.end()?;
         Ok(DataRow { count, columns })
@@ -299,27 +288,10 @@ impl<'a> DataRow<'a> {
 
     /// Column `index`: `None` past the end, `Some(None)` for NULL.
     pub fn get(&self, index: usize) -> Option<Option<&'a [u8]>> {
-        if index >= self.len() {
-            return None;
-        }
-        let mut rest = self.columns;
-        let mut i = 0;
-        loop {
-            // validate() checked every length, so these slices are in bounds.
-            let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
-            rest = &rest[4..];
-            let value = if len < 0 {
-                None
-            } else {
-                let (value, tail) = rest.split_at(len as usize);
-                rest = tail;
-                Some(value)
-            };
-            if i == index {
-                return Some(value);
-            }
-            i += 1;
-        }
+        let mut r = Reader(self.columns);
+        // validate() read every column: these reads succeed.
+        let mut columns = (0..self.len()).map_while(|_| r.column().ok());
+        columns.nth(index)
     }
 }
 
@@ -342,15 +314,12 @@ impl<'a> RowDescription<'a> {
     pub fn type_oids(&self) -> Vec<u32> {
         let mut r = Reader(self.0);
         let count = r.u16().unwrap_or(0);
-        let mut oids = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            // Validated above: these cannot fail, but stay panic-free regardless.
-            let (Ok(_), Ok(field)) = (r.cstr(), r.take(18)) else {
-                break;
-            };
-            oids.push(u32::from_be_bytes([field[6], field[7], field[8], field[9]]));
-        }
-        oids
+        // Validated above: these reads succeed, but stay panic-free regardless.
+        let mut field = || r.cstr().and_then(|_| r.take(18)).ok();
+        let fields = (0..count).map_while(|_| field());
+        fields
+            .map(|f| u32::from_be_bytes([f[6], f[7], f[8], f[9]]))
+            .collect()
     }
 }
 
@@ -361,11 +330,8 @@ pub struct ErrorFields<'a>(&'a [u8]);
 impl<'a> ErrorFields<'a> {
     fn validate(body: &'a [u8]) -> Result<Self, ProtocolError> {
         let mut r = Reader(body);
-        loop {
-            let kind = r.take(1)?[0];
-            if kind == 0 {
-                break;
-            }
+        // Each field's type byte, then its value; a zero byte ends them.
+        while r.take(1)?[0] != 0 {
             r.cstr()?;
         }
         r.end()?;

@@ -32,14 +32,17 @@ impl std::fmt::Display for EncodeError {
 
 impl std::error::Error for EncodeError {}
 
+/// What an encoder returns; when it fails, it has appended nothing.
+pub type Encoded = Result<(), EncodeError>;
+
 /// Appends one message: `tag` (none for the StartupMessage), its length, then what `body`
 /// writes. If `body` fails, or the message is too long for its length field, the buffer is
 /// left as it was.
 fn message(
     buf: &mut Vec<u8>,
     tag: Option<u8>,
-    body: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
-) -> Result<(), EncodeError> {
+    body: impl FnOnce(&mut Vec<u8>) -> Encoded,
+) -> Encoded {
     let start = buf.len();
     buf.extend(tag);
     let at = buf.len();
@@ -56,20 +59,20 @@ fn message(
     result
 }
 
-fn put_i32_len(buf: &mut Vec<u8>, len: usize, what: &'static str) -> Result<(), EncodeError> {
+fn put_i32_len(buf: &mut Vec<u8>, len: usize, what: &'static str) -> Encoded {
     let len = i32::try_from(len).map_err(|_| EncodeError::TooLong(what))?;
     buf.extend_from_slice(&len.to_be_bytes());
     Ok(())
 }
 
 /// An Int16 count (of parameters, of their types).
-fn put_count(buf: &mut Vec<u8>, count: usize, what: &'static str) -> Result<(), EncodeError> {
+fn put_count(buf: &mut Vec<u8>, count: usize, what: &'static str) -> Encoded {
     let count = u16::try_from(count).map_err(|_| EncodeError::TooLong(what))?;
     buf.extend_from_slice(&count.to_be_bytes());
     Ok(())
 }
 
-fn put_cstr(buf: &mut Vec<u8>, s: &str, what: &'static str) -> Result<(), EncodeError> {
+fn put_cstr(buf: &mut Vec<u8>, s: &str, what: &'static str) -> Encoded {
     if s.as_bytes().contains(&0) {
         return Err(EncodeError::Nul(what));
     }
@@ -78,7 +81,7 @@ fn put_cstr(buf: &mut Vec<u8>, s: &str, what: &'static str) -> Result<(), Encode
     Ok(())
 }
 
-pub fn startup(buf: &mut Vec<u8>, user: &str, database: &str) -> Result<(), EncodeError> {
+pub fn startup(buf: &mut Vec<u8>, user: &str, database: &str) -> Encoded {
     message(buf, None, |buf| {
         buf.extend_from_slice(&PROTOCOL_VERSION_3.to_be_bytes());
         for (key, value, what) in [
@@ -96,15 +99,11 @@ pub fn startup(buf: &mut Vec<u8>, user: &str, database: &str) -> Result<(), Enco
 }
 
 /// PasswordMessage: a cleartext or MD5-hashed password.
-pub fn password(buf: &mut Vec<u8>, password: &str) -> Result<(), EncodeError> {
+pub fn password(buf: &mut Vec<u8>, password: &str) -> Encoded {
     message(buf, Some(b'p'), |buf| put_cstr(buf, password, "password"))
 }
 
-pub fn sasl_initial_response(
-    buf: &mut Vec<u8>,
-    mechanism: &str,
-    data: &[u8],
-) -> Result<(), EncodeError> {
+pub fn sasl_initial_response(buf: &mut Vec<u8>, mechanism: &str, data: &[u8]) -> Encoded {
     message(buf, Some(b'p'), |buf| {
         put_cstr(buf, mechanism, "SASL mechanism")?;
         put_i32_len(buf, data.len(), "SASL response")?;
@@ -113,19 +112,14 @@ pub fn sasl_initial_response(
     })
 }
 
-pub fn sasl_response(buf: &mut Vec<u8>, data: &[u8]) -> Result<(), EncodeError> {
+pub fn sasl_response(buf: &mut Vec<u8>, data: &[u8]) -> Encoded {
     message(buf, Some(b'p'), |buf| {
         buf.extend_from_slice(data);
         Ok(())
     })
 }
 
-pub fn parse(
-    buf: &mut Vec<u8>,
-    name: &str,
-    sql: &str,
-    param_types: &[u32],
-) -> Result<(), EncodeError> {
+pub fn parse(buf: &mut Vec<u8>, name: &str, sql: &str, param_types: &[u32]) -> Encoded {
     message(buf, Some(b'P'), |buf| {
         put_cstr(buf, name, "statement name")?;
         put_cstr(buf, sql, "statement text")?;
@@ -138,12 +132,11 @@ pub fn parse(
 }
 
 /// Bind to the unnamed portal with every parameter and every result column in binary.
-pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Result<(), EncodeError> {
+pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Encoded {
     message(buf, Some(b'B'), |buf| {
         buf.push(0); // unnamed portal
         put_cstr(buf, statement, "statement name")?;
-        buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all parameters:
-        buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+        buf.extend_from_slice(&[0, 1, 0, 1]); // one format code for all parameters: binary
         put_count(buf, params.len(), "parameter list")?;
         for param in params {
             match *param {
@@ -172,14 +165,13 @@ pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Result<(), 
                 }
             }
         }
-        buf.extend_from_slice(&1u16.to_be_bytes()); // one format code for all results:
-        buf.extend_from_slice(&1u16.to_be_bytes()); // binary
+        buf.extend_from_slice(&[0, 1, 0, 1]); // one format code for all results: binary
         Ok(())
     })
 }
 
 /// Describe a prepared statement (its parameter types and result columns).
-pub fn describe_statement(buf: &mut Vec<u8>, name: &str) -> Result<(), EncodeError> {
+pub fn describe_statement(buf: &mut Vec<u8>, name: &str) -> Encoded {
     message(buf, Some(b'D'), |buf| {
         buf.push(b'S');
         put_cstr(buf, name, "statement name")

@@ -1,10 +1,5 @@
-//! The PostgreSQL v3 wire protocol, apart from any I/O: encoders that append frontend messages
-//! to a byte buffer, and an incremental decoder that takes backend messages out of one.
-//!
-//! The decoder validates every length before slicing, so any byte sequence yields either a
-//! message, "need more bytes" or an error, never a panic.
-//!
-//! `frontend` encodes what the client sends, `backend` decodes what the server sends, `types`
+//! The PostgreSQL v3 wire protocol, apart from any I/O: `frontend` encodes what the client
+//! sends, `backend` decodes what the server sends (never a panic, whatever the bytes), `types`
 //! reads the binary column values the client asks for.
 
 mod backend;

@@ -40,10 +40,7 @@ impl ColumnValue<'_> for i32 {
     const OIDS: &'static [u32] = &[INT4_OID];
     const NAME: &'static str = "int4";
     fn decode(bytes: &[u8]) -> Result<i32, ProtocolError> {
-        let bytes = bytes
-            .try_into()
-            .map_err(|_| ProtocolError("int4 of the wrong size"))?;
-        Ok(i32::from_be_bytes(bytes))
+        Ok(i32::from_be_bytes(sized(bytes, "int4 of the wrong size")?))
     }
 }
 
@@ -51,11 +48,12 @@ impl ColumnValue<'_> for i64 {
     const OIDS: &'static [u32] = &[INT8_OID];
     const NAME: &'static str = "int8";
     fn decode(bytes: &[u8]) -> Result<i64, ProtocolError> {
-        let bytes = bytes
-            .try_into()
-            .map_err(|_| ProtocolError("int8 of the wrong size"))?;
-        Ok(i64::from_be_bytes(bytes))
+        Ok(i64::from_be_bytes(sized(bytes, "int8 of the wrong size")?))
     }
+}
+
+fn sized<const N: usize>(bytes: &[u8], error: &'static str) -> Result<[u8; N], ProtocolError> {
+    bytes.try_into().map_err(|_| ProtocolError(error))
 }
 
 /// text, varchar, char and name: in binary, the UTF-8 bytes themselves.
