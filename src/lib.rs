@@ -12,6 +12,7 @@ pub mod app;
 pub mod config;
 pub mod http;
 pub mod pg;
+pub mod protocol;
 pub mod server;
 pub mod service;
 pub mod sys;

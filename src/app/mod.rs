@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::http::{ContentType, Method, Reply, Request, Response, Status, Ticket};
 use crate::pg::{self, Pool, Target};
 use crate::service::{Context, Finished, Service};
+use crate::ws::{self, handshake};
 use arena::Arena;
 use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
@@ -38,6 +39,8 @@ pub enum Route {
     Database(DbRoute),
     CachedQueries(usize),
     Arena(arena::Route),
+    /// HttpArena's WebSocket echo: the upgrade, then every message echoed.
+    WebSocket,
 }
 
 impl Route {
@@ -50,6 +53,7 @@ impl Route {
             "/updates" => Route::Database(DbRoute::Updates(count_param(query, "queries"))),
             "/fortunes" => Route::Database(DbRoute::Fortunes),
             "/cached-queries" => Route::CachedQueries(count_param(query, "count")),
+            "/ws" => Route::WebSocket,
             "/async-db" => {
                 Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
             }
@@ -75,6 +79,7 @@ pub struct App {
     jobs: Jobs,
     arena: Arena,
     max_body: usize,
+    max_message: usize,
 }
 
 impl App {
@@ -89,6 +94,7 @@ impl App {
             jobs: Jobs::new(max_db_requests),
             arena: Arena::default(),
             max_body: crate::http::MAX_BODY,
+            max_message: ws::MAX_MESSAGE,
         }
     }
 
@@ -101,6 +107,12 @@ impl App {
     /// Takes request bodies of up to `max_body` bytes.
     pub fn with_max_body(mut self, max_body: usize) -> Self {
         self.max_body = max_body;
+        self
+    }
+
+    /// Takes WebSocket messages of up to `max_message` bytes.
+    pub fn with_max_message(mut self, max_message: usize) -> Self {
+        self.max_message = max_message;
         self
     }
 }
@@ -129,7 +141,7 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
     };
     let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
     let dataset = arena::load_dataset(&arena::dataset_path(config.dataset.as_deref()));
-    let max_body = config.max_body;
+    let (max_body, max_message) = (config.max_body, config.max_message);
     let threads = Arc::new(pg::pool::Threads::default());
     move || {
         let pool = Pool::new(
@@ -142,7 +154,8 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
         );
         let app = App::new(snapshot.clone(), max_db_requests)
             .with_dataset(dataset.clone())
-            .with_max_body(max_body);
+            .with_max_body(max_body)
+            .with_max_message(max_message);
         (app, pool)
     }
 }
@@ -211,6 +224,19 @@ impl Service for App {
                     }
                 }
             }
+            Route::WebSocket => {
+                match handshake::check(&request.upgrade, request.http10) {
+                    Ok(accept) if request.method == Method::Get => {
+                        handshake::write_switch(out, &accept);
+                        return Reply::Upgrade;
+                    }
+                    Err(handshake::Refusal::NotAnUpgrade | handshake::Refusal::Version) => {
+                        response.write_error(out, cx.date, Status::UpgradeRequired)
+                    }
+                    // Malformed, or a HEAD.
+                    _ => response.write_error(out, cx.date, Status::BadRequest),
+                }
+            }
             Route::Arena(route) => {
                 let (path, query, body) = (request.path, request.query, request.body);
                 let answer = self.arena.answer(route, path, query, body, cx.now);
@@ -251,6 +277,15 @@ impl Service for App {
     fn max_body(&self) -> usize {
         self.max_body
     }
+
+    /// `/ws` echoes every message with its opcode.
+    fn on_message(&mut self, message: ws::Message<'_>, out: &mut Vec<u8>) {
+        ws::frame::write(out, message.opcode, message.payload);
+    }
+
+    fn max_message(&self) -> usize {
+        self.max_message
+    }
 }
 
 #[cfg(test)]
@@ -272,5 +307,6 @@ mod tests {
             Some(Route::Database(DbRoute::World))
         );
         assert_eq!(Route::find("/db/", ""), None);
+        assert_eq!(Route::find("/ws", ""), Some(Route::WebSocket));
     }
 }

@@ -19,11 +19,14 @@ use super::{
 
 /// How a request was answered by the `handle` given to [`Connection::process`], which
 /// appends the whole response to the request to its output and returns `Now`, or starts
-/// work whose response arrives later through [`Connection::complete`] with its ticket.
+/// work whose response arrives later through [`Connection::complete`] with its ticket, or
+/// appends a `101` and returns `Upgrade`: no request after it is read, and the connection
+/// switches protocols once the `101` is in the output ([`Connection::upgraded`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
     Now,
     Later,
+    Upgrade,
 }
 
 /// Names one request that waits for its response: which connection (a slot index and the
@@ -76,6 +79,8 @@ pub struct Connection {
     owed_mark: u32,
     /// No further requests will be answered: the last response closes the connection.
     closing: bool,
+    /// A `101` was written: the bytes after its request belong to the next protocol.
+    upgrading: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
     peer_eof: bool,
     /// `100 Continue` went out for the request at the front of the input.
@@ -106,6 +111,7 @@ impl Connection {
             owed_since: None,
             owed_mark: 0,
             closing: false,
+            upgrading: false,
             peer_eof: false,
             continued: false,
             chunked: Chunked::default(),
@@ -132,6 +138,7 @@ impl Connection {
     pub fn reset(&mut self, now: Instant) {
         self.generation = self.generation.wrapping_add(1);
         self.closing = false;
+        self.upgrading = false;
         self.peer_eof = false;
         self.continued = false;
         self.waiting_since = None;
@@ -186,7 +193,7 @@ impl Connection {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
-        while !self.closing && self.has_room(high_water) {
+        while !self.closing && !self.upgrading && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &self.chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
@@ -197,7 +204,7 @@ impl Connection {
                         generation: self.generation,
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
-                    if self.queue.is_empty() {
+                    let reply = if self.queue.is_empty() {
                         let output = lent(&mut self.output, buffers);
                         let reply = handle(&request, response, ticket, output);
                         if reply == Reply::Later {
@@ -209,16 +216,21 @@ impl Connection {
                                 bytes: Vec::new(),
                             });
                         }
+                        reply
                     } else {
                         let mut bytes = buffers.take();
                         let reply = handle(&request, response, ticket, &mut bytes);
-                        let done = reply == Reply::Now;
+                        let done = reply != Reply::Later;
                         if !done {
                             buffers.give_back(std::mem::take(&mut bytes));
                         }
                         self.enqueue(response, done, bytes);
+                        reply
+                    };
+                    match reply {
+                        Reply::Upgrade => self.upgrading = true,
+                        _ => self.closing = !response.keep_alive(),
                     }
-                    self.closing = !response.keep_alive();
                     self.chunked = Chunked::default();
                 }
                 Parsed::ChunkedBody { body_at } => {
@@ -429,9 +441,36 @@ impl Connection {
         self.input.capacity() + self.output.capacity() + self.queued_capacity as usize
     }
 
-    /// Whether the server should read more from this peer now.
+    /// Whether the server should read more from this peer now (not while a switch waits
+    /// for the answers before it).
     pub fn wants_input(&self) -> bool {
-        !self.closing && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
+        !self.closing && !self.upgrading && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
+    }
+
+    /// Whether the connection is ready to switch protocols: its `101` and every answer
+    /// before it are in the output.
+    pub fn upgraded(&self) -> bool {
+        self.upgrading && !self.closing && self.queue.is_empty()
+    }
+
+    /// Hands over, for the protocol switched to: the generation, the input (the bytes after
+    /// the handshake), the output and how much of it is sent. The connection is done with.
+    pub fn hand_over(&mut self) -> (u32, Vec<u8>, Vec<u8>, usize) {
+        let (input, output) = (
+            std::mem::take(&mut self.input),
+            std::mem::take(&mut self.output),
+        );
+        let sent = std::mem::take(&mut self.sent);
+        (self.generation, input, output, sent)
+    }
+
+    /// A connection for the slot's next peer after one that switched protocols: its
+    /// generation carries on from `generation` ([`Connection::reset`] moves it on).
+    pub fn following(slot: u32, generation: u32, now: Instant) -> Self {
+        Connection {
+            generation,
+            ..Connection::new(slot, now)
+        }
     }
 
     /// Complete requests wait in the input, or finished responses in line, for the output

@@ -56,6 +56,11 @@ impl Service for TestService {
         }
     }
 
+    /// Echoes, as the app's `/ws` does.
+    fn on_message(&mut self, message: crate::ws::Message<'_>, out: &mut Vec<u8>) {
+        crate::ws::frame::write(out, message.opcode, message.payload);
+    }
+
     /// Sets no timers.
     fn on_timer(&mut self, _ticket: Ticket, _token: u64) -> Option<Finished<'_>> {
         None
@@ -322,7 +327,7 @@ fn assert_counted(core: &Core<TestService, u32>) {
         .slots
         .iter()
         .filter(|slot| slot.socket.is_some())
-        .map(|slot| slot.conn.held())
+        .map(|slot| slot.protocol.held())
         .sum();
     assert_eq!(core.buffered, held);
 }
