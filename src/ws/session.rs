@@ -279,9 +279,10 @@ impl Session {
             && self.output.len() - self.sent < OUTPUT_HIGH_WATER
     }
 
-    /// Frames wait in the input for the output to drain.
+    /// Whether advancing again once the output has drained may do more: take the frames
+    /// waiting in the input, or read again (reading stopped while the output was full).
     pub fn has_backlog(&self) -> bool {
-        self.state != State::Closed && !self.input.is_empty()
+        self.state != State::Closed
     }
 
     /// Closed and everything sent: the connection may close.
