@@ -5,9 +5,9 @@ import http.client
 import time
 
 from ..system import SetupError
-from .load import run_wrk
+from .load import run_gcannon, run_wrk
 from .report import format_latency
-from .servers import probe
+from .servers import probe, probe_upgrade
 
 
 PRIMER_CONNECTIONS = 8
@@ -60,14 +60,19 @@ def run_test(test, servers, args, log, lineup=None):
 
 
 def probe_server(test, server, path, record, log):
-    """True if the server answers 200 to `path`; else marks the test failed (but not the run)."""
+    """True if the server answers 200 to `path` (101 to a WebSocket upgrade); else marks the test
+    failed (but not the run)."""
+    expected = 101 if test.websocket else 200
     try:
-        status, length = probe(server.host, server.port, path, test.accept)
-    except (OSError, http.client.HTTPException) as e:
+        if test.websocket:
+            status, length = probe_upgrade(server.host, server.port, path)
+        else:
+            status, length = probe(server.host, server.port, path, test.accept)
+    except (OSError, ValueError, http.client.HTTPException) as e:
         server.check_alive()
         status, length = f"no answer ({e})", 0
     record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
-    if status != 200:
+    if status != expected:
         record["failed"] = f"{server.name} answered {status} to {path}"
         log(f"!!! {test.name}: {record['failed']}; skipping this test")
         return False
@@ -87,9 +92,12 @@ def measure(test, server, record, args, log, phase, level, round_no):
         duration, pipelined = (args.primer if phase == "primer" else args.warmup), False
     threads = min(connections, args.threads)
     url = f"http://{server.host}:{server.port}{path}"
-    # A mix primes and warms up with itself: its requests are the test.
-    mix = (test.requests, test.close_every) if test.requests else None
-    run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
+    if test.websocket:
+        run = run_gcannon(server, url, connections, duration, pipelined, test.close_every)
+    else:
+        # A mix primes and warms up with itself: its requests are the test.
+        mix = (test.requests, test.close_every) if test.requests else None
+        run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
     run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
     record["servers"][server.name]["runs"].append(run)
     s = run["summary"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import ROOT as REPO
 from ..system import LOOPBACK, SetupError, ensure_installed, exit_on_sigterm
+from .anchors import GCANNON
 from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
@@ -48,6 +49,8 @@ def run(args):
 
 def measure_all(args):
     ensure_installed("wrk", "wrk")
+    if any(TESTS[t].websocket for t in args.tests) and not GCANNON.exists():
+        raise SetupError(f"the WebSocket tests need gcannon, HttpArena's load generator: not at {GCANNON}")
     if args.nginx:
         ensure_installed("nginx", "nginx-light")
     open_files = raise_open_files_limit(most_connections(args))

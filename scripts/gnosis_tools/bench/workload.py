@@ -19,6 +19,9 @@ class Test:
     close_every: int = 0
     delay_ms: int = 0  # each request waits this long: the level's ceiling is connections / delay
     one_worker: bool = False  # every server runs one worker thread or process
+    # Loaded by gcannon --ws (HttpArena's WebSocket profiles): every message echoed; a level is
+    # connections, "pipelined" sends 16 at once, `close_every` is messages per connection.
+    websocket: bool = False
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -45,6 +48,13 @@ def raw_request(method, path, body=None, chunked=False):
 def load_description(test):
     """What a HttpArena or nginx test sends, in words (TFB's tests say it in the header)."""
     notes = []
+    if test.websocket:
+        depth = PIPELINE_DEPTH if test.kind == "pipelined" else 1
+        notes.append(f"gcannon --ws -t 1, as HttpArena loads it: text messages echoed, {depth} in flight per "
+                     "connection; a request is a message echoed, and the wrk CPU column is gcannon's")  # fmt: skip
+        if test.close_every:
+            notes.append(f"a new connection and handshake every {test.close_every} messages")
+        return "; ".join(notes)[:1].upper() + "; ".join(notes)[1:]
     if test.requests:
         notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
     if test.close_every:
