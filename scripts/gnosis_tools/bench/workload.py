@@ -50,7 +50,7 @@ def load_description(test):
     notes = []
     if test.websocket:
         depth = PIPELINE_DEPTH if test.kind == "pipelined" else 1
-        notes.append(f"gcannon --ws -t 1, as HttpArena loads it: text messages echoed, {depth} in flight per "
+        notes.append(f"HttpArena's load, `gcannon --ws -t 1`: text messages echoed, {depth} in flight per "
                      "connection; a request is a message echoed, and the wrk CPU column is gcannon's")  # fmt: skip
         if test.close_every:
             notes.append(f"a new connection and handshake every {test.close_every} messages")
