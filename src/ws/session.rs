@@ -64,6 +64,9 @@ pub struct Session {
     owed_mark: u32,
     /// The last time a frame came in or a byte went out.
     last_active: Instant,
+    /// The output reached the high-water mark at the last [`Session::process`]: reading
+    /// stopped, and must start again once it drains.
+    full: bool,
 }
 
 impl Session {
@@ -89,6 +92,7 @@ impl Session {
             owed_since: None,
             owed_mark: 0,
             last_active: now,
+            full: false,
         };
         session.owe_progress(now);
         session
@@ -146,6 +150,7 @@ impl Session {
             input.clear();
         }
         self.input = input;
+        self.full = self.output.len() - self.sent >= high_water;
         if self.peer_eof && self.state != State::Closed {
             // The peer left without a close frame: nothing can be answered any more.
             self.state = State::Closed;
@@ -282,7 +287,7 @@ impl Session {
     /// Whether advancing again once the output has drained may do more: take the frames
     /// waiting in the input, or read again (reading stopped while the output was full).
     pub fn has_backlog(&self) -> bool {
-        self.state != State::Closed
+        self.state != State::Closed && (self.full || !self.input.is_empty())
     }
 
     /// Closed and everything sent: the connection may close.

@@ -156,9 +156,12 @@ fn a_client_that_does_not_read_stops_being_read_and_holds_bounded_buffers() {
     let limits = crate::http::TIMEOUTS;
     assert!(session.timed_out(now + limits.send + Duration::from_secs(1), &limits));
     session.mark_sent(unsent, now);
+    assert!(session.has_backlog(), "drained: advance it again");
     session.process(on_message, LIMIT, now, &mut buffers, usize::MAX);
     assert!(session.wants_input());
     assert_eq!(session.unsent(), server(Opcode::Binary, &[9; 900]));
+    session.mark_sent(session.unsent().len(), now);
+    assert!(!session.has_backlog(), "nothing waits");
 }
 
 #[test]
