@@ -28,6 +28,8 @@ pub struct Config {
     pub pg_max_rows: usize,
     /// The largest request body taken; larger gets 413 and the connection closes.
     pub max_body: usize,
+    /// The longest WebSocket message taken; longer closes the connection with 1009.
+    pub max_message: usize,
     /// HttpArena's json dataset, when given on the command line.
     pub dataset: Option<PathBuf>,
     /// Buffer memory per thread for its clients; past it, the connections holding the
@@ -149,6 +151,20 @@ const OPTIONS: &[Opt] = &[
         default: |config| config.max_body.to_string(),
     },
     Opt {
+        flag: "--max-message",
+        value: "BYTES",
+        help: "the longest WebSocket message taken, at most 1 GiB; longer closes the \
+               connection with 1009",
+        set: |config, text| {
+            config.max_message = number(text)?;
+            match config.max_message <= LARGEST_MAX_BODY {
+                true => Ok(()),
+                false => Err(format!("at most {LARGEST_MAX_BODY} (1 GiB), not '{text}'")),
+            }
+        },
+        default: |config| config.max_message.to_string(),
+    },
+    Opt {
         flag: "--dataset",
         value: "FILE",
         help: "HttpArena's json dataset; without it /json/{count} answers 503",
@@ -247,6 +263,7 @@ impl Default for Config {
             pg_max_message: crate::pg::protocol::MAX_MESSAGE_LEN,
             pg_max_rows: crate::pg::conn::MAX_ROWS,
             max_body: MAX_BODY,
+            max_message: crate::ws::MAX_MESSAGE,
             dataset: None,
             max_buffered: Limits::MAX_BUFFERED,
             max_conns: Limits::MAX_CONNS,
@@ -410,6 +427,8 @@ mod tests {
                 "--pg-max-rows",
                 "12",
                 "--max-body=100",
+                "--max-message",
+                "200",
                 "--dataset",
                 "/tmp/items.json",
                 "--max-buffered=1000000",
@@ -431,6 +450,7 @@ mod tests {
                 pg_max_message: 1000,
                 pg_max_rows: 12,
                 max_body: 100,
+                max_message: 200,
                 dataset: Some(PathBuf::from("/tmp/items.json")),
                 max_buffered: 1_000_000,
                 max_conns: 50,

@@ -12,11 +12,13 @@ pub mod app;
 pub mod config;
 pub mod http;
 pub mod pg;
+pub mod protocol;
 pub mod server;
 pub mod service;
 pub mod sys;
 pub mod timers;
 pub mod transport;
+pub mod ws;
 
 /// Writes a line to stderr under the program's name, as command-line tools do: the shared
 /// code speaks as `gnosis` or `gnosis-uring`, whichever binary runs it.

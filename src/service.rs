@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::http::{ContentType, HttpDate, Reply, Request, Response, Status, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
 use crate::timers::Timers;
+use crate::ws;
 
 pub trait Service {
     /// Appends the whole response to `request` to `out` and returns [`Reply::Now`], or
@@ -38,6 +39,16 @@ pub trait Service {
     /// closes.
     fn max_body(&self) -> usize {
         MAX_BODY
+    }
+
+    /// A whole message on a connection that [`Service::handle`] switched to WebSocket
+    /// ([`Reply::Upgrade`]): append the frames that answer it to `out` with
+    /// [`ws::frame::write`]. Everything one read brought is answered before the output goes.
+    fn on_message(&mut self, message: ws::Message<'_>, out: &mut Vec<u8>);
+
+    /// The longest WebSocket message taken; a longer one closes its connection with 1009.
+    fn max_message(&self) -> usize {
+        ws::MAX_MESSAGE
     }
 }
 

@@ -1,7 +1,8 @@
 //! What a worker lets its clients cost it (issue #21): clients that send pipelined requests
 //! and never read cost no more than `--max-buffered` while others are served; a client that
 //! reads too slowly is closed after `--send-timeout`; beyond `--max-conns` accepts pause
-//! until a connection closes. Both binaries, over real sockets.
+//! until a connection closes; an idle upgraded WebSocket connection costs less than 4 KiB
+//! (issue #29). Both binaries, over real sockets.
 
 mod common;
 
@@ -327,8 +328,54 @@ fn accepts_pause_at_the_connection_cap(binary: &str) {
     assert_eq!(fifth.get("/plaintext").status, 200);
 }
 
+/// Upgrades `/ws` on a new connection and has one message echoed.
+fn upgraded_websocket(port: u16) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(
+            b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n\
+              \x81\x82\0\0\0\0hi",
+        )
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0; 512];
+    while !answer.ends_with(b"\x81\x02hi") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 101 "));
+    stream
+}
+
+/// Upgraded connections that went through a message and then sit idle hold no buffer: each
+/// costs its slot and its session, the server's RSS growing by less than 4 KiB a connection
+/// (measured: a few hundred bytes on epoll, about 1 KiB on io_uring; docs/BENCHMARKS.md).
+fn an_idle_upgraded_connection_costs_less_than_4_kib(binary: &str) {
+    const CONNECTIONS: usize = 4000;
+    let _alone = one_at_a_time();
+    common::raise_open_files_limit(CONNECTIONS as u64 + 256);
+    let server = Server::start_with_env(binary, &[], &no_database());
+    // Warm up: the threads' pools and first buffers are not the idle connections' doing.
+    let warm: Vec<TcpStream> = (0..64).map(|_| upgraded_websocket(server.port)).collect();
+    let rss_before = rss_kib(server.pid());
+    let idle: Vec<TcpStream> = (0..CONNECTIONS)
+        .map(|_| upgraded_websocket(server.port))
+        .collect();
+    let per_connection =
+        rss_kib(server.pid()).saturating_sub(rss_before) * 1024 / CONNECTIONS as u64;
+    eprintln!("{binary}: {per_connection} bytes per idle upgraded connection");
+    assert!(per_connection < 4096, "{per_connection} bytes each");
+    drop((warm, idle));
+}
+
 test_both_binaries! {
     gnosis, gnosis_uring;
+    an_idle_upgraded_connection_costs_less_than_4_kib,
     clients_that_never_read_cost_no_more_than_the_budget,
     a_reader_that_makes_no_progress_is_closed,
     accepts_pause_at_the_connection_cap,

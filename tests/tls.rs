@@ -228,6 +228,33 @@ fn serves_json_pipelined_plaintext_and_delay(binary: &str) {
     assert_eq!(server.server.connect().get("/json").status, 200);
 }
 
+/// WebSocket over the TLS listener: the upgrade and the echo go through the session as
+/// plaintext does (the transport under the protocol).
+fn upgrades_to_websocket_and_echoes(binary: &str) {
+    use tungstenite::Message;
+    let server = TlsServer::start(binary, &[]);
+    let stream = server.connect().reader.into_inner();
+    let (mut socket, response) = tungstenite::client("ws://localhost/ws", stream).unwrap();
+    assert_eq!(response.status(), 101);
+    for message in [
+        Message::text("over TLS"),
+        Message::binary(body_of(100_000)),
+        Message::Ping(b"p".to_vec().into()),
+    ] {
+        socket.send(message.clone()).unwrap();
+        let echo = match message {
+            Message::Ping(payload) => Message::Pong(payload),
+            message => message,
+        };
+        assert_eq!(socket.read().unwrap(), echo);
+    }
+    socket.close(None).unwrap();
+    match socket.read() {
+        Ok(Message::Close(Some(frame))) => assert_eq!(u16::from(frame.code), 1000),
+        other => panic!("{other:?}"),
+    }
+}
+
 fn echoes_bodies_byte_for_byte(binary: &str) {
     let server = TlsServer::start(binary, &[]);
     let mut client = server.connect();
@@ -417,6 +444,7 @@ fn the_cap_holds_under_a_handshake_flood(binary: &str) {
 }
 
 test_both_binaries!(gnosis, gnosis_uring;
+    upgrades_to_websocket_and_echoes,
     serves_json_pipelined_plaintext_and_delay,
     echoes_bodies_byte_for_byte,
     serves_the_configured_certificate_with_tls13_and_an_aead_suite,

@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::http::{ContentType, Method, Reply, Request, Response, Status, Ticket};
 use crate::pg::{self, Pool, Target};
 use crate::service::{Context, Finished, Service};
+use crate::ws::{self, handshake};
 use arena::Arena;
 use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
@@ -44,6 +45,8 @@ pub enum Route {
     /// `/static/{name}`: the name is read from the path when answering.
     Static,
     Arena(arena::Route),
+    /// HttpArena's WebSocket echo: the upgrade, then every message echoed.
+    WebSocket,
 }
 
 impl Route {
@@ -56,6 +59,7 @@ impl Route {
             "/updates" => Route::Database(DbRoute::Updates(count_param(query, "queries"))),
             "/fortunes" => Route::Database(DbRoute::Fortunes),
             "/cached-queries" => Route::CachedQueries(count_param(query, "count")),
+            "/ws" => Route::WebSocket,
             "/async-db" => {
                 Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
             }
@@ -83,6 +87,7 @@ pub struct App {
     arena: Arena,
     static_files: StaticFiles,
     max_body: usize,
+    max_message: usize,
 }
 
 impl App {
@@ -98,6 +103,7 @@ impl App {
             arena: Arena::default(),
             static_files: StaticFiles::new(std::path::Path::new(static_files::STATIC_DIR)),
             max_body: crate::http::MAX_BODY,
+            max_message: ws::MAX_MESSAGE,
         }
     }
 
@@ -116,6 +122,12 @@ impl App {
     /// Takes request bodies of up to `max_body` bytes.
     pub fn with_max_body(mut self, max_body: usize) -> Self {
         self.max_body = max_body;
+        self
+    }
+
+    /// Takes WebSocket messages of up to `max_message` bytes.
+    pub fn with_max_message(mut self, max_message: usize) -> Self {
+        self.max_message = max_message;
         self
     }
 }
@@ -144,7 +156,7 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
     };
     let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
     let dataset = arena::load_dataset(&arena::dataset_path(config.dataset.as_deref()));
-    let max_body = config.max_body;
+    let (max_body, max_message) = (config.max_body, config.max_message);
     let static_dir = static_files::static_dir();
     let threads = Arc::new(pg::pool::Threads::default());
     move || {
@@ -159,7 +171,8 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
         let app = App::new(snapshot.clone(), max_db_requests)
             .with_dataset(dataset.clone())
             .with_static_dir(&static_dir)
-            .with_max_body(max_body);
+            .with_max_body(max_body)
+            .with_max_message(max_message);
         (app, pool)
     }
 }
@@ -232,6 +245,19 @@ impl Service for App {
                 let name = &request.path["/static/".len()..];
                 self.static_files.respond(name, response, out, cx.date);
             }
+            Route::WebSocket => {
+                match handshake::check(&request.upgrade, request.http10) {
+                    Ok(accept) if request.method == Method::Get => {
+                        handshake::write_switch(out, &accept);
+                        return Reply::Upgrade;
+                    }
+                    Err(handshake::Refusal::NotAnUpgrade | handshake::Refusal::Version) => {
+                        response.write_error(out, cx.date, Status::UpgradeRequired)
+                    }
+                    // Malformed, or a HEAD.
+                    _ => response.write_error(out, cx.date, Status::BadRequest),
+                }
+            }
             Route::Arena(route) => {
                 let (path, query, body) = (request.path, request.query, request.body);
                 let answer = self.arena.answer(route, path, query, body, cx.now);
@@ -272,6 +298,15 @@ impl Service for App {
     fn max_body(&self) -> usize {
         self.max_body
     }
+
+    /// `/ws` echoes every message with its opcode.
+    fn on_message(&mut self, message: ws::Message<'_>, out: &mut Vec<u8>) {
+        ws::frame::write(out, message.opcode, message.payload);
+    }
+
+    fn max_message(&self) -> usize {
+        self.max_message
+    }
 }
 
 #[cfg(test)]
@@ -299,5 +334,6 @@ mod tests {
             Route::find("/baseline2", "a=1&b=2"),
             Some(Route::Arena(arena::Route::Baseline2))
         );
+        assert_eq!(Route::find("/ws", ""), Some(Route::WebSocket));
     }
 }

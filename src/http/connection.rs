@@ -19,11 +19,14 @@ use super::{
 
 /// How a request was answered by the `handle` given to [`Connection::process`], which
 /// appends the whole response to the request to its output and returns `Now`, or starts
-/// work whose response arrives later through [`Connection::complete`] with its ticket.
+/// work whose response arrives later through [`Connection::complete`] with its ticket, or
+/// appends a `101` and returns `Upgrade`: no request after it is read, and the connection
+/// switches protocols once the `101` is in the output ([`Connection::upgraded`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
     Now,
     Later,
+    Upgrade,
 }
 
 /// Names one request that waits for its response: which connection (a slot index and the
@@ -76,6 +79,8 @@ pub struct Connection {
     owed_mark: u32,
     /// No further requests will be answered: the last response closes the connection.
     closing: bool,
+    /// A `101` was written: the bytes after its request belong to the next protocol.
+    upgrading: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
     peer_eof: bool,
     /// `100 Continue` went out for the request at the front of the input.
@@ -106,6 +111,7 @@ impl Connection {
             owed_since: None,
             owed_mark: 0,
             closing: false,
+            upgrading: false,
             peer_eof: false,
             continued: false,
             chunked: Chunked::default(),
@@ -132,6 +138,7 @@ impl Connection {
     pub fn reset(&mut self, now: Instant) {
         self.generation = self.generation.wrapping_add(1);
         self.closing = false;
+        self.upgrading = false;
         self.peer_eof = false;
         self.continued = false;
         self.waiting_since = None;
@@ -186,7 +193,7 @@ impl Connection {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
-        while !self.closing && self.has_room(high_water) {
+        while !self.closing && !self.upgrading && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &self.chunked) {
                 Parsed::Complete { request, len } => {
                     consumed += len;
@@ -197,7 +204,7 @@ impl Connection {
                         generation: self.generation,
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
-                    if self.queue.is_empty() {
+                    let reply = if self.queue.is_empty() {
                         let output = lent(&mut self.output, buffers);
                         let reply = handle(&request, response, ticket, output);
                         if reply == Reply::Later {
@@ -209,16 +216,21 @@ impl Connection {
                                 bytes: Vec::new(),
                             });
                         }
+                        reply
                     } else {
                         let mut bytes = buffers.take();
                         let reply = handle(&request, response, ticket, &mut bytes);
-                        let done = reply == Reply::Now;
+                        let done = reply != Reply::Later;
                         if !done {
                             buffers.give_back(std::mem::take(&mut bytes));
                         }
                         self.enqueue(response, done, bytes);
+                        reply
+                    };
+                    match reply {
+                        Reply::Upgrade => self.upgrading = true,
+                        _ => self.closing = !response.keep_alive(),
                     }
-                    self.closing = !response.keep_alive();
                     self.chunked = Chunked::default();
                 }
                 Parsed::ChunkedBody { body_at } => {
@@ -429,9 +441,36 @@ impl Connection {
         self.input.capacity() + self.output.capacity() + self.queued_capacity as usize
     }
 
-    /// Whether the server should read more from this peer now.
+    /// Whether the server should read more from this peer now (not while a switch waits
+    /// for the answers before it).
     pub fn wants_input(&self) -> bool {
-        !self.closing && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
+        !self.closing && !self.upgrading && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
+    }
+
+    /// Whether the connection is ready to switch protocols: its `101` and every answer
+    /// before it are in the output.
+    pub fn upgraded(&self) -> bool {
+        self.upgrading && !self.closing && self.queue.is_empty()
+    }
+
+    /// Hands over, for the protocol switched to: the generation, the input (the bytes after
+    /// the handshake), the output and how much of it is sent. The connection is done with.
+    pub fn hand_over(&mut self) -> (u32, Vec<u8>, Vec<u8>, usize) {
+        let (input, output) = (
+            std::mem::take(&mut self.input),
+            std::mem::take(&mut self.output),
+        );
+        let sent = std::mem::take(&mut self.sent);
+        (self.generation, input, output, sent)
+    }
+
+    /// A connection for the slot's next peer after one that switched protocols: its
+    /// generation carries on from `generation` ([`Connection::reset`] moves it on).
+    pub fn following(slot: u32, generation: u32, now: Instant) -> Self {
+        Connection {
+            generation,
+            ..Connection::new(slot, now)
+        }
     }
 
     /// Complete requests wait in the input, or finished responses in line, for the output
@@ -485,316 +524,4 @@ pub const TIMEOUTS: Timeouts = Timeouts {
 };
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Answers `/later` through a ticket, anything else at once with `now` and the body.
-    struct Tickets(Vec<Ticket>);
-
-    /// Takes bodies of up to 16 bytes.
-    const TEST_MAX_BODY: usize = 16;
-    /// The length of the answer to `/big`, as large as a `/cached-queries?count=500`.
-    const BIG: usize = 16 * 1024;
-
-    impl Tickets {
-        /// The `handle` for [`Connection::process`].
-        fn serve(
-            &mut self,
-        ) -> impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply + '_ {
-            |request, _response, ticket, out| {
-                if request.path == "/later" {
-                    self.0.push(ticket);
-                    return Reply::Later;
-                }
-                if request.path == "/big" {
-                    out.resize(out.len() + BIG, b'b');
-                    return Reply::Now;
-                }
-                out.extend_from_slice(b"now");
-                out.extend_from_slice(request.body);
-                Reply::Now
-            }
-        }
-    }
-
-    fn holds_buffers(conn: &Connection) -> bool {
-        conn.input.capacity() > 0
-            || conn.output.capacity() > 0
-            || conn.queue.iter().any(|queued| queued.bytes.capacity() > 0)
-    }
-
-    /// Sends everything, as a backend does once the kernel took it.
-    fn send_all(conn: &mut Connection, buffers: &mut BufferPool, now: Instant) -> Vec<u8> {
-        let unsent = conn.unsent().to_vec();
-        conn.mark_sent(unsent.len(), now);
-        conn.give_back_idle(buffers);
-        unsent
-    }
-
-    #[test]
-    fn buffers_are_held_only_while_bytes_are_in_flight() {
-        let (date, now) = (HttpDate::new(), Instant::now());
-        let mut buffers = BufferPool::default();
-        let mut handler = Tickets(Vec::new());
-        let mut conn = Connection::new(0, now);
-        assert!(!holds_buffers(&conn));
-
-        let request = b"GET /now HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\n";
-        conn.input(&mut buffers).extend_from_slice(request);
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-        conn.give_back_idle(&mut buffers);
-        // Half a request waits in the input; a response waits to be sent.
-        assert!(conn.input.capacity() > 0 && conn.unsent() == b"now");
-        assert_eq!(send_all(&mut conn, &mut buffers, now), b"now");
-        assert_eq!(conn.output.capacity(), 0);
-
-        conn.input(&mut buffers)
-            .extend_from_slice(b"Host: a\r\n\r\n");
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-        conn.give_back_idle(&mut buffers);
-        // A response in the works holds no buffer until it comes.
-        assert!(!holds_buffers(&conn));
-        assert_eq!(conn.queue.len(), 1);
-
-        let ticket = handler.0.pop().unwrap();
-        let (status, plain) = (Status::Ok, ContentType::Plain);
-        conn.complete(ticket, &date, status, plain, b"later", now, &mut buffers);
-        conn.collect(&mut buffers, usize::MAX);
-        assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
-        assert!(!holds_buffers(&conn));
-        // Every buffer lent came back: the input's and the output's, the second of which
-        // the waiting response borrowed when it came.
-        assert_eq!(buffers.spare(), 2);
-    }
-
-    /// Feeds `chunks` one after another, processing after each and completing every ticket
-    /// in reverse order once all are in; returns everything sent and whether the
-    /// connection finished.
-    fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
-        let (date, now) = (HttpDate::new(), Instant::now());
-        let mut buffers = BufferPool::default();
-        let mut handler = Tickets(Vec::new());
-        let mut conn = Connection::new(0, now);
-        let mut sent = Vec::new();
-        for chunk in chunks {
-            conn.input(&mut buffers).extend_from_slice(chunk);
-            conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-            sent.extend(send_all(&mut conn, &mut buffers, now));
-        }
-        for (n, ticket) in handler.0.drain(..).enumerate().rev() {
-            let body = format!("later{n}");
-            conn.complete(
-                ticket,
-                &date,
-                Status::Ok,
-                ContentType::Plain,
-                body.as_bytes(),
-                now,
-                &mut buffers,
-            );
-        }
-        conn.collect(&mut buffers, usize::MAX);
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-        sent.extend(send_all(&mut conn, &mut buffers, now));
-        (sent, conn.is_finished())
-    }
-
-    /// What was sent, each response head (written by the connection) shortened to its
-    /// status in brackets; the test handler writes its immediate answers without a head.
-    fn outline(sent: &[u8]) -> String {
-        let mut text = String::from_utf8_lossy(sent).into_owned();
-        while let Some(start) = text.find("HTTP/1.1 ") {
-            let status = text[start + 9..start + 12].to_string();
-            let end = text[start..]
-                .find("\r\n\r\n")
-                .map_or(text.len(), |end| start + end + 4);
-            text.replace_range(start..end, &format!("[{status}]"));
-        }
-        text
-    }
-
-    const PIPELINE_WITH_BODIES: &[u8] = b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc\
-GET /later HTTP/1.1\r\nHost: h\r\n\r\n\
-POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\r\nde\r\n1\r\nf\r\n0\r\nT: 1\r\n\r\n\
-POST /later HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nGET \
-PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
-
-    #[test]
-    fn pipelined_requests_with_bodies_are_answered_in_order_however_they_are_cut() {
-        let (whole, _) = serve(&[PIPELINE_WITH_BODIES]);
-        assert_eq!(outline(&whole), "nowabc[200]later0nowdef[200]later1now");
-        for cut in 0..PIPELINE_WITH_BODIES.len() {
-            let (head, tail) = PIPELINE_WITH_BODIES.split_at(cut);
-            assert_eq!(serve(&[head, tail]).0, whole, "cut at {cut}");
-        }
-        let bytes: Vec<&[u8]> = PIPELINE_WITH_BODIES.chunks(1).collect();
-        assert_eq!(serve(&bytes).0, whole);
-    }
-
-    #[test]
-    fn a_body_over_the_limit_is_413_after_the_answers_before_it_and_ends_the_connection() {
-        let big = format!(
-            "GET /later HTTP/1.1\r\nHost: h\r\n\r\nPOST /x HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\nGET /after HTTP/1.1\r\nHost: h\r\n\r\n",
-            TEST_MAX_BODY + 1
-        );
-        let (sent, finished) = serve(&[big.as_bytes()]);
-        assert!(finished);
-        assert_eq!(outline(&sent), "[200]later0[413]Content Too Large");
-
-        let chunked = b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n123456789\r\n8\r\n12345678\r\n";
-        let (sent, finished) = serve(&[chunked]);
-        assert!(finished);
-        assert_eq!(outline(&sent), "[413]Content Too Large");
-        let exactly = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 16\r\n\r\n0123456789abcdef";
-        assert_eq!(serve(&[exactly]), (b"now0123456789abcdef".to_vec(), false));
-    }
-
-    #[test]
-    fn continue_is_sent_once_and_only_when_no_answer_waits_before_it() {
-        let head =
-            b"POST /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
-        let (sent, _) = serve(&[head, b"", b"1", b"2"]);
-        assert_eq!(outline(&sent), "[100]now12");
-        // Behind a request still waiting, the 100 would overtake its answer: not sent.
-        let behind = [&b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..], head].concat();
-        let (sent, _) = serve(&[&behind, b"12"]);
-        assert_eq!(outline(&sent), "[200]later0now12");
-    }
-
-    /// One request waiting (for the database) and 63 answered at once behind it, on a
-    /// client that never reads: the answers in line count toward the high-water mark, so
-    /// the connection stops taking requests there, and the line moves to the output only up
-    /// to the mark.
-    #[test]
-    fn responses_in_line_count_toward_the_high_water_mark() {
-        let (date, now) = (HttpDate::new(), Instant::now());
-        let mut buffers = BufferPool::default();
-        let mut handler = Tickets(Vec::new());
-        let mut conn = Connection::new(0, now);
-        let requests = [
-            &b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..],
-            &b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n".repeat(63),
-        ]
-        .concat();
-        conn.input(&mut buffers).extend_from_slice(&requests);
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-        conn.give_back_idle(&mut buffers);
-        let bound = OUTPUT_HIGH_WATER + BIG;
-        assert!((conn.queued_len as usize) < bound, "{}", conn.queued_len);
-        assert!(conn.queue.len() < 20, "{} answered", conn.queue.len());
-        assert!(!conn.wants_input() && conn.buffered_input() > 0);
-        // Holds the line's buffers (each grown to fit one answer) and the input.
-        let held = conn.held();
-        assert!(held < 2 * bound, "{held}");
-        assert_eq!(held, conn.queued_capacity as usize + conn.input.capacity());
-
-        let ticket = handler.0.pop().unwrap();
-        conn.complete(
-            ticket,
-            &date,
-            Status::Ok,
-            ContentType::Plain,
-            b"x",
-            now,
-            &mut buffers,
-        );
-        conn.collect(&mut buffers, usize::MAX);
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-        assert!(conn.unsent().len() < bound, "{}", conn.unsent().len());
-        assert!(conn.output.len() + (conn.queued_len as usize) < 2 * bound);
-        // Read at last, it gets every answer, in order.
-        let mut sent = Vec::new();
-        while !conn.unsent().is_empty() {
-            sent.extend(send_all(&mut conn, &mut buffers, now));
-            conn.collect(&mut buffers, usize::MAX);
-            conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-        }
-        assert_eq!(
-            sent.len() - sent.iter().filter(|&&b| b != b'b').count(),
-            63 * BIG
-        );
-        assert!(outline(&sent).starts_with("[200]x"));
-        assert_eq!((conn.queued_len, conn.queued_capacity), (0, 0));
-        conn.give_back_idle(&mut buffers);
-        assert_eq!(conn.held(), 0);
-    }
-
-    /// What is unsent at an instant must be sent within the send timeout: a client that
-    /// reads a byte a second is timed out, one that reads everything as it comes under
-    /// endless pipelined load never is (however long ago its first byte went out).
-    #[test]
-    fn unsent_output_must_be_sent_within_the_send_timeout() {
-        let date = HttpDate::new();
-        let start = Instant::now();
-        let second = std::time::Duration::from_secs(1);
-        let limits = Timeouts {
-            request: 10 * second,
-            idle: 1000 * second,
-            send: 5 * second,
-        };
-        let request = b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n".repeat(4);
-        let mut buffers = BufferPool::default();
-        let mut handler = Tickets(Vec::new());
-
-        let mut fast = Connection::new(0, start);
-        for tick in 0..100 {
-            let now = start + tick * second;
-            assert!(!fast.timed_out(now, &limits), "at {tick} s");
-            fast.input(&mut buffers).extend_from_slice(&request);
-            fast.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
-            // Two halves, a second apart: some output is always pending.
-            let half = fast.unsent().len() / 2;
-            fast.mark_sent(half, now);
-            fast.mark_sent(fast.unsent().len(), now + second / 2);
-        }
-
-        let mut slow = Connection::new(1, start);
-        slow.input(&mut buffers).extend_from_slice(&request);
-        slow.process(handler.serve(), TEST_MAX_BODY, &date, start, &mut buffers);
-        let mut timed_out_at = None;
-        for tick in 1..20 {
-            let now = start + tick * second;
-            slow.mark_sent(1, now);
-            if slow.timed_out(now, &limits) {
-                timed_out_at = Some(tick);
-                break;
-            }
-        }
-        assert_eq!(timed_out_at, Some(6));
-    }
-
-    /// A connection waiting for an answer the server owes it is not idle, however long the
-    /// answer takes; once it is sent the idle clock runs again.
-    #[test]
-    fn a_connection_owed_an_answer_is_not_idle() {
-        let (date, start) = (HttpDate::new(), Instant::now());
-        let second = std::time::Duration::from_secs(1);
-        let limits = Timeouts {
-            request: 10 * second,
-            idle: 2 * second,
-            send: 30 * second,
-        };
-        let mut buffers = BufferPool::default();
-        let mut handler = Tickets(Vec::new());
-        let mut conn = Connection::new(0, start);
-        conn.input(&mut buffers)
-            .extend_from_slice(b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n");
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, start, &mut buffers);
-        assert!(!conn.timed_out(start + 60 * second, &limits));
-        let answered = start + 61 * second;
-        let ticket = handler.0.pop().unwrap();
-        conn.complete(
-            ticket,
-            &date,
-            Status::Ok,
-            ContentType::Plain,
-            b"late",
-            answered,
-            &mut buffers,
-        );
-        conn.collect(&mut buffers, usize::MAX);
-        send_all(&mut conn, &mut buffers, answered);
-        assert!(!conn.timed_out(answered + second, &limits));
-        assert!(conn.timed_out(answered + 3 * second, &limits));
-    }
-}
+mod tests;

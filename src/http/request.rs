@@ -54,6 +54,21 @@ pub struct Request<'a> {
     pub keep_alive: bool,
     /// HTTP/1.0 wants `Connection: keep-alive` echoed when it asked for it.
     pub http10: bool,
+    pub upgrade: UpgradeHeaders<'a>,
+}
+
+/// What a request says about switching to WebSocket (RFC 6455, 4.2.1), read for the app,
+/// which decides whether to switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpgradeHeaders<'a> {
+    /// `Connection` lists `upgrade`.
+    pub connection_upgrade: bool,
+    /// `Upgrade` lists `websocket`.
+    pub websocket: bool,
+    /// `Sec-WebSocket-Key`; a repeated one reads as empty, which no key is.
+    pub key: Option<&'a [u8]>,
+    /// `Sec-WebSocket-Version`; a repeated one reads as empty.
+    pub version: Option<&'a [u8]>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -182,6 +197,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
     let mut says_chunked = false;
     let mut hosts = 0;
     let mut expects_continue = false;
+    let mut upgrade = UpgradeHeaders::default();
     for header in req.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("connection") {
@@ -189,7 +205,16 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
                 let token = token.trim_ascii();
                 says_close |= token.eq_ignore_ascii_case(b"close");
                 says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                upgrade.connection_upgrade |= token.eq_ignore_ascii_case(b"upgrade");
             }
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            let mut protocols = header.value.split(|&b| b == b',');
+            upgrade.websocket |=
+                protocols.any(|protocol| protocol.trim_ascii().eq_ignore_ascii_case(b"websocket"));
+        } else if name.eq_ignore_ascii_case("sec-websocket-key") {
+            upgrade.key = Some(once(upgrade.key, header.value));
+        } else if name.eq_ignore_ascii_case("sec-websocket-version") {
+            upgrade.version = Some(once(upgrade.version, header.value));
         } else if name.eq_ignore_ascii_case("content-length") {
             let Some(length) = parse_content_length(header.value) else {
                 return Parsed::Invalid(Status::BadRequest);
@@ -266,8 +291,18 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
             body,
             keep_alive,
             http10,
+            upgrade,
         },
         len,
+    }
+}
+
+/// A header's trimmed value, or empty if it was there already: a header that must appear
+/// once read as invalid when repeated.
+fn once<'a>(seen: Option<&[u8]>, value: &'a [u8]) -> &'a [u8] {
+    match seen {
+        Some(_) => b"",
+        None => value.trim_ascii(),
     }
 }
 

@@ -7,6 +7,7 @@ pub enum Status {
     NotFound,
     MethodNotAllowed,
     PayloadTooLarge,
+    UpgradeRequired,
     UriTooLong,
     HeaderTooLarge,
     InternalServerError,
@@ -23,6 +24,10 @@ impl Status {
             Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n",
             Status::PayloadTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
+            // Only the WebSocket endpoint answers it, naming what it upgrades to.
+            Status::UpgradeRequired => {
+                b"HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+            }
             Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
             Status::HeaderTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
             Status::InternalServerError => b"HTTP/1.1 500 Internal Server Error\r\n",
@@ -39,6 +44,7 @@ impl Status {
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
             Status::PayloadTooLarge => "Content Too Large",
+            Status::UpgradeRequired => "Upgrade Required",
             Status::UriTooLong => "URI Too Long",
             Status::HeaderTooLarge => "Request Header Fields Too Large",
             Status::InternalServerError => "Internal Server Error",

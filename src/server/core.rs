@@ -15,6 +15,7 @@ use crate::http::{BufferPool, Connection, HttpDate, Request, Ticket, Timeouts, T
 use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, Pool};
+use crate::protocol::Protocol;
 use crate::service::{Context, Finished, Service};
 use crate::transport::{Security, TlsConfig, TlsSession, Transport};
 
@@ -27,14 +28,15 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// requests that arrive meanwhile wait in the listen backlog rather than get a 503.
 const DATABASE_GRACE: Duration = Duration::from_secs(3);
 
-/// One HTTP connection. `K` is how the backend names its socket: a descriptor (epoll) or
+/// One client connection. `K` is how the backend names its socket: a descriptor (epoll) or
 /// an entry of the ring's file table (io_uring); the core only keeps it.
 struct Slot<K> {
     /// `None` while the slot is free.
     socket: Option<K>,
-    /// What its bytes go through between the socket and `conn`.
+    /// What its bytes go through between the socket and `protocol`.
     transport: Transport,
-    conn: Connection,
+    /// HTTP/1.1 from the open, WebSocket once a request switched it.
+    protocol: Protocol,
     /// Our side has shut down writing: the slot only waits for the peer's EOF.
     lingering_since: Option<Instant>,
     /// The buffer memory counted for it in [`Core::buffered`] (u32, so that the slot stays
@@ -232,7 +234,7 @@ impl<S: Service, K> Core<S, K> {
     /// for the EOF).
     fn may_read(&mut self, index: usize) -> bool {
         let slot = &self.slots[index];
-        let wanted = slot.lingering_since.is_some() || slot.conn.wants_input();
+        let wanted = slot.lingering_since.is_some() || slot.protocol.wants_input();
         !self.hold_back(index) && wanted
     }
 
@@ -242,14 +244,16 @@ impl<S: Service, K> Core<S, K> {
     pub fn open(&mut self, socket: K, security: Security) -> usize {
         let index = match self.free.pop() {
             Some(index) => {
-                self.slots[index].conn.reset(self.now);
+                if let Protocol::Http1(conn) = &mut self.slots[index].protocol {
+                    conn.reset(self.now);
+                }
                 index
             }
             None => {
                 self.slots.push(Slot {
                     socket: None,
                     transport: Transport::Plain,
-                    conn: Connection::new(self.slots.len() as u32, self.now),
+                    protocol: Protocol::Http1(Connection::new(self.slots.len() as u32, self.now)),
                     lingering_since: None,
                     held: 0,
                     paused: false,
@@ -279,7 +283,8 @@ impl<S: Service, K> Core<S, K> {
     pub fn release(&mut self, index: usize) -> Option<K> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
-        slot.conn.give_back_all(&mut self.buffers);
+        slot.protocol.give_back_all(&mut self.buffers);
+        slot.protocol.end(index as u32, self.now);
         if let Transport::Tls(tls) = &mut slot.transport {
             tls.give_back(&mut self.buffers);
         }
@@ -296,7 +301,7 @@ impl<S: Service, K> Core<S, K> {
 
     /// The generation of slot `index`'s connection: it changes whenever the slot is reused.
     pub fn generation(&self, index: usize) -> u32 {
-        self.slots[index].conn.generation()
+        self.slots[index].protocol.generation()
     }
 
     /// Whether the connection only waits for the peer's EOF (see [`Next::Linger`]).
@@ -304,15 +309,16 @@ impl<S: Service, K> Core<S, K> {
         self.slots[index].lingering_since.is_some()
     }
 
-    /// The most bytes one request may take: a connection must be able to hold that much
-    /// unanswered input.
+    /// The most bytes one request, or one WebSocket frame, may take: a connection must be
+    /// able to hold that much unanswered input.
     pub fn longest_request(&self) -> usize {
-        crate::http::longest_request(self.service.max_body())
+        let request = crate::http::longest_request(self.service.max_body());
+        request.max(crate::ws::longest_frame(self.service.max_message()))
     }
 
     /// Received bytes the connection has not answered yet.
     pub fn buffered_input(&self, index: usize) -> usize {
-        self.slots[index].conn.buffered_input()
+        self.slots[index].protocol.buffered_input()
     }
 
     /// Reads into the connection's input with `read`, which returns how many bytes it
@@ -358,11 +364,11 @@ impl<S: Service, K> Core<S, K> {
         }
         let more = match (ciphertext.is_empty(), slot.lingering_since) {
             (true, _) => false,
-            (false, None) => tls.receive(ciphertext, slot.conn.input(&mut self.buffers)),
+            (false, None) => tls.receive(ciphertext, slot.protocol.input(&mut self.buffers)),
             (false, Some(_)) => true,
         };
         if !more {
-            slot.conn.peer_closed();
+            slot.protocol.peer_closed();
         }
         self.recount(index);
     }
@@ -385,13 +391,13 @@ impl<S: Service, K> Core<S, K> {
             self.buffers.give_back(ciphertext);
             return Some(result);
         }
-        let input = slot.conn.input(&mut self.buffers);
+        let input = slot.protocol.input(&mut self.buffers);
         let result = read(socket, input);
         if slot.lingering_since.is_some() {
             input.clear();
         }
         if let Ok(0) = result {
-            slot.conn.peer_closed();
+            slot.protocol.peer_closed();
         }
         self.recount(index);
         Some(result)
@@ -401,13 +407,13 @@ impl<S: Service, K> Core<S, K> {
     pub fn unsent(&self, index: usize) -> &[u8] {
         let slot = &self.slots[index];
         match &slot.transport {
-            Transport::Plain => slot.conn.unsent(),
+            Transport::Plain => slot.protocol.unsent(),
             Transport::Tls(tls) => tls.unsent(),
         }
     }
 
-    /// Brings an HTTP connection up to date after bytes arrived or went out: answers the
-    /// requests that can be answered and decides whether to read, to linger or to close.
+    /// Brings a connection up to date after bytes arrived or went out: answers the requests
+    /// or messages that can be answered and decides whether to read, to linger or to close.
     /// `may_write` is false while the kernel sends from the connection's output (io_uring):
     /// then nothing is added to it.
     pub fn advance(&mut self, index: usize, may_write: bool) -> Next {
@@ -419,7 +425,7 @@ impl<S: Service, K> Core<S, K> {
             next => next,
         };
         // Whatever happened, a connection with nothing buffered holds no buffer.
-        self.slots[index].conn.give_back_idle(&mut self.buffers);
+        self.slots[index].protocol.give_back_idle(&mut self.buffers);
         self.recount(index);
         next
     }
@@ -442,34 +448,43 @@ impl<S: Service, K> Core<S, K> {
             return Next::Close;
         }
         if slot.lingering_since.is_some() {
-            return match slot.conn.peer_eof() {
+            return match slot.protocol.peer_eof() {
                 true => Next::Close,
                 false => Next::Keep { read: true },
             };
         }
         if may_write {
-            slot.conn.collect(buffers, share);
-            let max_body = service.max_body();
-            let mut cx = Context {
-                date,
-                now: *now,
-                db: pool,
-                timers,
-            };
-            let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
-                service.handle(request, response, ticket, out, &mut cx)
-            };
-            slot.conn
-                .process_within(handle, max_body, date, *now, buffers, share);
+            if let Protocol::Http1(conn) = &mut slot.protocol {
+                conn.collect(buffers, share);
+                let max_body = service.max_body();
+                let mut cx = Context {
+                    date,
+                    now: *now,
+                    db: pool,
+                    timers,
+                };
+                let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
+                    service.handle(request, response, ticket, out, &mut cx)
+                };
+                conn.process_within(handle, max_body, date, *now, buffers, share);
+            }
+            slot.protocol.switch_when_ready(*now);
+            if let Protocol::WebSocket(session) = &mut slot.protocol {
+                let max_message = service.max_message();
+                let on_message = |message: crate::ws::Message<'_>, out: &mut Vec<u8>| {
+                    service.on_message(message, out)
+                };
+                session.process(on_message, max_message, *now, buffers, share);
+            }
             if let Transport::Tls(tls) = &mut slot.transport {
-                let taken = tls.seal(slot.conn.unsent(), buffers);
-                slot.conn.mark_sent(taken, *now);
-                if slot.conn.is_finished() {
+                let taken = tls.seal(slot.protocol.unsent(), buffers);
+                slot.protocol.mark_sent(taken, *now);
+                if slot.protocol.is_finished() {
                     tls.close(buffers);
                 }
             }
-            if slot.conn.is_finished() && slot.transport.is_closed() {
-                if slot.conn.peer_eof() {
+            if slot.protocol.is_finished() && slot.transport.is_closed() {
+                if slot.protocol.peer_eof() {
                     return Next::Close;
                 }
                 slot.lingering_since = Some(*now);
@@ -486,7 +501,7 @@ impl<S: Service, K> Core<S, K> {
     /// finished.
     pub fn sent(&mut self, index: usize, n: usize) -> bool {
         let slot = &mut self.slots[index];
-        let conn = &mut slot.conn;
+        let conn = &mut slot.protocol;
         let drained = match &mut slot.transport {
             Transport::Plain => {
                 conn.mark_sent(n, self.now);
@@ -530,7 +545,7 @@ impl<S: Service, K> Core<S, K> {
             let expired = handshake_late
                 || match slot.lingering_since {
                     Some(since) => self.now.duration_since(since) > LINGER,
-                    None => slot.conn.timed_out(self.now, &self.limits.timeouts),
+                    None => slot.protocol.timed_out(self.now, &self.limits.timeouts),
                 };
             if expired {
                 found(index, Swept::Expired);
@@ -689,10 +704,12 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         let Some(slot) = self.slots.get_mut(index) else {
             return;
         };
-        if slot.socket.is_none() {
+        // A connection switched to WebSocket has no request in the works (it switches only
+        // once every answer before the `101` is in its output).
+        let (Some(_), Protocol::Http1(conn)) = (&slot.socket, &mut slot.protocol) else {
             return;
-        }
-        slot.conn.complete(
+        };
+        conn.complete(
             finished.ticket,
             self.date,
             finished.status,
@@ -708,7 +725,7 @@ impl<S: Service, K> Deliverer<'_, S, K> {
 
 /// Brings the count of what `slot` holds, and with it the worker's total, up to date.
 fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
-    let held = slot.conn.held() + slot.transport.held();
+    let held = slot.protocol.held() + slot.transport.held();
     let held = u32::try_from(held).unwrap_or(u32::MAX);
     *buffered = *buffered - slot.held as usize + held as usize;
     slot.held = held;
@@ -716,9 +733,9 @@ fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
 
 /// Whether the connection `ticket` was given to is still open.
 fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
-    slots
-        .get(ticket.slot as usize)
-        .is_some_and(|slot| slot.socket.is_some() && slot.conn.generation() == ticket.generation)
+    slots.get(ticket.slot as usize).is_some_and(|slot| {
+        slot.socket.is_some() && slot.protocol.generation() == ticket.generation
+    })
 }
 
 #[cfg(test)]

@@ -151,7 +151,10 @@ fn export_writes_both_entries_with_exactly_their_files() {
                 "fortunes",
                 "latency-1m",
                 "latency-10k",
-                "async"
+                "async",
+                "echo-ws",
+                "echo-ws-pipeline",
+                "echo-ws-limited"
             ]),
             "{name}: tests"
         );

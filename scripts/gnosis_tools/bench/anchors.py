@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import ROOT as REPO
 from .httparena import DB_TESTS as ARENA_DB_TESTS
-from .httparena import H1_TESTS, LATENCY_TESTS
+from .httparena import H1_TESTS, LATENCY_TESTS, WS_TESTS
 from .tfb import DB_TESTS
 
 
@@ -23,6 +23,8 @@ def shared_path(*parts, environ=os.environ):
 DEFAULT_ANCHORS_DIR = shared_path("anchors", "bin")
 # HttpArena's Rust engines, prebuilt (../shared/anchors/httparena/README.md): bin/NAME, 8080.
 DEFAULT_HTTPARENA_DIR = shared_path("anchors", "httparena")
+# HttpArena's load generator, for the WebSocket tests (../shared/anchors/tools/README.md).
+GCANNON = shared_path("anchors", "tools", "gcannon")
 ANCHOR_PREFIX = "anchor:"
 ANCHOR_PORT = 8080
 # The anchors' N-query URLs differ from TFB's benchmark_config ones (?queries=N).
@@ -82,9 +84,14 @@ ANCHORS = {
         Anchor("may-minihttp-arena", H1_TESTS + LATENCY_TESTS, venue="httparena", binary="may-minihttp"),
         # sark (a wrapper script) also binds 8081 (json-tls, its own certificate), 8082 (h2c) and 8443 (h2).
         Anchor(
-            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls") + ARENA_DB_TESTS, venue="httparena",
-            ports=(ANCHOR_PORT, 8081, 8082, 8443), tls_port=8081,
+            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls") + ARENA_DB_TESTS + WS_TESTS,
+            venue="httparena", ports=(ANCHOR_PORT, 8081, 8082, 8443), tls_port=8081,
         ),  # fmt: skip
+        # HttpArena's Rust WebSocket engines. Their meta.json names echo-ws and echo-ws-pipeline;
+        # echo-ws-limited is the same endpoint with a new connection every 10 messages.
+        Anchor("tokio-ws", WS_TESTS, venue="httparena"),
+        Anchor("tokio-uring-ws", WS_TESTS, venue="httparena"),
+        Anchor("wtx-ws", WS_TESTS, venue="httparena"),
     ]
 }
 ANCHOR_GROUPS = {venue: [a for a in ANCHORS.values() if a.venue == venue] for venue in ("tfb", "httparena")}

@@ -34,6 +34,8 @@ LATENCY_1M_RATE = 40_000
 LATENCY_10K_RATE = 10_000
 ECHO_RATE = 5_000
 ECHO_BODY_BYTES = 10_240
+# echo-ws-limited: gcannon -r 10, a new connection and handshake every 10 messages.
+WS_MESSAGES_PER_CONNECTION = 10
 # HttpArena's fortunes load: GET /fortunes alone on kept connections (requests/fortunes-get.raw).
 ARENA_FORTUNES_MIX = (raw_request("GET", "/fortunes"),)
 
@@ -53,11 +55,18 @@ TESTS = [
     Test("async-db", "/async-db?min=10&max=50&limit=50", "connections", ACCEPT_JSON, ASYNC_DB_MIX,
          ASYNC_DB_REQUESTS_PER_CONNECTION),  # fmt: skip
     Test("arena-fortunes", "/fortunes", "connections", ACCEPT_HTML, ARENA_FORTUNES_MIX),
+    # The WebSocket family (../shared/httparena-protocols.md), loaded by gcannon --ws.
+    Test("echo-ws", "/ws", "connections", ACCEPT_PLAIN, websocket=True),
+    Test("echo-ws-pipeline", "/ws", "pipelined", ACCEPT_PLAIN, websocket=True),
+    Test("echo-ws-limited", "/ws", "connections", ACCEPT_PLAIN, close_every=WS_MESSAGES_PER_CONNECTION,
+         websocket=True),  # fmt: skip
 ]
 DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
+WS_TESTS = ("echo-ws", "echo-ws-pipeline", "echo-ws-limited")
 GROUPS = {
-    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS],
+    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS + WS_TESTS],
     "arena-db": list(DB_TESTS),
+    "arena-ws": list(WS_TESTS),
 }
 H1_TESTS = ("baseline", "pipelined", "limited-conn")  # what every HttpArena engine of anchors.py serves
 # What they serve too, though their meta.json does not subscribe to it: the same GET /baseline11.
@@ -78,6 +87,9 @@ LEVELS = {
     "8gbit": [512],
     "async-db": [1024],
     "arena-fortunes": [1024],
+    "echo-ws": [512, 4096],
+    "echo-ws-pipeline": [512, 4096],
+    "echo-ws-limited": [512, 4096],
 }
 
 KEPT_OPEN_NOTE = (

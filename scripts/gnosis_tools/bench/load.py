@@ -1,5 +1,5 @@
-"""wrk: its command line with our Lua scripts, one measured run, its output parsed, and how many
-connections this machine lets it hold open."""
+"""wrk (gcannon for the WebSocket tests): its command line with our Lua scripts, one measured run,
+its output parsed, and how many connections this machine lets it hold open."""
 
 import json
 import os
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ..system import SetupError
+from .anchors import GCANNON
 from .catalog import TESTS
 from .proc import postgres_cpu_ticks, tcp_active_opens, ticks_since
 from .workload import PIPELINE_DEPTH
@@ -74,10 +75,54 @@ def parse_wrk_output(stdout):
     return summary
 
 
+def gcannon_command(url, connections, duration, pipelined, per_connection):
+    """HttpArena's WebSocket load (its scripts/lib/tools/gcannon.sh): one gcannon thread, which
+    leaves the server a core on two; 16 messages in flight when pipelined; a new connection
+    every `per_connection` messages when set."""
+    command = [str(GCANNON), url, "--ws", "-c", str(connections), "-t", "1", "-d", f"{duration}s", "--json"]
+    if pipelined:
+        command += ["-p", str(PIPELINE_DEPTH)]
+    if per_connection:
+        command += ["-r", str(per_connection)]
+    return command
+
+
+def parse_gcannon_output(stdout):
+    """gcannon's --json result as wrk's summary: a request is a message echoed."""
+    result = json.loads(stdout[stdout.index("{") :])
+    latency = result["latency_us"]
+    errors = result["errors"]
+    status = result["status"]
+    seconds = result["elapsed_sec"]
+    return {
+        "requests": result["responses"],
+        "requests_per_s": result["responses"] / seconds if seconds > 0 else 0.0,
+        "duration_us": seconds * 1e6,
+        "latency_us": {"p50": latency["p50"], "p75": None, "p90": latency["p90"], "p99": latency["p99"]},
+        "errors": errors,
+        "socket_errors": errors["connect"] + errors["read"] + errors["timeout"],
+        "non_2xx": status["4xx"] + status["5xx"] + status["other"],
+        "closes": 0,  # gcannon closes its own connections (-r): none asks the server to
+        "ws_upgrades": result.get("ws_upgrades"),
+    }
+
+
 def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
-    """One wrk run against `server`, with the server's CPU time, peak RSS, and the CPU time of
-    PostgreSQL and of wrk itself: on one machine the three share the cores."""
+    """One wrk run against `server`, measured (see `run_load`)."""
     command = wrk_command(url, connections, threads, duration, accept, pipelined, mix)
+    return run_load(server, command, connections, threads, duration, parse_wrk_output)
+
+
+def run_gcannon(server, url, connections, duration, pipelined, per_connection):
+    """One gcannon --ws run against `server`, measured (see `run_load`)."""
+    command = gcannon_command(url, connections, duration, pipelined, per_connection)
+    return run_load(server, command, connections, 1, duration, parse_gcannon_output)
+
+
+def run_load(server, command, connections, threads, duration, parse):
+    """One load generator's run against `server`, with the server's CPU time, peak RSS, and the
+    CPU time of PostgreSQL and of the load generator itself: on one machine the three share the
+    cores. `parse` reads its output into wrk's summary."""
     server.check_alive()
     server.reset_peak_rss()
     opened_before = tcp_active_opens()
@@ -88,7 +133,7 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
-        raise SetupError(f"wrk did not finish: {shlex.join(command)}") from None
+        raise SetupError(f"{command[0]} did not finish: {shlex.join(command)}") from None
     wall = time.monotonic() - started
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
@@ -98,8 +143,8 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
     opened = tcp_active_opens() - opened_before
     server.check_alive()
     if done.returncode != 0:
-        raise SetupError(f"wrk failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
-    summary = parse_wrk_output(done.stdout)
+        raise SetupError(f"{command[0]} failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
+    summary = parse(done.stdout)
     run = {
         "command": shlex.join(command),
         "connections": connections,
@@ -111,7 +156,7 @@ def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=
         "requests_per_cpu_s": round(summary["requests"] / cpu_s) if cpu_s > 0 else None,
         "server_peak_rss_kib": peak_rss_kib,
         "server_rss_at_start_kib": server.rss_at_start_kib,
-        # TCP connections this network namespace opened meanwhile: wrk's, and a few of others'.
+        # TCP connections this network namespace opened meanwhile: the load's, and a few of others'.
         "connections_opened": opened,
         "postgres_cpu_percent": round(100 * postgres_cpu_s / wall, 1),
         "postgres_cpu_s": round(postgres_cpu_s, 2),

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 from ..system import SetupError
-from .load import run_wrk
+from .load import run_gcannon, run_wrk
 from .pace import run_h2load
 from .report import format_latency
-from .servers import probe
+from .servers import probe, probe_upgrade
 
 
 PRIMER_CONNECTIONS = 8
@@ -64,16 +64,21 @@ def run_test(test, servers, args, log, lineup=None):
 
 
 def probe_server(test, server, path, record, log):
-    """True if the server answers 200 to `path`; else marks the test failed (but not the run)."""
+    """True if the server answers 200 to `path` (101 to a WebSocket upgrade); else marks the test
+    failed (but not the run)."""
+    expected = 101 if test.websocket else 200
     try:
-        body = os.urandom(test.body_bytes) if test.body_bytes else None
         port, _ = endpoint(test, server)
-        status, length = probe(server.host, port, path, test.accept, tls=test.tls, body=body)
-    except (OSError, http.client.HTTPException) as e:
+        if test.websocket:
+            status, length = probe_upgrade(server.host, port, path)
+        else:
+            body = os.urandom(test.body_bytes) if test.body_bytes else None
+            status, length = probe(server.host, port, path, test.accept, tls=test.tls, body=body)
+    except (OSError, ValueError, http.client.HTTPException) as e:
         server.check_alive()
         status, length = f"no answer ({e})", 0
     record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
-    if status != 200:
+    if status != expected:
         record["failed"] = f"{server.name} answered {status} to {path}"
         log(f"!!! {test.name}: {record['failed']}; skipping this test")
         return False
@@ -111,7 +116,9 @@ def measure(test, server, record, args, log, phase, level, round_no):
     threads = min(connections, args.threads)
     port, scheme = endpoint(test, server)
     url = f"{scheme}://{server.host}:{port}{path}"
-    if test.rate:
+    if test.websocket:
+        run = run_gcannon(server, url, connections, duration, pipelined, test.close_every)
+    elif test.rate:
         body = body_file(test.body_bytes) if test.body_bytes else None
         run = run_h2load(server, url, connections, threads, duration, test.rate, body, "application/octet-stream")
     else:

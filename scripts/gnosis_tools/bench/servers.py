@@ -4,6 +4,7 @@ stopped with every process it made; a lineup takes turns on a shared port."""
 import http.client
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -271,3 +272,19 @@ def probe(host, port, path, accept, timeout=10, tls=False, body=None):
         return response.status, len(body)
     finally:
         conn.close()
+
+
+def probe_upgrade(host, port, path, timeout=10):
+    """A WebSocket handshake before the load (RFC 6455's example key): its status, 101 if it
+    switches; what follows a 101 is not read."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     "Sec-WebSocket-Version: 13\r\n\r\n".encode())  # fmt: skip
+        head = b""
+        while b"\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("closed before answering the handshake")
+            head += chunk
+        return int(head.split(b" ", 2)[1]), 0

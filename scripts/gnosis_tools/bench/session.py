@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import ROOT as REPO
 from ..system import LOOPBACK, SetupError, ensure_installed, exit_on_sigterm
-from .anchors import shared_path
+from .anchors import GCANNON, shared_path
 from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
@@ -53,6 +53,8 @@ def measure_all(args):
     ensure_installed("wrk", "wrk")
     if any(TESTS[t].rate for t in args.tests):
         ensure_installed("h2load", "nghttp2-client")
+    if any(TESTS[t].websocket for t in args.tests) and not GCANNON.exists():
+        raise SetupError(f"the WebSocket tests need gcannon, HttpArena's load generator: not at {GCANNON}")
     if args.nginx:
         ensure_installed("nginx", "nginx-light")
     if args.h2o:

@@ -24,6 +24,9 @@ class Test:
     # the server judged on CPU per request and latency.
     rate: int = 0
     body_bytes: int = 0  # each request a POST of this many random bytes (application/octet-stream)
+    # Loaded by gcannon --ws (HttpArena's WebSocket profiles): every message echoed; a level is
+    # connections, "pipelined" sends 16 at once, `close_every` is messages per connection.
+    websocket: bool = False
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -50,6 +53,13 @@ def raw_request(method, path, body=None, chunked=False):
 def load_description(test):
     """What a HttpArena or nginx test sends, in words (TFB's tests say it in the header)."""
     notes = []
+    if test.websocket:
+        depth = PIPELINE_DEPTH if test.kind == "pipelined" else 1
+        notes.append(f"HttpArena's load, `gcannon --ws -t 1`: text messages echoed, {depth} in flight per "
+                     "connection; a request is a message echoed, and the wrk CPU column is gcannon's")  # fmt: skip
+        if test.close_every:
+            notes.append(f"a new connection and handshake every {test.close_every} messages")
+        return "; ".join(notes)[:1].upper() + "; ".join(notes)[1:]
     if test.requests:
         notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
     if test.close_every:

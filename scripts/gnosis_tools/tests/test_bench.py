@@ -368,10 +368,12 @@ class AnchorUrls(unittest.TestCase):
                   for name, a in anchors.ANCHORS.items()}  # fmt: skip
         everything_but_cached = {"json", "plaintext", "db", "queries", "updates", "fortunes"}
         h1 = {"baseline", "pipelined", "limited-conn", "latency-1m", "latency-10k"}
+        ws = {"echo-ws", "echo-ws-pipeline", "echo-ws-limited"}
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
                                   "vortex": everything_but_cached, "faf": {"plaintext"},
                                   "rust-epoll": h1, "tokio": h1, "hyper": h1, "may-minihttp-arena": h1,
-                                  "sark": h1 | {"arena-json", "json-tls", "async-db", "arena-fortunes"}})  # fmt: skip
+                                  "sark": h1 | ws | {"arena-json", "json-tls", "async-db", "arena-fortunes"},
+                                  "tokio-ws": ws, "tokio-uring-ws": ws, "wtx-ws": ws})  # fmt: skip
         # A command line serves everything but the one-worker tests, unless it can run with one.
         self.assertEqual({t for t in catalog.TESTS if not self.server().serves(catalog.TESTS[t])}, {"plaintext-single-1worker"})
         one_worker = Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1",
@@ -814,7 +816,8 @@ class HttpArenaRuns(unittest.TestCase):
         args = bench_args("--tests", "httparena,nginx", "--anchors", "httparena", "--nginx", "--httparena-dir", "/h")
         self.assertEqual(args.tests, catalog.TEST_GROUPS["httparena"] + catalog.TEST_GROUPS["nginx"])
         names = [s.name for s in args.specs]
-        self.assertEqual(names, ["gnosis", "rust-epoll", "tokio", "hyper", "may-minihttp-arena", "sark", "nginx"])
+        self.assertEqual(names, ["gnosis", "rust-epoll", "tokio", "hyper", "may-minihttp-arena", "sark", "tokio-ws",
+                                 "tokio-uring-ws", "wtx-ws", "nginx"])  # fmt: skip
         by_name = {s.name: s for s in args.specs}
         self.assertEqual(by_name["may-minihttp-arena"].command, "/h/bin/may-minihttp")
         self.assertEqual(by_name["sark"].command, "/h/bin/sark")
@@ -1151,7 +1154,6 @@ class Chart(unittest.TestCase):
             self.assertEqual(chart.nice_ceiling(value), ceiling, value)
 
 
-
 class PacedRuns(unittest.TestCase):
     H2LOAD_OUTPUT = """finished in 2.01s, 800.00 req/s, 7.92MB/s
 requests: 1600 total, 1600 started, 1600 done, 1590 succeeded, 10 failed, 2 errored, 1 timeout
@@ -1190,3 +1192,26 @@ status codes: 1590 2xx, 0 3xx, 8 4xx, 0 5xx
         table = report.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
         self.assertIn("| mean latency | share of the offered rate | server CPU µs per request |", table)
         self.assertIn("| 1.50 ms | 97.7% | 40.0 |", table)
+
+
+class Gcannon(unittest.TestCase):
+    """The WebSocket tests' load: gcannon's command line as HttpArena's, its --json read as wrk's
+    summary."""
+
+    def test_the_command_of_each_websocket_test(self):
+        url = "http://127.0.0.1:8081/ws"
+        base = [str(anchors.GCANNON), url, "--ws", "-c", "512", "-t", "1", "-d", "10s", "--json"]
+        self.assertEqual(load.gcannon_command(url, 512, 10, False, 0), base)
+        self.assertEqual(load.gcannon_command(url, 512, 10, True, 0), base + ["-p", "16"])
+        limited = catalog.TESTS["echo-ws-limited"]
+        self.assertEqual(load.gcannon_command(url, 512, 10, False, limited.close_every), base + ["-r", "10"])
+        self.assertEqual(catalog.TEST_GROUPS["arena-ws"], ["echo-ws", "echo-ws-pipeline", "echo-ws-limited"])
+
+    def test_its_json_is_read_as_a_summary(self):
+        output = json.dumps({"elapsed_sec": 2.0, "responses": 1000, "latency_us": {"p50": 5, "p90": 9, "p99": 20},
+                             "status": {"2xx": 990, "4xx": 4, "5xx": 0, "other": 6}, "ws_upgrades": 64,
+                             "errors": {"connect": 1, "read": 2, "timeout": 3}})  # fmt: skip
+        summary = load.parse_gcannon_output("gcannon v0.5.3\n" + output)
+        self.assertEqual((summary["requests"], summary["requests_per_s"]), (1000, 500.0))
+        self.assertEqual((summary["socket_errors"], summary["non_2xx"]), (6, 10))
+        self.assertEqual(summary["latency_us"], {"p50": 5, "p75": None, "p90": 9, "p99": 20})

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from gnosis_tools import ROOT
 from gnosis_tools.certificate import make_pair
 from gnosis_tools.verify import httparena as validate
-from gnosis_tools.verify import httparena_static, httparena_tls
+from gnosis_tools.verify import httparena_static, httparena_tls, httparena_ws
 
 VALIDATE = [sys.executable, os.path.join(ROOT, "scripts", "tool"), "verify", "httparena"]
 DATASET_PATH = os.path.join(ROOT, "data", "dataset.json")
@@ -565,3 +565,100 @@ class TlsProfiles(StandInCase):
         server = self.serve_tls(minimum=ssl.TLSVersion.TLSv1_2, ciphers="ALL:@SECLEVEL=0")
         validator, passed, output = self.validate(server)
         self.assertIn("json-tls TLS quality", validator.failed, output)
+
+
+class WsStandIn(socketserver.ThreadingTCPServer):
+    """GET /ws upgraded and every message echoed, over raw sockets, one thread per
+    connection; right unless told which fault to have."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, fault=None):
+        super().__init__(("127.0.0.1", 0), WsStandInConnection)
+        self.fault = fault
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.shutdown()
+        self.server_close()
+
+
+class WsStandInConnection(socketserver.StreamRequestHandler):
+    def handle(self):
+        try:
+            self.serve()
+        except OSError:
+            pass  # the validator closed first
+
+    def serve(self):
+        fault = self.server.fault
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.request.recv(4096)
+            if not chunk:
+                return
+            head += chunk
+        key = next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"sec-websocket-key:")), None)
+        if key is None:
+            status = "200 OK" if fault == "plain-get-200" else "426 Upgrade Required"
+            self.wfile.write(("HTTP/1.1 %s\r\nContent-Length: 0\r\n\r\n" % status).encode())
+            return
+        accept = httparena_ws.accept_for(key if fault != "wrong-accept" else key + "x")
+        self.wfile.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                          "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n"
+                          % accept).encode())
+        held = []
+        while True:
+            opcode, payload = httparena_ws.recv_frame(self.request, timeout=5)
+            if opcode is None:
+                return
+            if opcode == httparena_ws.OP_CLOSE:
+                code = b"\x03\xe9" if fault == "close-1001" else payload[:2]
+                self.request.sendall(bytes([0x88, len(code)]) + code)
+                return
+            if fault == "binary-as-text":
+                opcode = httparena_ws.OP_TEXT
+            frame = bytes([0x80 | opcode, len(payload)]) if len(payload) < 126 else \
+                bytes([0x80 | opcode, 126]) + len(payload).to_bytes(2, "big")
+            if fault == "burst-reversed" and payload.startswith(b"msg-"):
+                held.append(frame + payload)
+                if len(held) == 5:
+                    self.request.sendall(b"".join(reversed(held)))
+                continue
+            self.request.sendall(frame + payload)
+
+
+class WebSocketProfiles(unittest.TestCase):
+    """echo-ws's checks (validate-ws.py's) on a WebSocket stand-in: a right one passes all,
+    each fault fails the check meant for it."""
+
+    def validate(self, fault=None, profiles=("echo-ws",)):
+        server = WsStandIn(fault)
+        self.addCleanup(server.close)
+        out = io.StringIO()
+        validator = validate.Validator("127.0.0.1", server.port, DATASET, out=out)
+        passed = validator.run(list(profiles))
+        return validator, passed, out.getvalue()
+
+    def test_a_right_server_passes_with_validate_ws_s_count_and_ours(self):
+        validator, passed, output = self.validate()
+        self.assertTrue(passed, output)
+        self.assertEqual(validator.passed, 7 + 1, output)
+
+    def test_the_other_two_profiles_have_no_checks_of_their_own(self):
+        validator, passed, output = self.validate(profiles=("echo-ws-pipeline",
+                                                            "echo-ws-limited"))
+        self.assertEqual((validator.passed, passed), (0, True), output)
+
+    def test_each_fault_is_caught(self):
+        for fault, label in [("wrong-accept", "Sec-WebSocket-Accept"),
+                             ("binary-as-text", "binary echo"),
+                             ("burst-reversed", "multi-message 1/5"),
+                             ("close-1001", "close answered 1000, then closed (ours)"),
+                             ("plain-get-200", "reject non-upgrade GET /ws")]:
+            validator, passed, output = self.validate(fault)
+            self.assertFalse(passed, output)
+            self.assertIn(label, validator.failed, "%s\n%s" % (fault, output))

@@ -1,7 +1,8 @@
 """Check a running server the way HttpArena's scripts/validate.sh checks an entry.
 
     scripts/tool verify httparena [--host 127.0.0.1] [--port 8080] [--wait SECONDS]
-        [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes,json-tls,8gbit]
+        [--profiles baseline,limited-conn,pipelined,json,async,async-db,fortunes,json-tls,8gbit,
+                    echo-ws,echo-ws-pipeline,echo-ws-limited]
         [--dataset data/dataset.json] [--database-url URL [--psql psql]] [--allow-keep-open]
         [--tls-port 8081] [--certificate /certs/server.crt]
         [--profiles static --static-dir /data/static]
@@ -20,8 +21,9 @@ line, and a close after Connection: close). async-db and fortunes follow the sna
 moved). Given --database-url (the server's database, read with psql), they also compare the
 answers with its rows.
 
-json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py; the static profile
-(reference only for engines, so not run unless named) in httparena_static.py.
+json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py; the WebSocket profiles
+in httparena_ws.py; the static profile (reference only for engines, so not run unless named) in
+httparena_static.py.
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
 exits 1 on any FAIL, 2 when nothing answers.
@@ -45,9 +47,12 @@ from .httparena_tls import PROFILES as TLS_PROFILES
 from .httparena_tls import TlsChecks, default_certificate
 from .httparena_static import PROFILE as STATIC_PROFILE
 from .httparena_static import StaticChecks, default_static_dir
+from .httparena_ws import PROFILES as WS_PROFILES
+from .httparena_ws import WsChecks
 
 PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async", "async-db", "fortunes",
             "latency-1m", "latency-10k"]
+KNOWN_PROFILES = PROFILES + TLS_PROFILES + WS_PROFILES + [STATIC_PROFILE]
 # check_fragmented's socket timeout (snapshot 366) and its pause between writes (373).
 FRAGMENT_TIMEOUT = 5.0
 FRAGMENT_PAUSE = 0.03
@@ -645,6 +650,7 @@ class Validator:
             StaticChecks(self, self.static_dir).run()
         if set(profiles) & set(TLS_PROFILES):
             TlsChecks(self, self.tls_port, self.certificate).run(profiles)
+        WsChecks(self).run(profiles)
         if self.kept_open and not self.require_close:
             print("  NOTE: %d answers to Connection: close left the connection open (passed, "
                   "as validate.sh passes them)" % self.kept_open, file=self.out)
@@ -670,8 +676,7 @@ def add_arguments(parser):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--profiles", default=",".join(PROFILES),
-                        help="comma-separated, of: %s" % ", ".join(PROFILES + TLS_PROFILES
-                                                                      + [STATIC_PROFILE]))
+                        help="comma-separated, of: %s" % ", ".join(KNOWN_PROFILES))
     parser.add_argument("--tls-port", type=int, default=TLS_PORT,
                         help="the TLS listener of json-tls and 8gbit (default %d)" % TLS_PORT)
     parser.add_argument("--certificate",
@@ -699,11 +704,10 @@ def add_arguments(parser):
 
 def run(args):
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
-    known = PROFILES + TLS_PROFILES + [STATIC_PROFILE]
-    unknown = sorted(set(profiles) - set(known))
+    unknown = sorted(set(profiles) - set(KNOWN_PROFILES))
     if unknown:
         print("verify httparena: unknown profile(s) %s; known: %s"
-              % (", ".join(unknown), ", ".join(known)), file=sys.stderr)
+              % (", ".join(unknown), ", ".join(KNOWN_PROFILES)), file=sys.stderr)
         return 2
     with open(args.dataset, encoding="utf-8") as source:
         dataset = json.load(source)

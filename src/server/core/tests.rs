@@ -35,6 +35,11 @@ impl Service for TestService {
         out: &mut Vec<u8>,
         cx: &mut Context<'_>,
     ) -> Reply {
+        if request.path == "/ws" {
+            let accept = crate::ws::handshake::check(&request.upgrade, false).unwrap();
+            crate::ws::handshake::write_switch(out, &accept);
+            return Reply::Upgrade;
+        }
         if request.path != "/db" {
             response.write(out, cx.date, Status::Ok, ContentType::Plain, b"now");
             return Reply::Now;
@@ -54,6 +59,11 @@ impl Service for TestService {
                 Reply::Now
             }
         }
+    }
+
+    /// Echoes, as the app's `/ws` does.
+    fn on_message(&mut self, message: crate::ws::Message<'_>, out: &mut Vec<u8>) {
+        crate::ws::frame::write(out, message.opcode, message.payload);
     }
 
     /// Sets no timers.
@@ -255,6 +265,51 @@ fn a_db_request_goes_through_the_link_and_back() {
     assert!(response.ends_with("\r\n\r\n1 rows"), "{response}");
 }
 
+/// The switch to WebSocket: a request waiting for the database, the upgrade and the
+/// client's first frame, all in one read. The database's answer goes first, then the `101`,
+/// then the echo; the session counts in the budget; the slot's next peer speaks HTTP/1.1,
+/// under a new generation.
+#[test]
+fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
+    let mut core = ready_core();
+    let slot = core.open(7, Security::Plain);
+    let upgrade = b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+        Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    // "hi" as a text frame under the zero mask.
+    let frame = [0x81, 0x82, 0, 0, 0, 0, b'h', b'i'];
+    let read = [&b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n"[..], upgrade, &frame].concat();
+    core.received(slot, &read);
+    assert_eq!(core.advance(slot, true), Next::Keep { read: false });
+    assert!(
+        core.unsent(slot).is_empty(),
+        "the 101 waits behind the database"
+    );
+    send_all(&mut core);
+    let mut answer = script::bind_complete();
+    answer.extend(script::command_complete("SELECT 0"));
+    answer.extend(script::ready());
+    core.link_received(0, &answer);
+    core.advance(slot, true);
+    let sent = String::from_utf8_lossy(core.unsent(slot)).into_owned();
+    let switch = sent.find("HTTP/1.1 101 Switching Protocols\r\n").unwrap();
+    assert!(sent[..switch].starts_with("HTTP/1.1 200 OK") && sent[..switch].ends_with("0 rows"));
+    let tail = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\x81\x02hi";
+    assert!(core.unsent(slot).ends_with(tail), "{sent:?}");
+    assert!(matches!(core.slots[slot].protocol, Protocol::WebSocket(_)));
+    assert_counted(&core);
+    let generation = core.generation(slot);
+    let len = core.unsent(slot).len();
+    assert!(!core.sent(slot, len), "nothing waits");
+    // The peer leaves: nothing to answer, closed.
+    core.received(slot, &[]);
+    assert_eq!(core.advance(slot, true), Next::Close);
+    assert_eq!(core.release(slot), Some(7));
+    assert_counted(&core);
+    let slot = core.open(8, Security::Plain);
+    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    assert_eq!(core.generation(slot), generation.wrapping_add(1));
+}
+
 /// The database going away: the link's EOF fails the waiting request's query, the
 /// response still comes, the socket is ordered closed.
 #[test]
@@ -322,7 +377,7 @@ fn assert_counted(core: &Core<TestService, u32>) {
         .slots
         .iter()
         .filter(|slot| slot.socket.is_some())
-        .map(|slot| slot.conn.held())
+        .map(|slot| slot.protocol.held())
         .sum();
     assert_eq!(core.buffered, held);
 }

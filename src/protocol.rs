@@ -1,0 +1,145 @@
+//! What a connection speaks above its transport: HTTP/1.1, or WebSocket once a request has
+//! switched it. No I/O: the core feeds the protocol plaintext and sends what it has unsent,
+//! whichever it is; only [`Core::advance`](crate::server) looks inside to answer.
+//!
+//! HTTP/2 would be a third variant, chosen by ALPN when the TLS handshake ends.
+
+use std::time::Instant;
+
+use crate::http::{BufferPool, Connection, Timeouts};
+use crate::ws::Session;
+
+/// A connection's protocol. The WebSocket session is boxed so that an HTTP slot stays small.
+pub enum Protocol {
+    Http1(Connection),
+    WebSocket(Box<Session>),
+}
+
+impl Protocol {
+    /// Switches an HTTP/1.1 connection whose `101` is in its output to WebSocket; the
+    /// bytes already received after the handshake are the session's first.
+    pub fn switch_when_ready(&mut self, now: Instant) {
+        let Protocol::Http1(conn) = self else {
+            return;
+        };
+        if !conn.upgraded() {
+            return;
+        }
+        let peer_eof = conn.peer_eof();
+        let (generation, input, output, sent) = conn.hand_over();
+        let mut session = Session::new(generation, input, output, sent, now);
+        if peer_eof {
+            session.peer_closed();
+        }
+        *self = Protocol::WebSocket(Box::new(session));
+    }
+
+    /// Back to HTTP/1.1 for the slot's next peer (its buffers given back already).
+    pub fn end(&mut self, slot: u32, now: Instant) {
+        if let Protocol::WebSocket(session) = self {
+            *self = Protocol::Http1(Connection::following(slot, session.generation(), now));
+        }
+    }
+
+    pub fn generation(&self) -> u32 {
+        match self {
+            Protocol::Http1(conn) => conn.generation(),
+            Protocol::WebSocket(session) => session.generation(),
+        }
+    }
+
+    /// The buffer received plaintext is appended to.
+    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        match self {
+            Protocol::Http1(conn) => conn.input(buffers),
+            Protocol::WebSocket(session) => session.input(buffers),
+        }
+    }
+
+    pub fn buffered_input(&self) -> usize {
+        match self {
+            Protocol::Http1(conn) => conn.buffered_input(),
+            Protocol::WebSocket(session) => session.buffered_input(),
+        }
+    }
+
+    pub fn peer_closed(&mut self) {
+        match self {
+            Protocol::Http1(conn) => conn.peer_closed(),
+            Protocol::WebSocket(session) => session.peer_closed(),
+        }
+    }
+
+    pub fn peer_eof(&self) -> bool {
+        match self {
+            Protocol::Http1(conn) => conn.peer_eof(),
+            Protocol::WebSocket(session) => session.peer_eof(),
+        }
+    }
+
+    pub fn unsent(&self) -> &[u8] {
+        match self {
+            Protocol::Http1(conn) => conn.unsent(),
+            Protocol::WebSocket(session) => session.unsent(),
+        }
+    }
+
+    pub fn mark_sent(&mut self, n: usize, now: Instant) {
+        match self {
+            Protocol::Http1(conn) => conn.mark_sent(n, now),
+            Protocol::WebSocket(session) => session.mark_sent(n, now),
+        }
+    }
+
+    pub fn wants_input(&self) -> bool {
+        match self {
+            Protocol::Http1(conn) => conn.wants_input(),
+            Protocol::WebSocket(session) => session.wants_input(),
+        }
+    }
+
+    /// Input or answers wait for the output to drain.
+    pub fn has_backlog(&self) -> bool {
+        match self {
+            Protocol::Http1(conn) => conn.has_backlog(),
+            Protocol::WebSocket(session) => session.has_backlog(),
+        }
+    }
+
+    /// Everything is answered and sent and no more will be read.
+    pub fn is_finished(&self) -> bool {
+        match self {
+            Protocol::Http1(conn) => conn.is_finished(),
+            Protocol::WebSocket(session) => session.is_finished(),
+        }
+    }
+
+    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        match self {
+            Protocol::Http1(conn) => conn.timed_out(now, limits),
+            Protocol::WebSocket(session) => session.timed_out(now, limits),
+        }
+    }
+
+    /// Buffer memory it holds, for the worker's budget.
+    pub fn held(&self) -> usize {
+        match self {
+            Protocol::Http1(conn) => conn.held(),
+            Protocol::WebSocket(session) => session.held(),
+        }
+    }
+
+    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+        match self {
+            Protocol::Http1(conn) => conn.give_back_idle(buffers),
+            Protocol::WebSocket(session) => session.give_back_idle(buffers),
+        }
+    }
+
+    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+        match self {
+            Protocol::Http1(conn) => conn.give_back_all(buffers),
+            Protocol::WebSocket(session) => session.give_back_all(buffers),
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! One WebSocket connection after the switch: frames in, the app's messages out, control
+//! frames answered, the close handshake, bounded buffers. No I/O: the core feeds it bytes
+//! and sends its output, as for an HTTP connection.
+//!
+//! A message in one frame reaches the app where it lies in the input, unmasked in place: no
+//! copy. Only a fragmented one is gathered in a buffer of its own, bounded by the message
+//! limit as a single frame is. The answers to everything one read brought go to the output
+//! together, and so out in one send.
+
+use std::time::Instant;
+
+use super::frame::{self, Decoded, Opcode, Utf8};
+use crate::http::{lent, BufferPool, Timeouts};
+
+/// Unsent output above which no more frames are read (as an HTTP connection's high-water
+/// mark): a client that does not read its echoes stops being read.
+const OUTPUT_HIGH_WATER: usize = 256 * 1024;
+
+/// The default longest message (`--max-message`): 1 MiB, as `--max-body`; longer: close 1009.
+pub const MAX_MESSAGE: usize = 1024 * 1024;
+
+/// The most bytes a connection must be able to hold unread: one whole frame.
+pub fn longest_frame(max_message: usize) -> usize {
+    frame::MAX_HEADER + max_message
+}
+
+/// A data message, whole: text (valid UTF-8) or binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// [`Opcode::Text`] or [`Opcode::Binary`].
+    pub opcode: Opcode,
+    pub payload: &'a [u8],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    /// A fragmented message is being gathered: its opcode and how its text checks so far.
+    Gathering {
+        opcode: Opcode,
+        utf8: Utf8,
+    },
+    /// Our close frame is written: nothing more is read; once it is sent, the connection
+    /// closes.
+    Closed,
+}
+
+pub struct Session {
+    /// The slot's generation, carried over from its HTTP connection.
+    generation: u32,
+    state: State,
+    /// Received bytes not taken yet (a partial frame); no buffer while empty.
+    input: Vec<u8>,
+    output: Vec<u8>,
+    /// How much of `output` has been sent.
+    sent: usize,
+    /// The fragments of the message being gathered.
+    message: Vec<u8>,
+    peer_eof: bool,
+    /// Bytes sent since the switch, wrapping; everything unsent at `owed_since` must be sent
+    /// (`sent_total` reach `owed_mark`) within the send timeout.
+    sent_total: u32,
+    owed_since: Option<Instant>,
+    owed_mark: u32,
+    /// The last time a frame came in or a byte went out.
+    last_active: Instant,
+    /// The output reached the high-water mark at the last [`Session::process`]: reading
+    /// stopped, and must start again once it drains.
+    full: bool,
+}
+
+impl Session {
+    /// Takes over an HTTP connection's input (the bytes after the handshake) and its
+    /// unsent output (the `101`, after any answers before it), `sent` bytes of which are
+    /// out already.
+    pub fn new(
+        generation: u32,
+        input: Vec<u8>,
+        output: Vec<u8>,
+        sent: usize,
+        now: Instant,
+    ) -> Self {
+        let mut session = Session {
+            generation,
+            state: State::Open,
+            input,
+            output,
+            sent,
+            message: Vec::new(),
+            peer_eof: false,
+            sent_total: 0,
+            owed_since: None,
+            owed_mark: 0,
+            last_active: now,
+            full: false,
+        };
+        session.owe_progress(now);
+        session
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The buffer received bytes are appended to, lent from `buffers` if it has none.
+    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    /// Takes every whole frame in the input while the client reads its answers: each data
+    /// message goes to `on_message` with the output to answer into; a ping is answered with
+    /// a pong, a close with a close carrying its code. A frame that breaks the protocol, a
+    /// message over `max_message` or text that is not UTF-8 is answered with a close
+    /// carrying the reason (1002, 1009, 1007), and nothing more is read.
+    pub fn process(
+        &mut self,
+        mut on_message: impl FnMut(Message<'_>, &mut Vec<u8>),
+        max_message: usize,
+        now: Instant,
+        buffers: &mut BufferPool,
+        share: usize,
+    ) {
+        let high_water = share.min(OUTPUT_HIGH_WATER);
+        let mut input = std::mem::take(&mut self.input);
+        let mut consumed = 0;
+        while self.state != State::Closed && self.output.len() - self.sent < high_water {
+            let rest = &mut input[consumed..];
+            let header = match frame::decode(rest, max_message) {
+                Decoded::Frame(header) => header,
+                Decoded::Partial => break,
+                Decoded::Invalid(code) => {
+                    self.close(code, buffers);
+                    break;
+                }
+            };
+            let end = header.len + header.payload_len;
+            let Some(payload) = rest.get_mut(header.len..end) else {
+                break;
+            };
+            frame::unmask(payload, header.mask);
+            consumed += end;
+            self.last_active = now;
+            let payload = &*payload;
+            if let Err(code) = self.take(header, payload, max_message, &mut on_message, buffers) {
+                self.close(code, buffers);
+            }
+        }
+        input.drain(..consumed);
+        if self.state == State::Closed {
+            input.clear();
+        }
+        self.input = input;
+        self.full = self.output.len() - self.sent >= high_water;
+        if self.peer_eof && self.state != State::Closed {
+            // The peer left without a close frame: nothing can be answered any more.
+            self.state = State::Closed;
+            self.input.clear();
+        }
+        self.owe_progress(now);
+    }
+
+    /// Takes one whole frame; the close code if it breaks the protocol.
+    fn take(
+        &mut self,
+        header: frame::Header,
+        payload: &[u8],
+        max_message: usize,
+        on_message: &mut impl FnMut(Message<'_>, &mut Vec<u8>),
+        buffers: &mut BufferPool,
+    ) -> Result<(), u16> {
+        match (header.opcode, &mut self.state) {
+            (Opcode::Ping, _) => {
+                frame::write(lent(&mut self.output, buffers), Opcode::Pong, payload);
+            }
+            (Opcode::Pong, _) => {}
+            (Opcode::Close, _) => {
+                let code = close_code(payload)?;
+                self.close(code, buffers);
+            }
+            (Opcode::Text | Opcode::Binary, State::Open) if header.fin => {
+                if header.opcode == Opcode::Text && std::str::from_utf8(payload).is_err() {
+                    return Err(frame::INVALID_DATA);
+                }
+                let message = Message {
+                    opcode: header.opcode,
+                    payload,
+                };
+                on_message(message, lent(&mut self.output, buffers));
+            }
+            (opcode @ (Opcode::Text | Opcode::Binary), State::Open) => {
+                let mut utf8 = Utf8::default();
+                if opcode == Opcode::Text && !utf8.feed(payload) {
+                    return Err(frame::INVALID_DATA);
+                }
+                lent(&mut self.message, buffers).extend_from_slice(payload);
+                self.state = State::Gathering { opcode, utf8 };
+            }
+            (Opcode::Continuation, State::Gathering { opcode, utf8 }) => {
+                let opcode = *opcode;
+                if self.message.len() + payload.len() > max_message {
+                    return Err(frame::TOO_BIG);
+                }
+                if opcode == Opcode::Text && !utf8.feed(payload) {
+                    return Err(frame::INVALID_DATA);
+                }
+                let complete = utf8.is_complete();
+                self.message.extend_from_slice(payload);
+                if header.fin {
+                    if opcode == Opcode::Text && !complete {
+                        return Err(frame::INVALID_DATA);
+                    }
+                    let message = Message {
+                        opcode,
+                        payload: &self.message,
+                    };
+                    on_message(message, lent(&mut self.output, buffers));
+                    self.message.clear();
+                    self.state = State::Open;
+                }
+            }
+            // A continuation with nothing to continue, a new message inside another, or
+            // anything after our close.
+            _ => return Err(frame::PROTOCOL_ERROR),
+        }
+        Ok(())
+    }
+
+    /// Writes our close frame with `code`; nothing more is read.
+    fn close(&mut self, code: u16, buffers: &mut BufferPool) {
+        if self.state != State::Closed {
+            frame::write_close(lent(&mut self.output, buffers), code);
+            self.state = State::Closed;
+        }
+        buffers.give_back(std::mem::take(&mut self.message));
+    }
+
+    /// Starts the clock on what is unsent now, unless it already runs.
+    fn owe_progress(&mut self, now: Instant) {
+        if self.owed_since.is_none() && self.sent < self.output.len() {
+            let unsent = (self.output.len() - self.sent) as u32;
+            self.owed_since = Some(now);
+            self.owed_mark = self.sent_total.wrapping_add(unsent);
+        }
+    }
+
+    pub fn unsent(&self) -> &[u8] {
+        &self.output[self.sent..]
+    }
+
+    /// `n` bytes of [`Session::unsent`] went out.
+    pub fn mark_sent(&mut self, n: usize, now: Instant) {
+        self.sent += n;
+        self.sent_total = self.sent_total.wrapping_add(n as u32);
+        if n > 0 {
+            self.last_active = now;
+        }
+        if self.sent == self.output.len() {
+            self.output.clear();
+            self.sent = 0;
+        }
+        if self.owed_since.is_some() && self.sent_total.wrapping_sub(self.owed_mark) as i32 >= 0 {
+            self.owed_since = None;
+            self.owe_progress(now);
+        }
+    }
+
+    /// The peer sent its last byte: the whole frames already in are still taken.
+    pub fn peer_closed(&mut self) {
+        self.peer_eof = true;
+    }
+
+    pub fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
+
+    pub fn buffered_input(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Whether to read more now: it is open and the client reads its answers.
+    pub fn wants_input(&self) -> bool {
+        self.state != State::Closed
+            && !self.peer_eof
+            && self.output.len() - self.sent < OUTPUT_HIGH_WATER
+    }
+
+    /// Whether advancing again once the output has drained may do more: take the frames
+    /// waiting in the input, or read again (reading stopped while the output was full).
+    pub fn has_backlog(&self) -> bool {
+        self.state != State::Closed && (self.full || !self.input.is_empty())
+    }
+
+    /// Closed and everything sent: the connection may close.
+    pub fn is_finished(&self) -> bool {
+        self.state == State::Closed && self.sent == self.output.len()
+    }
+
+    /// The client took too long to read what was unsent at some instant, or nothing moved
+    /// either way for the idle timeout (which also bounds how long a frame may take to
+    /// arrive once begun).
+    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        let owed_late = self
+            .owed_since
+            .is_some_and(|since| now.duration_since(since) > limits.send);
+        owed_late || now.duration_since(self.last_active) > limits.idle
+    }
+
+    /// The buffer memory it holds.
+    pub fn held(&self) -> usize {
+        self.input.capacity() + self.output.capacity() + self.message.capacity()
+    }
+
+    /// Gives back the buffers that are empty.
+    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+        for buffer in [&mut self.input, &mut self.output, &mut self.message] {
+            if buffer.is_empty() && buffer.capacity() > 0 {
+                buffers.give_back(std::mem::take(buffer));
+            }
+        }
+    }
+
+    /// Gives every buffer back: the connection is closed.
+    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+        for buffer in [&mut self.input, &mut self.output, &mut self.message] {
+            buffers.give_back(std::mem::take(buffer));
+        }
+        self.sent = 0;
+    }
+}
+
+/// The code to answer a close frame's payload with: its own code (1000 when it has none),
+/// or why the payload is wrong (one byte, a code that may not be sent: 1002; a reason that
+/// is not UTF-8: 1007).
+fn close_code(payload: &[u8]) -> Result<u16, u16> {
+    let (code, reason) = match payload {
+        [] => return Ok(frame::NORMAL),
+        [_] => return Err(frame::PROTOCOL_ERROR),
+        [high, low, reason @ ..] => (u16::from_be_bytes([*high, *low]), reason),
+    };
+    if !frame::is_valid_close_code(code) {
+        return Err(frame::PROTOCOL_ERROR);
+    }
+    if std::str::from_utf8(reason).is_err() {
+        return Err(frame::INVALID_DATA);
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests;
