@@ -85,6 +85,9 @@ pub struct Connection {
     peer_eof: bool,
     /// `100 Continue` went out for the request at the front of the input.
     continued: bool,
+    /// The output reached the high-water mark at the last [`Connection::process`]: reading
+    /// stopped, and must start again once the output drains.
+    full: bool,
     /// How far the chunked body of the request at the front of the input is decoded (in
     /// the input itself) while it has not all arrived.
     chunked: Chunked,
@@ -114,6 +117,7 @@ impl Connection {
             upgrading: false,
             peer_eof: false,
             continued: false,
+            full: false,
             chunked: Chunked::default(),
             waiting_since: None,
             last_active: now,
@@ -141,6 +145,7 @@ impl Connection {
         self.upgrading = false;
         self.peer_eof = false;
         self.continued = false;
+        self.full = false;
         self.waiting_since = None;
         self.last_active = now;
     }
@@ -289,6 +294,7 @@ impl Connection {
             true if consumed > 0 => Some(now),
             true => self.waiting_since.or(Some(now)),
         };
+        self.full = !self.has_room(high_water);
         self.owe_progress(now);
     }
 
@@ -474,10 +480,12 @@ impl Connection {
     }
 
     /// Complete requests wait in the input, or finished responses in line, for the output
-    /// to drain.
+    /// to drain; or reading stopped while it was full.
     pub fn has_backlog(&self) -> bool {
         let requests = !self.closing && !self.input.is_empty() && self.waiting_since.is_none();
-        requests || self.queue.front().is_some_and(|queued| queued.done)
+        requests
+            || self.full && !self.closing
+            || self.queue.front().is_some_and(|queued| queued.done)
     }
 
     /// Everything is answered and sent and no more will be read.

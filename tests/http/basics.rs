@@ -371,9 +371,31 @@ fn help_and_bad_arguments(binary: &str) {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--threads"));
 }
 
+/// An answer larger than the output's high-water mark stops the connection's reading while it
+/// is sent; once it is all sent the connection reads again, with nothing queued behind it to
+/// wake it (epoll kept watching the socket for neither reading nor writing: the next request
+/// waited for the idle timeout).
+fn a_connection_reads_again_after_an_answer_over_the_high_water_mark(binary: &str) {
+    let server = Server::start(binary, &["--max-body", "2000000"]);
+    let mut client = server.connect();
+    let body: Vec<u8> = (0..600_000).map(|i| (i % 251) as u8).collect();
+    let head = format!(
+        "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Type: application/octet-stream\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    client.send(&[head.as_bytes(), &body].concat());
+    let echoed = client.response().unwrap();
+    assert_eq!((echoed.status, echoed.body.len()), (200, body.len()));
+    assert!(echoed.body == body, "the body echoed byte for byte");
+    let next = client.get("/plaintext");
+    assert_eq!((next.status, next.text()), (200, "Hello, World!"));
+}
+
 test_both_binaries! {
     gnosis, gnosis_uring;
     json_follows_the_spec,
+    a_connection_reads_again_after_an_answer_over_the_high_water_mark,
     an_idle_keep_alive_connection_is_closed_after_the_idle_timeout,
     the_idle_timeout_spares_a_connection_owed_an_answer,
     plaintext_follows_the_spec,
