@@ -4,15 +4,9 @@ requests it can take. wrk keeps every connection busy, so it cannot offer a rate
 (nghttp2-client) can (`--rps`, per connection), over cleartext or TLS, and logs every request's
 latency (`--log-file`), from which the percentiles are taken here."""
 
-import os
-import resource
-import shlex
-import subprocess
 import tempfile
-import time
 
-from ..system import SetupError
-from .proc import postgres_cpu_ticks, ticks_since
+from .load import run_load
 
 WARM_UP_S = 1
 REQUEST_LINE = "requests:"
@@ -76,46 +70,16 @@ def percentiles(sorted_values):
 
 
 def run_h2load(server, url, connections, threads, duration, rate, body_file=None, content_type=None):
-    """One paced run against `server`, measured as load.run_wrk measures a wrk run."""
+    """One paced run against `server`, measured as load.run_load measures any load. Requests
+    are counted in the measured window, the server's CPU over the whole run (the connections
+    made and the warm-up's requests too): CPU per request reads a little high, alike for every
+    server."""
     with tempfile.NamedTemporaryFile("r", prefix="h2load-", suffix=".log") as log:
         command = h2load_command(url, connections, threads, duration, rate, body_file, content_type, log.name)
-        server.check_alive()
-        server.reset_peak_rss()
-        ticks_before = server.cpu_ticks()
-        postgres_before = postgres_cpu_ticks()
-        own_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
-        except subprocess.TimeoutExpired:
-            raise SetupError(f"h2load did not finish: {shlex.join(command)}") from None
-        wall = time.monotonic() - started
-        own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
-        postgres_cpu_s = ticks_since(postgres_before, postgres_cpu_ticks()) / os.sysconf("SC_CLK_TCK")
-        load_cpu_s = (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime)
-        server.check_alive()
-        if done.returncode != 0:
-            raise SetupError(f"h2load failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
-        summary = parse_h2load_output(done.stdout, log.readlines(), duration)
-    summary["offered_per_s"] = offered_rate(rate, connections)
-    # Requests are counted in the measured window, the server's CPU over the whole run (the
-    # connections made and the warm-up's requests too): CPU per request is a little high, alike
-    # for every server.
-    return {
-        "command": shlex.join(command),
-        "connections": connections,
-        "threads": threads,
-        "summary": summary,
-        "server_cpu_s": round(cpu_s, 2),
-        "server_cpu_percent": round(100 * cpu_s / wall, 1),
-        "requests_per_cpu_s": round(summary["requests"] / cpu_s) if cpu_s > 0 else None,
-        "server_peak_rss_kib": server.peak_rss_kib(),
-        "server_rss_at_start_kib": server.rss_at_start_kib,
-        "postgres_cpu_percent": round(100 * postgres_cpu_s / wall, 1),
-        "postgres_cpu_s": round(postgres_cpu_s, 2),
-        "wrk_cpu_s": round(load_cpu_s, 2),
-        "wrk_cpu_percent": round(100 * load_cpu_s / wall, 1),
-        "wall_s": round(wall, 2),
-        "wrk_output": done.stdout,
-    }
+
+        def parse(stdout):
+            summary = parse_h2load_output(stdout, log.readlines(), duration)
+            summary["offered_per_s"] = offered_rate(rate, connections)
+            return summary
+
+        return run_load(server, command, connections, threads, duration, parse)
