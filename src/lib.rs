@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod config;
+pub mod h2;
 pub mod http;
 pub mod pg;
 pub mod protocol;
