@@ -1,0 +1,106 @@
+//! HTTP/2 conformance of the sans-I/O `h2` module: h2spec (RFC 9113 and RFC 7541, all 147
+//! cases of `--strict`) against a minimal blocking server around `h2::Connection`, over
+//! real sockets.
+//! It stands until the module is served by the binaries, when h2spec runs against them.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gnosis::h2::{Answer, Connection, Limits};
+use gnosis::http::HttpDate;
+
+/// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
+fn h2spec() -> PathBuf {
+    std::env::var_os("H2SPEC").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/anchors/tools/h2spec"),
+        PathBuf::from,
+    )
+}
+
+/// Serves one connection: every request answered at once, POST with its body, others
+/// with 1,000 bytes (h2spec's negative-window case needs a few), until the connection is
+/// finished or the peer leaves.
+fn serve(mut socket: TcpStream) -> std::io::Result<()> {
+    let date = HttpDate::new();
+    let mut connection = Connection::new(Limits::default(), Instant::now());
+    let mut buffer = vec![0; 64 * 1024];
+    let mut answers = Vec::new();
+    loop {
+        while let Some(request) = connection.take_request() {
+            let body = if request.body.is_empty() {
+                request
+                    .path
+                    .as_bytes()
+                    .repeat(1000 / request.path.len().max(1))
+            } else {
+                request.body.to_vec()
+            };
+            answers.push((request.stream, body));
+        }
+        for (stream, body) in answers.drain(..) {
+            let answer = Answer {
+                status: 200,
+                content_type: b"text/plain",
+                body: &body,
+                trailers: &[],
+            };
+            connection.answer(stream, &answer, &date, Instant::now());
+        }
+        while !connection.unsent().is_empty() {
+            let written = socket.write(connection.unsent())?;
+            if connection.sent(written, Instant::now()) {
+                connection.receive(&[], &date, Instant::now());
+            }
+        }
+        if connection.is_finished() {
+            return Ok(());
+        }
+        if !connection.wants_input() {
+            continue;
+        }
+        let read = socket.read(&mut buffer)?;
+        if read == 0 {
+            return Ok(());
+        }
+        connection.receive(&buffer[..read], &date, Instant::now());
+    }
+}
+
+#[test]
+fn h2spec_passes_every_strict_case() {
+    let h2spec = h2spec();
+    assert!(
+        h2spec.exists(),
+        "h2spec is needed at {} (or set H2SPEC)",
+        h2spec.display()
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming().flatten() {
+            socket.set_read_timeout(Some(Duration::from_secs(10))).ok();
+            std::thread::spawn(move || serve(socket));
+        }
+    });
+    let output = Command::new(&h2spec)
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-o",
+            "5",
+            "--strict",
+        ])
+        .output()
+        .expect("h2spec runs");
+    let report = String::from_utf8_lossy(&output.stdout);
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        output.status.success() && summary.contains("147 tests, 147 passed"),
+        "{report}"
+    );
+}
