@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN, MAX_WINDOW};
 use super::hpack::{self, BlockError, Decoder};
-use super::output::Output;
+use super::output::{Output, KEPT_CAPACITY};
 use super::settings::{Limits, PeerSettings, DEFAULT_WINDOW};
 use super::stream::{write_data, Answer, Closed, Request, State, Stream};
 use crate::http::{HttpDate, Method};
@@ -129,6 +129,9 @@ impl Connection {
         }
         self.input = input;
         self.input.drain(..at);
+        if self.input.is_empty() && self.input.capacity() > KEPT_CAPACITY {
+            self.input = Vec::new();
+        }
     }
 
     /// Reads the frame at the front of `input` and acts on it; returns its length, or 0
@@ -748,7 +751,7 @@ impl Connection {
     }
 
     /// What the connection holds in memory, for the worker's budget: its buffers, its
-    /// streams' and the HPACK decoder's dynamic table at its largest.
+    /// streams' and the HPACK decoder's dynamic table at its fullest.
     pub fn held(&self) -> usize {
         self.input.capacity()
             + self.output.capacity()
@@ -759,7 +762,7 @@ impl Connection {
                 .map_or(0, |block| block.bytes.capacity())
             + self.streams.capacity() * std::mem::size_of::<Stream>()
             + self.streams.iter().map(Stream::held).sum::<usize>()
-            + hpack::DYNAMIC_TABLE_SIZE
+            + hpack::DECODER_HELD
     }
 
     /// Whether the connection takes more bytes now: not once it failed, nor while it holds

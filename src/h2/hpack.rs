@@ -22,7 +22,12 @@ use crate::http::{HttpDate, Method};
 
 /// The dynamic table size of RFC 7541 (SETTINGS_HEADER_TABLE_SIZE's default); the server
 /// never advertises another, so a peer's table size update beyond it is an error.
-pub const DYNAMIC_TABLE_SIZE: usize = 4096;
+const DYNAMIC_TABLE_SIZE: usize = 4096;
+
+/// What a decoder's dynamic table holds at its fullest: the fields' bytes, and for each
+/// field (one per 32 bytes of table at most, RFC 7541 4.1) its name's and value's vectors.
+pub const DECODER_HELD: usize =
+    DYNAMIC_TABLE_SIZE + DYNAMIC_TABLE_SIZE / 32 * 2 * std::mem::size_of::<Vec<u8>>();
 
 /// The HPACK decoder of one connection: its dynamic table lives as long as the connection.
 pub struct Decoder {

@@ -17,7 +17,6 @@ mod stream;
 
 pub use connection::{Connection, PREFACE};
 pub use frame::ErrorCode;
-pub use hpack::DYNAMIC_TABLE_SIZE;
 pub use settings::Limits;
 pub use stream::{Answer, Request};
 

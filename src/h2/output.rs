@@ -6,6 +6,9 @@ use super::frame::ErrorCode;
 /// Unsent output above which no frame is read and no DATA written: a client that does not
 /// read cannot make the connection hold more than this, plus one answer's frames.
 pub const HIGH_WATER: usize = 256 * 1024;
+/// An empty buffer larger than this (after a large answer) is freed rather than kept, so
+/// that an idle connection holds little.
+pub const KEPT_CAPACITY: usize = 16 * 1024;
 /// SETTINGS and PING acknowledgements written and not yet sent, above which the
 /// connection ends with ENHANCE_YOUR_CALM (a client that floods them and never reads).
 const MAX_UNSENT_CONTROL: u32 = 1000;
@@ -46,6 +49,9 @@ impl Output {
         if self.sent == self.bytes.len() {
             self.bytes.clear();
             self.sent = 0;
+            if self.bytes.capacity() > KEPT_CAPACITY {
+                self.bytes = Vec::new();
+            }
         }
         if self.sent_total >= self.control_end {
             self.control_unsent = 0;

@@ -972,6 +972,21 @@ fn a_frame_over_the_max_frame_size_is_a_frame_size_error() {
     assert_eq!(kind_code(client.error()), goaway(ErrorCode::FrameSize));
 }
 
+#[test]
+fn an_idle_connection_holds_little_after_a_large_answer() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 0x10, 0, 0]));
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    client.answer(1, &[b'a'; 200_000]);
+    assert!(client.connection.held() > 200_000);
+    while !client.read().is_empty() {}
+    let held = client.connection.held();
+    assert!(held < 16 * 1024, "{held}");
+}
+
 // Ending.
 
 #[test]
