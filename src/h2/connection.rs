@@ -391,11 +391,14 @@ impl Connection {
     }
 
     /// DATA on a stream not open: an idle one's is a connection error, a closed one's a
-    /// stream error, but one the server reset lately may still be in flight and is ignored.
+    /// stream error, but one the server reset lately may still be in flight and is ignored,
+    /// as are those opened after the server's GOAWAY.
     fn closed_stream(&self, stream: u32, code: ErrorCode) -> Result<(), H2Error> {
+        let after_goaway =
+            matches!(self.phase, Phase::Draining { last_stream } if stream > last_stream);
         if stream > self.last_stream {
             Err(H2Error::Connection(ErrorCode::Protocol))
-        } else if self.recently_closed.by_reset(stream) {
+        } else if after_goaway || self.recently_closed.by_reset(stream) {
             Ok(())
         } else {
             Err(H2Error::Stream(stream, code))

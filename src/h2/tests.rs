@@ -996,8 +996,11 @@ fn a_graceful_goaway_answers_the_open_streams_and_no_new_one() {
     client.send(&request);
     client.connection.shutdown();
     assert_eq!(client.error(), (GOAWAY, 1, ErrorCode::NoError as u32));
-    let request = client.get(3, "/");
+    let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(3, &fields, false);
     client.send(&request);
+    client.send(&raw(DATA, END_STREAM, 3, b"ignored"));
+    assert!(client.read().is_empty());
     assert!(!client.connection.is_finished());
     assert_eq!(client.answer_next(), 1);
     assert!(client.connection.take_request().is_none());
