@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
 use super::hpack::{self, BlockError, Decoder};
+use proptest::prelude::*;
+
 use super::{Answer, Connection, Limits, PREFACE};
 use crate::http::{HttpDate, Method};
 
@@ -1204,4 +1206,58 @@ fn a_client_that_never_reads_is_not_read_either_and_its_connection_stays_bounded
     }
     assert_eq!((data, acks), (10 * body.len(), pings));
     assert!(client.connection.wants_input());
+}
+
+// Whatever comes.
+
+/// A frame of any type, flags and small stream, its payload made of a few pieces that
+/// often look like a frame's fields (a length, a stream, a header block), or any bytes.
+fn any_frame() -> impl Strategy<Value = Vec<u8>> {
+    let payload = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..40),
+        Just(hex("8286 84 41 01 61")),
+        Just(hex("8287 85")),
+        Just(vec![0, 0, 0, 1]),
+        Just(vec![0, 4, 0, 0, 0, 1]),
+        Just(vec![0x7f, 0xff, 0xff, 0xff]),
+    ];
+    (0..11u8, any::<u8>(), 0..8u32, payload)
+        .prop_map(|(kind, flags, stream, payload)| raw(kind, flags, stream, &payload))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// No sequence of frames makes the connection panic, nor hold more than its bounds,
+    /// and whatever it writes is whole frames.
+    #[test]
+    fn any_frames_never_panic_and_stay_bounded(
+        frames in proptest::collection::vec(any_frame(), 1..40),
+        answer in any::<bool>(),
+    ) {
+        let mut client = Client::new(Limits::default());
+        for frame in frames {
+            client.send(&frame);
+            if answer {
+                while let Some(request) = client.connection.take_request() {
+                    let stream = request.stream;
+                    client.answer(stream, &[b'x'; 100]);
+                }
+            }
+            prop_assert!(client.connection.held() < 64 * 1024);
+            client.read();
+        }
+    }
+
+    /// Nor do any bytes after the preface, in any pieces.
+    #[test]
+    fn any_bytes_never_panic(
+        pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..8),
+    ) {
+        let mut client = Client::new(Limits::default());
+        for piece in pieces {
+            client.send(&piece);
+            client.read();
+        }
+    }
 }
