@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gnosis::h2::{Answer, Connection, Limits};
-use gnosis::http::HttpDate;
+use gnosis::http::{BufferPool, HttpDate};
 
 /// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
 fn h2spec() -> PathBuf {
@@ -25,6 +25,7 @@ fn h2spec() -> PathBuf {
 /// finished or the peer leaves.
 fn serve(mut socket: TcpStream) -> std::io::Result<()> {
     let date = HttpDate::new();
+    let mut buffers = BufferPool::default();
     let mut connection = Connection::new(Limits::default(), Instant::now());
     let mut buffer = vec![0; 64 * 1024];
     let mut answers = Vec::new();
@@ -47,14 +48,16 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
                 body: &body,
                 trailers: &[],
             };
-            connection.answer(stream, &answer, &date, Instant::now());
+            connection.answer(stream, &answer, &date, Instant::now(), &mut buffers);
         }
         while !connection.unsent().is_empty() {
             let written = socket.write(connection.unsent())?;
-            if connection.sent(written, Instant::now()) {
-                connection.receive(&[], &date, Instant::now());
+            connection.mark_sent(written, Instant::now());
+            if connection.has_backlog() {
+                connection.process(&date, Instant::now(), &mut buffers);
             }
         }
+        connection.give_back_idle(&mut buffers);
         if connection.is_finished() {
             return Ok(());
         }
@@ -65,7 +68,10 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
         if read == 0 {
             return Ok(());
         }
-        connection.receive(&buffer[..read], &date, Instant::now());
+        connection
+            .input(&mut buffers)
+            .extend_from_slice(&buffer[..read]);
+        connection.process(&date, Instant::now(), &mut buffers);
     }
 }
 

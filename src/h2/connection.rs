@@ -8,11 +8,12 @@
 use std::time::Instant;
 
 use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN, MAX_WINDOW};
-use super::hpack::{self, BlockError, Decoder};
-use super::output::{Output, KEPT_CAPACITY};
+use super::hpack::{self, BlockError, Decoder, PendingBlock};
+use super::inflow::Inflow;
+use super::output::Output;
 use super::settings::{Limits, PeerSettings, DEFAULT_WINDOW};
 use super::stream::{write_data, Answer, Closed, Request, State, Stream};
-use crate::http::{HttpDate, Method};
+use crate::http::{lent, BufferPool, HttpDate, Method, Timeouts};
 
 /// The client's connection preface (RFC 9113, 3.4), which also tells an HTTP/2 client by
 /// prior knowledge from an HTTP/1.1 one.
@@ -39,14 +40,6 @@ enum Phase {
     Failed,
 }
 
-/// A header block whose CONTINUATION frames are still coming.
-struct PendingBlock {
-    stream: u32,
-    end_stream: bool,
-    self_dependent: bool,
-    bytes: Vec<u8>,
-}
-
 pub struct Connection {
     limits: Limits,
     phase: Phase,
@@ -57,12 +50,9 @@ pub struct Connection {
     block: Vec<u8>,
     decoder: Decoder,
     peer: PeerSettings,
-    /// The connection's windows: what the server may send, what the peer may.
+    /// What the server may send on the connection.
     send_window: i64,
-    recv_window: i64,
-    /// Whether the peer has acknowledged the server's SETTINGS: until then a new stream's
-    /// receive window is the default.
-    settings_acked: bool,
+    inflow: Inflow,
     /// Open streams, by increasing identifier.
     streams: Vec<Stream>,
     /// The highest stream identifier the client has used: streams below it that are not
@@ -72,8 +62,9 @@ pub struct Connection {
     recently_closed: Closed,
     /// Resets charged against [`RESET_BUDGET`], less the streams answered since.
     resets: u32,
-    /// Request body bytes held by all streams.
-    body_held: usize,
+    /// The peer sent its last byte.
+    peer_eof: bool,
+    /// The last time a frame arrived or a byte went.
     last_active: Instant,
 }
 
@@ -92,29 +83,31 @@ impl Connection {
             decoder: Decoder::new(),
             peer: PeerSettings::default(),
             send_window: DEFAULT_WINDOW,
-            recv_window: DEFAULT_WINDOW,
-            settings_acked: false,
+            inflow: Inflow::new(&limits),
             streams: Vec::new(),
             last_stream: 0,
             pending_block: None,
             recently_closed: Closed::default(),
             resets: 0,
-            body_held: 0,
+            peer_eof: false,
             last_active: now,
         }
     }
 
-    /// Takes received plaintext and reads every whole frame in it, as long as the output
-    /// is under its high-water mark (the rest waits for [`Connection::sent`]). `date` is for
-    /// the answers the connection gives itself (413, 431).
-    pub fn receive(&mut self, bytes: &[u8], date: &HttpDate, now: Instant) {
+    /// The buffer received plaintext is appended to, lent from `buffers` if it has none;
+    /// [`Connection::process`] reads it.
+    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    /// Reads every whole frame received, as long as the output is under its high-water
+    /// mark (the rest waits for the output to drain: [`Connection::has_backlog`]). `date` is
+    /// for the answers the connection gives itself (413, 431).
+    pub fn process(&mut self, date: &HttpDate, now: Instant, buffers: &mut BufferPool) {
         if matches!(self.phase, Phase::Failed) {
             return;
         }
-        if !bytes.is_empty() {
-            self.last_active = now;
-        }
-        self.input.extend_from_slice(bytes);
+        self.output.lend(buffers);
         let input = std::mem::take(&mut self.input);
         let mut at = 0;
         while self.output.room() > 0 {
@@ -123,15 +116,18 @@ impl Connection {
                 Ok(len) => at += len,
                 Err(code) => {
                     self.fail(code);
-                    return;
+                    break;
                 }
             }
         }
-        self.input = input;
-        self.input.drain(..at);
-        if self.input.is_empty() && self.input.capacity() > KEPT_CAPACITY {
-            self.input = Vec::new();
+        if at > 0 {
+            self.last_active = now;
         }
+        if !matches!(self.phase, Phase::Failed) {
+            self.input = input;
+            self.input.drain(..at);
+        }
+        self.output.owe_progress(now);
     }
 
     /// Reads the frame at the front of `input` and acts on it; returns its length, or 0
@@ -199,13 +195,14 @@ impl Connection {
                 if end_headers {
                     return self.on_header_block(stream, block, end_stream, self_dependent, date);
                 }
-                self.check_block_size(block.len())?;
-                self.pending_block = Some(PendingBlock {
+                let mut pending = PendingBlock {
                     stream,
                     end_stream,
                     self_dependent,
-                    bytes: block.to_vec(),
-                });
+                    bytes: Vec::new(),
+                };
+                pending.extend(block, self.limits.max_header_list)?;
+                self.pending_block = Some(pending);
                 Ok(())
             }
             Frame::Continuation {
@@ -214,9 +211,7 @@ impl Connection {
                 let Some(pending) = &mut self.pending_block else {
                     return protocol_error;
                 };
-                let len = pending.bytes.len() + block.len();
-                pending.bytes.extend_from_slice(block);
-                self.check_block_size(len)?;
+                pending.extend(block, self.limits.max_header_list)?;
                 if !end_headers {
                     return Ok(());
                 }
@@ -248,14 +243,7 @@ impl Connection {
                 Ok(())
             }
             Frame::Settings { ack: true, .. } => {
-                if !self.settings_acked {
-                    self.settings_acked = true;
-                    // The streams opened before the ACK had the default window.
-                    let change = self.limits.initial_window as i64 - DEFAULT_WINDOW;
-                    for stream in &mut self.streams {
-                        stream.recv_window += change;
-                    }
-                }
+                self.inflow.settings_acknowledged(&mut self.streams);
                 Ok(())
             }
             Frame::Settings {
@@ -284,15 +272,6 @@ impl Connection {
             }
             Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
         }
-    }
-
-    /// A header block larger than twice the header list limit is a flood (CONTINUATION
-    /// frames without end, CVE-2024-27316 and its kin): the connection ends.
-    fn check_block_size(&self, len: usize) -> Result<(), H2Error> {
-        if len > 2 * self.limits.max_header_list as usize {
-            return Err(H2Error::Connection(ErrorCode::EnhanceYourCalm));
-        }
-        Ok(())
     }
 
     fn apply_settings(&mut self, entries: &[u8]) -> Result<(), H2Error> {
@@ -346,11 +325,8 @@ impl Connection {
         date: &HttpDate,
     ) -> Result<(), H2Error> {
         let flow_len = flow_len as i64;
-        if flow_len > self.recv_window {
-            return Err(H2Error::Connection(ErrorCode::FlowControl));
-        }
-        self.recv_window -= flow_len;
-        self.grant_connection_window();
+        self.inflow.take(flow_len).map_err(H2Error::Connection)?;
+        self.inflow.grant_connection(self.output.frames());
         let Some(index) = self.index(stream) else {
             return self.closed_stream(stream, ErrorCode::StreamClosed);
         };
@@ -381,11 +357,12 @@ impl Connection {
             return Ok(());
         }
         body.extend_from_slice(data);
-        self.body_held += data.len();
+        self.inflow.hold(data.len());
         if end_stream {
             self.request_complete(index)
         } else {
-            self.grant_window(index);
+            let out = self.output.frames();
+            self.inflow.grant_stream(out, &mut self.streams[index]);
             Ok(())
         }
     }
@@ -474,15 +451,10 @@ impl Connection {
         if self.streams.len() >= self.limits.max_concurrent_streams as usize {
             return Err(H2Error::Stream(stream, ErrorCode::RefusedStream));
         }
-        let recv_window = if self.settings_acked {
-            self.limits.initial_window as i64
-        } else {
-            DEFAULT_WINDOW
-        };
         self.streams.push(Stream {
             id: stream,
             send_window: self.peer.initial_window,
-            recv_window,
+            recv_window: self.inflow.new_stream_window(),
             state: State::Receiving {
                 head,
                 body: Vec::new(),
@@ -507,43 +479,11 @@ impl Connection {
             .map_err(|code| H2Error::Stream(entry.id, code))
     }
 
-    /// The request body bytes a connection's streams may hold at once: past it, the
-    /// client gets no more window until bodies are let go (their requests answered).
-    fn body_budget(&self) -> usize {
-        2 * self.limits.max_body.max(DEFAULT_WINDOW as usize)
-    }
-
-    /// Gives the peer back the connection window its DATA used, once half of it is used,
-    /// while the bodies held are within the budget.
-    fn grant_connection_window(&mut self) {
-        if self.recv_window <= DEFAULT_WINDOW / 2 && self.body_held < self.body_budget() {
-            let increment = DEFAULT_WINDOW - self.recv_window;
-            frame::write_window_update(self.output.frames(), 0, increment as u32);
-            self.recv_window = DEFAULT_WINDOW;
-        }
-    }
-
-    /// Gives the stream at `index` back the window its body used, once half of it is
-    /// used, while its body is under the limit and the bodies held are within the budget.
-    fn grant_window(&mut self, index: usize) {
-        let target = self.limits.initial_window as i64;
-        let within_budget = self.body_held < self.body_budget();
-        let entry = &mut self.streams[index];
-        let State::Receiving { body, .. } = &entry.state else {
-            return;
-        };
-        if entry.recv_window <= target / 2 && within_budget && body.len() < self.limits.max_body {
-            let increment = (target - entry.recv_window) as u32;
-            frame::write_window_update(self.output.frames(), entry.id, increment);
-            entry.recv_window = target;
-        }
-    }
-
     /// Bodies were let go: the windows held back for the budget are given now.
     fn grant_windows(&mut self) {
-        self.grant_connection_window();
-        for index in 0..self.streams.len() {
-            self.grant_window(index);
+        self.inflow.grant_connection(self.output.frames());
+        for stream in &mut self.streams {
+            self.inflow.grant_stream(self.output.frames(), stream);
         }
     }
 
@@ -554,7 +494,14 @@ impl Connection {
 
     /// Answers the request of `stream`: its HEADERS now, its body as flow control allows,
     /// then its trailers. A stream that is gone (reset by the client) is not answered.
-    pub fn answer(&mut self, stream: u32, answer: &Answer<'_>, date: &HttpDate, now: Instant) {
+    pub fn answer(
+        &mut self,
+        stream: u32,
+        answer: &Answer<'_>,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+    ) {
         let Some(index) = self.index(stream) else {
             return;
         };
@@ -565,7 +512,9 @@ impl Connection {
             return;
         }
         self.last_active = now;
+        self.output.lend(buffers);
         self.respond(index, answer, false, date);
+        self.output.owe_progress(now);
     }
 
     /// The connection's own answer to a request it refuses (413, 431).
@@ -592,7 +541,7 @@ impl Connection {
             }
             State::Sending { .. } => return,
         };
-        self.body_held -= data.len();
+        self.inflow.release(data.len());
         if !data.is_empty() {
             self.grant_windows();
         }
@@ -674,7 +623,7 @@ impl Connection {
     /// Closes the stream at `index` (`by_reset`: with the server's RST_STREAM).
     fn remove(&mut self, index: usize, by_reset: bool) -> Stream {
         let entry = self.streams.remove(index);
-        self.body_held -= entry.body_len();
+        self.inflow.release(entry.body_len());
         if entry.body_len() > 0 {
             self.grant_windows();
         }
@@ -717,8 +666,6 @@ impl Connection {
         self.phase = Phase::Failed;
         self.streams = Vec::new();
         self.pending_block = None;
-        self.input = Vec::new();
-        self.body_held = 0;
     }
 
     /// Ends the connection gracefully (the server shuts down): GOAWAY with NO_ERROR, the
@@ -738,19 +685,36 @@ impl Connection {
         self.output.unsent()
     }
 
-    /// `len` bytes of [`Connection::unsent`] went. Returns whether received bytes wait to
-    /// be read now that there is room: then call [`Connection::receive`] again (with no
-    /// new bytes).
-    pub fn sent(&mut self, len: usize, now: Instant) -> bool {
-        self.output.sent(len);
+    /// `len` bytes of [`Connection::unsent`] went; answers waiting for room follow them.
+    pub fn mark_sent(&mut self, len: usize, now: Instant) {
+        self.output.sent(len, now);
         if len > 0 {
             self.last_active = now;
         }
-        if matches!(self.phase, Phase::Failed) {
-            return false;
+        if !matches!(self.phase, Phase::Failed) {
+            self.flush();
+            self.output.owe_progress(now);
         }
-        self.flush();
-        !self.input.is_empty() && self.output.room() > 0
+    }
+
+    /// Whether processing again once the output has drained may do more: frames wait in
+    /// the input.
+    pub fn has_backlog(&self) -> bool {
+        !matches!(self.phase, Phase::Failed) && !self.input.is_empty()
+    }
+
+    /// The peer sent its last byte: the whole frames already in are still read, and the
+    /// streams whose requests are in still answered.
+    pub fn peer_closed(&mut self) {
+        self.peer_eof = true;
+    }
+
+    pub fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
+
+    pub fn buffered_input(&self) -> usize {
+        self.input.len()
     }
 
     /// What the connection holds in memory, for the worker's budget: its buffers, its
@@ -773,21 +737,47 @@ impl Connection {
     /// not reading).
     pub fn wants_input(&self) -> bool {
         !matches!(self.phase, Phase::Failed)
+            && !self.peer_eof
             && self.input.len() < HEAD_LEN + self.limits.max_frame_size as usize
     }
 
-    /// Whether the connection is over: a GOAWAY went or came, its streams are answered and
-    /// everything is sent.
+    /// Whether the connection is over and everything is sent: after a connection error;
+    /// after a GOAWAY, once its streams are answered; after the peer's last byte, once the
+    /// requests it finished are answered.
     pub fn is_finished(&self) -> bool {
-        match self.phase {
-            Phase::Failed => self.unsent().is_empty(),
-            Phase::Draining { .. } => self.streams.is_empty() && self.unsent().is_empty(),
-            _ => false,
-        }
+        let answered = || {
+            let owed = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
+            !self.streams.iter().any(owed)
+        };
+        self.unsent().is_empty()
+            && match self.phase {
+                Phase::Failed => true,
+                Phase::Draining { .. } => self.streams.is_empty(),
+                _ => self.peer_eof && answered(),
+            }
     }
 
-    /// The last time a frame arrived or a byte went.
-    pub fn last_active(&self) -> Instant {
-        self.last_active
+    /// The client took too long to read what was unsent at some instant, or nothing moved
+    /// either way for the idle timeout while the server owed it no answer.
+    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        let owes = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
+        let idle =
+            !self.streams.iter().any(owes) && now.duration_since(self.last_active) > limits.idle;
+        self.output.late(now, limits.send) || idle
+    }
+
+    /// Gives back the buffers that are empty: the input once every frame in it is read, the
+    /// output once all of it is sent.
+    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            buffers.give_back(std::mem::take(&mut self.input));
+        }
+        self.output.give_back_idle(buffers);
+    }
+
+    /// Gives every buffer back: the connection is closed.
+    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+        buffers.give_back(std::mem::take(&mut self.input));
+        self.output.give_back_all(buffers);
     }
 }

@@ -17,7 +17,7 @@
 
 use std::ops::Range;
 
-use super::frame::ErrorCode;
+use super::frame::{ErrorCode, H2Error};
 use crate::http::{HttpDate, Method};
 
 /// The dynamic table size of RFC 7541 (SETTINGS_HEADER_TABLE_SIZE's default); the server
@@ -53,6 +53,27 @@ impl BlockError {
             BlockError::Compression => ErrorCode::Compression,
             BlockError::Malformed | BlockError::TooLarge => ErrorCode::Protocol,
         }
+    }
+}
+
+/// A header block whose CONTINUATION frames are still coming.
+pub struct PendingBlock {
+    pub stream: u32,
+    pub end_stream: bool,
+    pub self_dependent: bool,
+    pub bytes: Vec<u8>,
+}
+
+impl PendingBlock {
+    /// Appends a frame's fragment of the block. A block larger than twice the header list
+    /// limit is a flood (CONTINUATION frames without end, CVE-2024-27316 and its kin): the
+    /// connection ends.
+    pub fn extend(&mut self, fragment: &[u8], max_header_list: u32) -> Result<(), H2Error> {
+        if self.bytes.len() + fragment.len() > 2 * max_header_list as usize {
+            return Err(H2Error::Connection(ErrorCode::EnhanceYourCalm));
+        }
+        self.bytes.extend_from_slice(fragment);
+        Ok(())
     }
 }
 

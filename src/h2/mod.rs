@@ -4,13 +4,15 @@
 //! written, the answers of many streams in one buffer.
 //!
 //! `frame` reads and writes frames, `hpack` decodes request headers and encodes answers,
-//! `settings` the server's limits,
-//! `stream` one stream, `output` what is written and unsent, and `connection` the state
-//! machine of one connection and its streams.
+//! `settings` holds the server's limits and the peer's settings, `stream` one stream,
+//! `inflow` the flow control of what the peer sends, `output` what is written and unsent,
+//! and `connection` the state machine of one connection and its streams. Its buffers are
+//! lent by the worker's `BufferPool`, as an HTTP/1.1 connection's are.
 
 mod connection;
 mod frame;
 mod hpack;
+mod inflow;
 mod output;
 mod settings;
 mod stream;

@@ -2,14 +2,14 @@
 //! machine, and the hostile clients, each against a `Connection` fed bytes as a client
 //! would send them.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
 use super::hpack::{self, BlockError, Decoder};
 use proptest::prelude::*;
 
 use super::{Answer, Connection, Limits, PREFACE};
-use crate::http::{HttpDate, Method};
+use crate::http::{BufferPool, HttpDate, Method, Timeouts};
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
@@ -52,6 +52,7 @@ fn raw(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 struct Client {
     connection: Connection,
     date: HttpDate,
+    buffers: BufferPool,
     encoder: loona_hpack::Encoder<'static>,
     decoder: loona_hpack::Decoder<'static>,
 }
@@ -78,13 +79,25 @@ impl Client {
         Client {
             connection: Connection::new(limits, Instant::now()),
             date: HttpDate::new(),
+            buffers: BufferPool::default(),
             encoder: loona_hpack::Encoder::new(),
             decoder: loona_hpack::Decoder::new(),
         }
     }
 
+    /// Sends bytes as the server core delivers them: into the input, then processed.
     fn send(&mut self, bytes: &[u8]) {
-        self.connection.receive(bytes, &self.date, Instant::now());
+        if self.connection.wants_input() {
+            let input = self.connection.input(&mut self.buffers);
+            input.extend_from_slice(bytes);
+        }
+        self.process();
+    }
+
+    fn process(&mut self) {
+        let now = Instant::now();
+        self.connection.process(&self.date, now, &mut self.buffers);
+        self.connection.give_back_idle(&mut self.buffers);
     }
 
     fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
@@ -114,9 +127,11 @@ impl Client {
     /// Reads every frame the server has written, as sent.
     fn read(&mut self) -> Vec<Received> {
         let bytes = self.connection.unsent().to_vec();
-        if self.connection.sent(bytes.len(), Instant::now()) {
-            self.send(&[]);
+        self.connection.mark_sent(bytes.len(), Instant::now());
+        if self.connection.has_backlog() {
+            self.process();
         }
+        self.connection.give_back_idle(&mut self.buffers);
         let mut frames = Vec::new();
         let mut at = 0;
         while let Some(head) = Head::read(&bytes[at..]) {
@@ -150,8 +165,9 @@ impl Client {
             body,
             trailers: &[],
         };
+        let (date, buffers) = (&self.date, &mut self.buffers);
         self.connection
-            .answer(stream, &answer, &self.date, Instant::now());
+            .answer(stream, &answer, date, Instant::now(), buffers);
     }
 
     /// Takes the next request and answers it with its path as the body.
@@ -645,8 +661,10 @@ fn head_gets_the_length_without_the_body_and_trailers_end_the_stream() {
         body: b"message",
         trailers: &[(b"grpc-status", b"0")],
     };
-    let date = HttpDate::new();
-    client.connection.answer(3, &answer, &date, Instant::now());
+    let (date, buffers) = (&client.date, &mut client.buffers);
+    client
+        .connection
+        .answer(3, &answer, date, Instant::now(), buffers);
     let frames = client.read();
     let kinds: Vec<_> = frames.iter().map(|f| (f.kind, f.flags)).collect();
     assert_eq!(
@@ -987,6 +1005,40 @@ fn an_idle_connection_holds_little_after_a_large_answer() {
     while !client.read().is_empty() {}
     let held = client.connection.held();
     assert!(held < 16 * 1024, "{held}");
+}
+
+#[test]
+fn timeouts_count_what_the_server_owes_and_a_peer_that_left_ends_once_answered() {
+    let limits = Timeouts {
+        request: Duration::from_secs(10),
+        idle: Duration::from_secs(60),
+        send: Duration::from_secs(30),
+    };
+    let mut client = Client::new(Limits::default());
+    let later = |seconds| Instant::now() + Duration::from_secs(seconds);
+    assert!(!client.connection.timed_out(later(0), &limits));
+    assert!(client.connection.timed_out(later(61), &limits));
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    // An answer is owed: not idle, however long it takes.
+    assert!(!client.connection.timed_out(later(61), &limits));
+    client.answer(1, b"x");
+    assert!(client.connection.timed_out(later(31), &limits));
+    client.read();
+    assert!(!client.connection.timed_out(later(31), &limits));
+
+    let request = client.get(3, "/");
+    client.send(&request);
+    client.connection.peer_closed();
+    assert!(!client.connection.wants_input());
+    assert!(!client.connection.is_finished());
+    client.answer_next();
+    assert!(!client.connection.is_finished());
+    client.read();
+    assert!(client.connection.is_finished());
+    client.connection.give_back_all(&mut client.buffers);
+    assert!(client.connection.held() < 16 * 1024);
 }
 
 // Ending.
