@@ -8,7 +8,7 @@
 //! allocating (only Huffman-coded strings and dynamic-table insertions allocate), and it
 //! checks what RFC 7541 asks (Huffman padding and EOS, table size updates, indexes). A
 //! field is seen once, in the callback, and only what the server keeps is copied: the
-//! pseudo-headers and `content-type`, into one buffer per request.
+//! pseudo-headers, `content-type` and `grpc-encoding`, into one buffer per request.
 //!
 //! Encoding is ours, and stateless: answers are written with the static table's names and
 //! `:status` values and literals that are never indexed, so the server keeps no dynamic
@@ -86,6 +86,7 @@ pub struct RequestHead {
     authority: Option<Range<u16>>,
     path: Option<Range<u16>>,
     content_type: Option<Range<u16>>,
+    grpc_encoding: Option<Range<u16>>,
     /// `content-length`, which the DATA received must match.
     pub content_length: Option<u64>,
 }
@@ -126,6 +127,13 @@ impl RequestHead {
 
     pub fn content_type(&self) -> &[u8] {
         self.get(&self.content_type)
+    }
+
+    /// gRPC's `grpc-encoding`, the compression its messages may use.
+    pub fn grpc_encoding(&self) -> Option<&[u8]> {
+        self.grpc_encoding
+            .is_some()
+            .then(|| self.get(&self.grpc_encoding))
     }
 
     /// The bytes this head holds.
@@ -276,6 +284,9 @@ fn take_field(
         b"te" if value != b"trailers" => return Err(BlockError::Malformed),
         b"content-type" if head.content_type.is_none() => {
             head.content_type = Some(head.keep(value));
+        }
+        b"grpc-encoding" if head.grpc_encoding.is_none() => {
+            head.grpc_encoding = Some(head.keep(value));
         }
         b"content-length" => {
             let length = std::str::from_utf8(value)

@@ -23,6 +23,8 @@ pub struct Request<'a> {
     /// What follows the `?`, or "".
     pub query: &'a str,
     pub content_type: &'a [u8],
+    /// gRPC's `grpc-encoding`, if the request has one.
+    pub grpc_encoding: Option<&'a [u8]>,
     pub body: &'a [u8],
 }
 
@@ -125,6 +127,7 @@ impl Stream {
             path,
             query,
             content_type: head.content_type(),
+            grpc_encoding: head.grpc_encoding(),
             body,
         })
     }

@@ -707,6 +707,21 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
         (Method::Post, &b"hello world"[..])
     );
     assert_eq!(request.content_type, b"text/plain");
+    assert_eq!(request.grpc_encoding, None);
+
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/benchmark.BenchmarkService/GetSum"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("grpc-encoding", "gzip"),
+    ];
+    let request = client.headers(3, &fields, true);
+    client.send(&request);
+    let request = client.connection.take_request().unwrap();
+    assert_eq!(request.content_type, b"application/grpc");
+    assert_eq!(request.grpc_encoding, Some(&b"gzip"[..]));
 }
 
 #[test]
