@@ -190,7 +190,11 @@ impl Decoder {
     /// name, value and 32 a field) keeps nothing more, so a block that decodes huge costs
     /// its decoding only.
     pub fn request(&mut self, block: &[u8], max_list: usize) -> Result<RequestHead, BlockError> {
-        let mut head = RequestHead::default();
+        // Room for what a request usually keeps, so that it is one allocation.
+        let mut head = RequestHead {
+            bytes: Vec::with_capacity(128),
+            ..RequestHead::default()
+        };
         let mut list_size = 0;
         let mut error = None;
         let mut regular_seen = false;
