@@ -487,8 +487,13 @@ impl Connection {
         }
     }
 
-    /// The next request not yet handed out, in the order of their streams.
+    /// The next request not yet handed out, in the order of their streams; none while
+    /// the output is over its high-water mark (the client does not read its answers), so
+    /// that answers are not made faster than they go.
     pub fn take_request(&mut self) -> Option<Request<'_>> {
+        if self.output.room() == 0 {
+            return None;
+        }
         self.streams.iter_mut().find_map(Stream::take_request)
     }
 
@@ -698,9 +703,11 @@ impl Connection {
     }
 
     /// Whether processing again once the output has drained may do more: frames wait in
-    /// the input.
+    /// the input, or requests to be taken.
     pub fn has_backlog(&self) -> bool {
-        !matches!(self.phase, Phase::Failed) && !self.input.is_empty()
+        let waiting = |stream: &Stream| matches!(stream.state, State::Request { taken: false, .. });
+        !matches!(self.phase, Phase::Failed)
+            && (!self.input.is_empty() || self.streams.iter().any(waiting))
     }
 
     /// The peer sent its last byte: the whole frames already in are still read, and the
