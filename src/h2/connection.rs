@@ -100,6 +100,12 @@ impl Connection {
         lent(&mut self.input, buffers)
     }
 
+    /// Takes bytes received before the connection was known to be HTTP/2 (the preface and
+    /// what followed it), as its input.
+    pub fn take_input(&mut self, input: Vec<u8>) {
+        self.input = input;
+    }
+
     /// Reads every whole frame received, as long as the output is under its high-water
     /// mark (the rest waits for the output to drain: [`Connection::has_backlog`]). `date` is
     /// for the answers the connection gives itself (413, 431).
