@@ -1,15 +1,17 @@
 //! gnosis: a TechEmpower Framework Benchmarks entry.
 //!
-//! `http` parses requests and writes responses (no I/O), `pg` is the PostgreSQL client,
-//! `server` runs the per-thread event loops (epoll and io_uring), `service` is the contract
-//! between a server and the application, `timers` the answers a worker gives at a set time,
-//! `app` holds the routes and handlers, `sys` the system calls, `config` the command line.
+//! `http` parses requests and writes responses (no I/O), `h2` is HTTP/2 (no I/O either),
+//! `pg` is the PostgreSQL client, `server` runs the per-thread event loops (epoll and
+//! io_uring), `service` is the contract between a server and the application, `timers` the
+//! answers a worker gives at a set time, `app` holds the routes and handlers, `sys` the
+//! system calls, `config` the command line.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod app;
 pub mod config;
+pub mod h2;
 pub mod http;
 pub mod pg;
 pub mod protocol;

@@ -1,18 +1,21 @@
-//! What a connection speaks above its transport: HTTP/1.1, or WebSocket once a request has
-//! switched it. No I/O: the core feeds the protocol plaintext and sends what it has unsent,
+//! What a connection speaks above its transport: HTTP/1.1, WebSocket once a request has
+//! switched it, or HTTP/2 when its first bytes are HTTP/2's preface (h2c by prior
+//! knowledge). No I/O: the core feeds the protocol plaintext and sends what it has unsent,
 //! whichever it is; only [`Core::advance`](crate::server) looks inside to answer.
-//!
-//! HTTP/2 would be a third variant, chosen by ALPN when the TLS handshake ends.
 
 use std::time::Instant;
 
+use crate::h2;
 use crate::http::{BufferPool, Connection, Timeouts};
 use crate::ws::Session;
 
-/// A connection's protocol. The WebSocket session is boxed so that an HTTP slot stays small.
+/// A connection's protocol. The WebSocket session and the HTTP/2 connection are boxed so
+/// that an HTTP slot stays small.
 pub enum Protocol {
     Http1(Connection),
     WebSocket(Box<Session>),
+    /// With the slot's generation, which its streams' tickets carry.
+    Http2(Box<h2::Connection>, u32),
 }
 
 impl Protocol {
@@ -34,17 +37,49 @@ impl Protocol {
         *self = Protocol::WebSocket(Box::new(session));
     }
 
+    /// Switches an HTTP/1.1 connection whose first bytes are HTTP/2's preface to HTTP/2.
+    /// Returns whether HTTP/1.1 may read its input: not while it is the beginning of the
+    /// preface, which HTTP/1.1 would refuse.
+    pub fn switch_to_h2(&mut self, limits: h2::Limits, now: Instant) -> bool {
+        let Protocol::Http1(conn) = self else {
+            return true;
+        };
+        let Some(first) = conn.first_bytes() else {
+            return true;
+        };
+        let len = first.len().min(h2::PREFACE.len());
+        if first[..len] != h2::PREFACE[..len] {
+            return true;
+        }
+        if len < h2::PREFACE.len() {
+            return false;
+        }
+        let peer_eof = conn.peer_eof();
+        let (generation, input, _, _) = conn.hand_over();
+        let mut h2 = h2::Connection::new(limits, now);
+        h2.take_input(input);
+        if peer_eof {
+            h2.peer_closed();
+        }
+        *self = Protocol::Http2(Box::new(h2), generation);
+        false
+    }
+
     /// Back to HTTP/1.1 for the slot's next peer (its buffers given back already).
     pub fn end(&mut self, slot: u32, now: Instant) {
-        if let Protocol::WebSocket(session) = self {
-            *self = Protocol::Http1(Connection::following(slot, session.generation(), now));
-        }
+        let generation = match self {
+            Protocol::Http1(_) => return,
+            Protocol::WebSocket(session) => session.generation(),
+            Protocol::Http2(_, generation) => *generation,
+        };
+        *self = Protocol::Http1(Connection::following(slot, generation, now));
     }
 
     pub fn generation(&self) -> u32 {
         match self {
             Protocol::Http1(conn) => conn.generation(),
             Protocol::WebSocket(session) => session.generation(),
+            Protocol::Http2(_, generation) => *generation,
         }
     }
 
@@ -53,6 +88,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.input(buffers),
             Protocol::WebSocket(session) => session.input(buffers),
+            Protocol::Http2(h2, _) => h2.input(buffers),
         }
     }
 
@@ -60,6 +96,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.buffered_input(),
             Protocol::WebSocket(session) => session.buffered_input(),
+            Protocol::Http2(h2, _) => h2.buffered_input(),
         }
     }
 
@@ -67,6 +104,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.peer_closed(),
             Protocol::WebSocket(session) => session.peer_closed(),
+            Protocol::Http2(h2, _) => h2.peer_closed(),
         }
     }
 
@@ -74,6 +112,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.peer_eof(),
             Protocol::WebSocket(session) => session.peer_eof(),
+            Protocol::Http2(h2, _) => h2.peer_eof(),
         }
     }
 
@@ -81,6 +120,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.unsent(),
             Protocol::WebSocket(session) => session.unsent(),
+            Protocol::Http2(h2, _) => h2.unsent(),
         }
     }
 
@@ -88,6 +128,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.mark_sent(n, now),
             Protocol::WebSocket(session) => session.mark_sent(n, now),
+            Protocol::Http2(h2, _) => h2.mark_sent(n, now),
         }
     }
 
@@ -95,6 +136,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.wants_input(),
             Protocol::WebSocket(session) => session.wants_input(),
+            Protocol::Http2(h2, _) => h2.wants_input(),
         }
     }
 
@@ -103,6 +145,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.has_backlog(),
             Protocol::WebSocket(session) => session.has_backlog(),
+            Protocol::Http2(h2, _) => h2.has_backlog(),
         }
     }
 
@@ -111,6 +154,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.is_finished(),
             Protocol::WebSocket(session) => session.is_finished(),
+            Protocol::Http2(h2, _) => h2.is_finished(),
         }
     }
 
@@ -118,6 +162,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.timed_out(now, limits),
             Protocol::WebSocket(session) => session.timed_out(now, limits),
+            Protocol::Http2(h2, _) => h2.timed_out(now, limits),
         }
     }
 
@@ -126,6 +171,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.held(),
             Protocol::WebSocket(session) => session.held(),
+            Protocol::Http2(h2, _) => h2.held(),
         }
     }
 
@@ -133,6 +179,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.give_back_idle(buffers),
             Protocol::WebSocket(session) => session.give_back_idle(buffers),
+            Protocol::Http2(h2, _) => h2.give_back_idle(buffers),
         }
     }
 
@@ -140,6 +187,7 @@ impl Protocol {
         match self {
             Protocol::Http1(conn) => conn.give_back_all(buffers),
             Protocol::WebSocket(session) => session.give_back_all(buffers),
+            Protocol::Http2(h2, _) => h2.give_back_all(buffers),
         }
     }
 }

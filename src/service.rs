@@ -14,7 +14,8 @@ use crate::timers::Timers;
 use crate::ws;
 
 pub trait Service {
-    /// Appends the whole response to `request` to `out` and returns [`Reply::Now`], or
+    /// Appends the whole response to `request` to `out` (through `response`, which writes
+    /// HTTP/1.1, or an HTTP/2 stream's `StreamAnswer`) and returns [`Reply::Now`], or
     /// queues queries on `cx.db` or a timer with [`Context::answer_at`] and returns
     /// [`Reply::Later`]: the response then comes from [`Service::on_database_event`] or
     /// [`Service::on_timer`] with `ticket`.

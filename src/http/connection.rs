@@ -148,6 +148,8 @@ impl Connection {
         self.full = false;
         self.waiting_since = None;
         self.last_active = now;
+        // Counted from the new peer's first byte (`first_bytes` looks for none sent).
+        self.sent_total = 0;
     }
 
     /// The buffer that received bytes are appended to, lent from `buffers` if the
@@ -457,6 +459,13 @@ impl Connection {
     /// before it are in the output.
     pub fn upgraded(&self) -> bool {
         self.upgrading && !self.closing && self.queue.is_empty()
+    }
+
+    /// The bytes received, while nothing was answered or sent yet: the first bytes of a
+    /// connection, which may be HTTP/2's preface instead of a request.
+    pub fn first_bytes(&self) -> Option<&[u8]> {
+        let untouched = self.sent_total == 0 && self.output.is_empty() && self.queue.is_empty();
+        untouched.then_some(&self.input[..])
     }
 
     /// Hands over, for the protocol switched to: the generation, the input (the bytes after

@@ -17,5 +17,5 @@ pub use request::{
     longest_request, parse, Chunked, Method, Parsed, Request, UpgradeHeaders, LARGEST_MAX_BODY,
     MAX_BODY, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };
-pub use response::{ContentType, Response};
+pub use response::{ContentType, Response, StreamAnswer};
 pub use status::Status;

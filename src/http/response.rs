@@ -26,39 +26,75 @@ pub enum ContentType {
 }
 
 impl ContentType {
-    fn header(self) -> &'static [u8] {
+    /// The `Content-Type` value.
+    pub fn value(self) -> &'static [u8] {
         match self {
-            ContentType::Plain => b"Content-Type: text/plain\r\n",
-            ContentType::Json => b"Content-Type: application/json\r\n",
-            ContentType::Html => b"Content-Type: text/html; charset=utf-8\r\n",
-            ContentType::OctetStream => b"Content-Type: application/octet-stream\r\n",
-            ContentType::Css => b"Content-Type: text/css\r\n",
+            ContentType::Plain => b"text/plain",
+            ContentType::Json => b"application/json",
+            ContentType::Html => b"text/html; charset=utf-8",
+            ContentType::OctetStream => b"application/octet-stream",
+            ContentType::Css => b"text/css",
             // HttpArena's validator wants this name (RFC 9239 prefers text/javascript).
-            ContentType::JavaScript => b"Content-Type: application/javascript\r\n",
-            ContentType::Svg => b"Content-Type: image/svg+xml\r\n",
-            ContentType::Webp => b"Content-Type: image/webp\r\n",
-            ContentType::Png => b"Content-Type: image/png\r\n",
-            ContentType::Jpeg => b"Content-Type: image/jpeg\r\n",
-            ContentType::Gif => b"Content-Type: image/gif\r\n",
-            ContentType::Avif => b"Content-Type: image/avif\r\n",
-            ContentType::Icon => b"Content-Type: image/x-icon\r\n",
-            ContentType::Woff2 => b"Content-Type: font/woff2\r\n",
-            ContentType::Woff => b"Content-Type: font/woff\r\n",
-            ContentType::Xml => b"Content-Type: application/xml\r\n",
-            ContentType::Wasm => b"Content-Type: application/wasm\r\n",
-            ContentType::Gzip => b"Content-Type: application/gzip\r\n",
+            ContentType::JavaScript => b"application/javascript",
+            ContentType::Svg => b"image/svg+xml",
+            ContentType::Webp => b"image/webp",
+            ContentType::Png => b"image/png",
+            ContentType::Jpeg => b"image/jpeg",
+            ContentType::Gif => b"image/gif",
+            ContentType::Avif => b"image/avif",
+            ContentType::Icon => b"image/x-icon",
+            ContentType::Woff2 => b"font/woff2",
+            ContentType::Woff => b"font/woff",
+            ContentType::Xml => b"application/xml",
+            ContentType::Wasm => b"application/wasm",
+            ContentType::Gzip => b"application/gzip",
         }
     }
 }
 
 /// How to answer one request: what the response must say about the connection, and
-/// whether the body is sent. Small and `Copy`, so a response that waits for the database
-/// can carry it along.
+/// whether the body is sent; or that it answers an HTTP/2 stream. Small and `Copy`, so a
+/// response that waits for the database can carry it along.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Response {
     keep_alive: bool,
     http10: bool,
     head_only: bool,
+    /// The answer of an HTTP/2 stream: written as a [`StreamAnswer`], which the HTTP/2
+    /// connection frames (HEAD, framing and the connection are its business).
+    stream: bool,
+}
+
+/// An HTTP/2 stream's answer as [`Response::write`] writes it: the status and the
+/// content type in a few bytes, then the body, so that the same application answers either
+/// protocol and the HTTP/2 side takes the parts as they are, not from an HTTP/1.1 text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamAnswer<'a> {
+    pub status: u16,
+    pub content_type: &'a [u8],
+    pub body: &'a [u8],
+}
+
+impl StreamAnswer<'_> {
+    /// Appends the answer's head: status (2 bytes), the content type's length (1 byte) and
+    /// value; the body follows.
+    fn write_head(out: &mut Vec<u8>, status: Status, content_type: ContentType) {
+        let content_type = content_type.value();
+        out.extend_from_slice(&status.code().to_be_bytes());
+        out.push(content_type.len() as u8);
+        out.extend_from_slice(content_type);
+    }
+
+    /// The answer [`Response::write`] wrote at the front of `bytes`, if it did.
+    pub fn read(bytes: &[u8]) -> Option<StreamAnswer<'_>> {
+        let (&[high, low, len], rest) = bytes.split_first_chunk::<3>()?;
+        let (content_type, body) = rest.split_at_checked(len as usize)?;
+        Some(StreamAnswer {
+            status: u16::from_be_bytes([high, low]),
+            content_type,
+            body,
+        })
+    }
 }
 
 impl Response {
@@ -67,6 +103,7 @@ impl Response {
             keep_alive: request.keep_alive,
             http10: request.http10,
             head_only: request.method == Method::Head,
+            stream: false,
         }
     }
 
@@ -76,6 +113,17 @@ impl Response {
             keep_alive: false,
             http10: false,
             head_only: false,
+            stream: false,
+        }
+    }
+
+    /// For a request of an HTTP/2 stream.
+    pub fn stream() -> Self {
+        Response {
+            keep_alive: true,
+            http10: false,
+            head_only: false,
+            stream: true,
         }
     }
 
@@ -83,7 +131,8 @@ impl Response {
         self.keep_alive
     }
 
-    /// Appends a whole response to `out`: status line, headers, body.
+    /// Appends a whole response to `out`: status line, headers, body; for an HTTP/2
+    /// stream, a [`StreamAnswer`].
     pub fn write(
         &self,
         out: &mut Vec<u8>,
@@ -99,7 +148,8 @@ impl Response {
 
     /// Appends the status line and headers of a response whose body is `body_len` bytes,
     /// and says whether the body goes out after them (not for HEAD): the caller then
-    /// appends exactly `body_len` bytes, from wherever it reads them.
+    /// appends exactly `body_len` bytes, from wherever it reads them. For an HTTP/2
+    /// stream, the head of a [`StreamAnswer`], always followed by the body.
     pub fn write_head(
         &self,
         out: &mut Vec<u8>,
@@ -108,11 +158,17 @@ impl Response {
         content_type: ContentType,
         body_len: usize,
     ) -> bool {
+        if self.stream {
+            StreamAnswer::write_head(out, status, content_type);
+            return true;
+        }
         out.extend_from_slice(status.line());
         out.extend_from_slice(b"Server: gnosis\r\nDate: ");
         out.extend_from_slice(date.as_bytes());
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(content_type.header());
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(content_type.value());
+        out.extend_from_slice(b"\r\n");
         out.extend_from_slice(b"Content-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
         if !self.keep_alive {
@@ -201,6 +257,23 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("Content-Length: 13\r\n"));
         assert!(text.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn a_stream_answer_is_read_as_written() {
+        let date = HttpDate::new();
+        let mut out = b"before".to_vec();
+        Response::stream().write(&mut out, &date, Status::NotFound, ContentType::Json, b"{}");
+        assert_eq!(
+            StreamAnswer::read(&out[6..]),
+            Some(StreamAnswer {
+                status: 404,
+                content_type: b"application/json",
+                body: b"{}",
+            })
+        );
+        assert_eq!(StreamAnswer::read(&[0, 200, 5, b'a']), None);
+        assert_eq!(StreamAnswer::read(&[0, 200]), None);
     }
 
     #[test]

@@ -36,6 +36,23 @@ impl Status {
         }
     }
 
+    /// The status code.
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::PayloadTooLarge => 413,
+            Status::UpgradeRequired => 426,
+            Status::UriTooLong => 414,
+            Status::HeaderTooLarge => 431,
+            Status::InternalServerError => 500,
+            Status::ServiceUnavailable => 503,
+            Status::GatewayTimeout => 504,
+        }
+    }
+
     /// A short plain-text body for error answers.
     pub fn reason(self) -> &'static str {
         match self {
@@ -50,6 +67,33 @@ impl Status {
             Status::InternalServerError => "Internal Server Error",
             Status::ServiceUnavailable => "Service Unavailable",
             Status::GatewayTimeout => "Gateway Timeout",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status;
+
+    #[test]
+    fn each_status_line_carries_its_code() {
+        let all = [
+            Status::Ok,
+            Status::BadRequest,
+            Status::NotFound,
+            Status::MethodNotAllowed,
+            Status::PayloadTooLarge,
+            Status::UpgradeRequired,
+            Status::UriTooLong,
+            Status::HeaderTooLarge,
+            Status::InternalServerError,
+            Status::ServiceUnavailable,
+            Status::GatewayTimeout,
+        ];
+        for status in all {
+            let line = String::from_utf8_lossy(status.line());
+            let expected = format!("HTTP/1.1 {} {}\r\n", status.code(), status.reason());
+            assert!(line.starts_with(&expected), "{line}");
         }
     }
 }

@@ -11,6 +11,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::h2;
 use crate::http::{BufferPool, Connection, HttpDate, Request, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
@@ -454,7 +455,12 @@ impl<S: Service, K> Core<S, K> {
             };
         }
         if may_write {
-            if let Protocol::Http1(conn) = &mut slot.protocol {
+            let limits = h2::Limits {
+                max_body: service.max_body(),
+                ..h2::Limits::default()
+            };
+            let http1 = slot.protocol.switch_to_h2(limits, *now);
+            if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
                 conn.collect(buffers, share);
                 let max_body = service.max_body();
                 let mut cx = Context {
@@ -469,6 +475,16 @@ impl<S: Service, K> Core<S, K> {
                 conn.process_within(handle, max_body, date, *now, buffers, share);
             }
             slot.protocol.switch_when_ready(*now);
+            if let Protocol::Http2(conn, generation) = &mut slot.protocol {
+                let mut cx = Context {
+                    date,
+                    now: *now,
+                    db: pool,
+                    timers,
+                };
+                let slot_index = index as u32;
+                streams::answer(conn, slot_index, *generation, service, &mut cx, buffers);
+            }
             if let Protocol::WebSocket(session) = &mut slot.protocol {
                 let max_message = service.max_message();
                 let on_message = |message: crate::ws::Message<'_>, out: &mut Vec<u8>| {
@@ -704,10 +720,27 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         let Some(slot) = self.slots.get_mut(index) else {
             return;
         };
+        if slot.socket.is_none() {
+            return;
+        }
         // A connection switched to WebSocket has no request in the works (it switches only
         // once every answer before the `101` is in its output).
-        let (Some(_), Protocol::Http1(conn)) = (&slot.socket, &mut slot.protocol) else {
-            return;
+        let conn = match &mut slot.protocol {
+            Protocol::Http1(conn) => conn,
+            Protocol::Http2(conn, generation) if *generation == finished.ticket.generation => {
+                let answer = h2::Answer {
+                    status: finished.status.code(),
+                    content_type: finished.content_type.value(),
+                    body: finished.body,
+                    trailers: &[],
+                };
+                let stream = finished.ticket.seq;
+                conn.answer(stream, &answer, self.date, self.now, self.buffers);
+                recount(slot, self.buffered);
+                self.completed.push(index);
+                return;
+            }
+            _ => return,
         };
         conn.complete(
             finished.ticket,
@@ -738,5 +771,6 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
     })
 }
 
+mod streams;
 #[cfg(test)]
 mod tests;

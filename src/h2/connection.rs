@@ -1,0 +1,796 @@
+//! One HTTP/2 connection, server side: the preface, settings, flow control, streams and
+//! their errors, and the bounds a hostile client meets.
+//!
+//! The server feeds it plaintext ([`Connection::receive`]), takes each complete request
+//! ([`Connection::take_request`]), answers it ([`Connection::answer`]) and sends
+//! [`Connection::unsent`], reporting what went ([`Connection::sent`]).
+
+use std::time::Instant;
+
+use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN, MAX_WINDOW};
+use super::hpack::{self, BlockError, Decoder, PendingBlock};
+use super::inflow::Inflow;
+use super::output::Output;
+use super::settings::{Limits, PeerSettings, DEFAULT_WINDOW};
+use super::stream::{write_data, Answer, Closed, Request, State, Stream};
+use crate::http::{lent, BufferPool, HttpDate, Method, Timeouts};
+
+/// The client's connection preface (RFC 9113, 3.4), which also tells an HTTP/2 client by
+/// prior knowledge from an HTTP/1.1 one.
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams the client may reset, or the server refuse or reset, more than it has been
+/// answered, before the connection ends with ENHANCE_YOUR_CALM: the rapid reset attack
+/// (CVE-2023-44487) opens and resets streams in a loop, each costing the server work.
+const RESET_BUDGET: u32 = 200;
+
+enum Phase {
+    /// Waiting for the client's preface.
+    Preface,
+    /// The preface is in; the first frame must be SETTINGS.
+    FirstSettings,
+    Open,
+    /// A GOAWAY went or came: no new stream is served (those above `last_stream` are
+    /// ignored), and the connection ends once its streams are answered.
+    Draining {
+        last_stream: u32,
+    },
+    /// A connection error: GOAWAY went, nothing more is read, and the connection ends once
+    /// it is sent.
+    Failed,
+}
+
+pub struct Connection {
+    limits: Limits,
+    phase: Phase,
+    /// Received bytes not yet read as frames.
+    input: Vec<u8>,
+    output: Output,
+    /// A scratch buffer for an answer's header block.
+    block: Vec<u8>,
+    decoder: Decoder,
+    peer: PeerSettings,
+    /// What the server may send on the connection.
+    send_window: i64,
+    inflow: Inflow,
+    /// Open streams, by increasing identifier.
+    streams: Vec<Stream>,
+    /// The highest stream identifier the client has used: streams below it that are not
+    /// in `streams` are closed.
+    last_stream: u32,
+    pending_block: Option<PendingBlock>,
+    recently_closed: Closed,
+    /// Resets charged against [`RESET_BUDGET`], less the streams answered since.
+    resets: u32,
+    /// The peer sent its last byte.
+    peer_eof: bool,
+    /// The last time a frame arrived or a byte went.
+    last_active: Instant,
+}
+
+impl Connection {
+    /// A connection whose first bytes out are the server's SETTINGS.
+    pub fn new(limits: Limits, now: Instant) -> Self {
+        let limits = limits.within_bounds();
+        let mut output = Output::default();
+        limits.write_settings(output.frames());
+        Connection {
+            limits,
+            phase: Phase::Preface,
+            input: Vec::new(),
+            output,
+            block: Vec::new(),
+            decoder: Decoder::new(),
+            peer: PeerSettings::default(),
+            send_window: DEFAULT_WINDOW,
+            inflow: Inflow::new(&limits),
+            streams: Vec::new(),
+            last_stream: 0,
+            pending_block: None,
+            recently_closed: Closed::default(),
+            resets: 0,
+            peer_eof: false,
+            last_active: now,
+        }
+    }
+
+    /// The buffer received plaintext is appended to, lent from `buffers` if it has none;
+    /// [`Connection::process`] reads it.
+    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    /// Takes bytes received before the connection was known to be HTTP/2 (the preface and
+    /// what followed it), as its input.
+    pub fn take_input(&mut self, input: Vec<u8>) {
+        self.input = input;
+    }
+
+    /// Reads every whole frame received, as long as the output is under its high-water
+    /// mark (the rest waits for the output to drain: [`Connection::has_backlog`]). `date` is
+    /// for the answers the connection gives itself (413, 431).
+    pub fn process(&mut self, date: &HttpDate, now: Instant, buffers: &mut BufferPool) {
+        if matches!(self.phase, Phase::Failed) {
+            return;
+        }
+        self.output.lend(buffers);
+        let input = std::mem::take(&mut self.input);
+        let mut at = 0;
+        while self.output.room() > 0 {
+            match self.read_frame(&input[at..], date) {
+                Ok(0) => break,
+                Ok(len) => at += len,
+                Err(code) => {
+                    self.fail(code);
+                    break;
+                }
+            }
+        }
+        if at > 0 {
+            self.last_active = now;
+        }
+        if !matches!(self.phase, Phase::Failed) {
+            self.input = input;
+            self.input.drain(..at);
+        }
+        self.output.owe_progress(now);
+    }
+
+    /// Reads the frame at the front of `input` and acts on it; returns its length, or 0
+    /// while it is not all in. A stream error closes its stream: only a connection error
+    /// comes out.
+    fn read_frame(&mut self, input: &[u8], date: &HttpDate) -> Result<usize, ErrorCode> {
+        if matches!(self.phase, Phase::Preface) {
+            let len = input.len().min(PREFACE.len());
+            if input[..len] != PREFACE[..len] {
+                return Err(ErrorCode::Protocol);
+            }
+            if len < PREFACE.len() {
+                return Ok(0);
+            }
+            self.phase = Phase::FirstSettings;
+            return Ok(len);
+        }
+        let Some(head) = Head::read(input) else {
+            return Ok(0);
+        };
+        if head.len > self.limits.max_frame_size as usize {
+            return Err(ErrorCode::FrameSize);
+        }
+        let Some(payload) = input.get(HEAD_LEN..HEAD_LEN + head.len) else {
+            return Ok(0);
+        };
+        match self.on_frame(&head, payload, date) {
+            Ok(()) => {}
+            Err(H2Error::Stream(id, code)) => self.reset(id, code)?,
+            Err(H2Error::Connection(code)) => return Err(code),
+        }
+        Ok(HEAD_LEN + head.len)
+    }
+
+    fn on_frame(&mut self, head: &Head, payload: &[u8], date: &HttpDate) -> Result<(), H2Error> {
+        let protocol_error = Err(H2Error::Connection(ErrorCode::Protocol));
+        // A header block's frames come one after the other, on its stream (RFC 9113, 4.3).
+        if let Some(pending) = &self.pending_block {
+            if head.kind != frame::CONTINUATION || head.stream != pending.stream {
+                return protocol_error;
+            }
+        }
+        if matches!(self.phase, Phase::FirstSettings) {
+            let settings = frame::parse(head, payload)?;
+            if !matches!(settings, Frame::Settings { ack: false, .. }) {
+                return protocol_error;
+            }
+            self.phase = Phase::Open;
+        }
+        match frame::parse(head, payload)? {
+            Frame::Data {
+                stream,
+                data,
+                end_stream,
+                flow_len,
+            } => self.on_data(stream, data, end_stream, flow_len, date),
+            Frame::Headers {
+                stream,
+                block,
+                end_stream,
+                end_headers,
+                priority,
+            } => {
+                let self_dependent = priority.is_some_and(|p| p.depends_on == stream);
+                if end_headers {
+                    return self.on_header_block(stream, block, end_stream, self_dependent, date);
+                }
+                let mut pending = PendingBlock {
+                    stream,
+                    end_stream,
+                    self_dependent,
+                    bytes: Vec::new(),
+                };
+                pending.extend(block, self.limits.max_header_list)?;
+                self.pending_block = Some(pending);
+                Ok(())
+            }
+            Frame::Continuation {
+                block, end_headers, ..
+            } => {
+                let Some(pending) = &mut self.pending_block else {
+                    return protocol_error;
+                };
+                pending.extend(block, self.limits.max_header_list)?;
+                if !end_headers {
+                    return Ok(());
+                }
+                let Some(pending) = self.pending_block.take() else {
+                    return protocol_error;
+                };
+                self.on_header_block(
+                    pending.stream,
+                    &pending.bytes,
+                    pending.end_stream,
+                    pending.self_dependent,
+                    date,
+                )
+            }
+            Frame::Priority { stream, priority } => {
+                if priority.depends_on == stream {
+                    return Err(H2Error::Stream(stream, ErrorCode::Protocol));
+                }
+                Ok(())
+            }
+            Frame::RstStream { stream } => {
+                if stream > self.last_stream {
+                    return protocol_error;
+                }
+                if let Some(index) = self.index(stream) {
+                    self.remove(index, false);
+                    self.charge_reset().map_err(H2Error::Connection)?;
+                }
+                Ok(())
+            }
+            Frame::Settings { ack: true, .. } => {
+                self.inflow.settings_acknowledged(&mut self.streams);
+                Ok(())
+            }
+            Frame::Settings {
+                ack: false,
+                entries,
+            } => {
+                self.apply_settings(entries)?;
+                frame::write_settings_ack(self.output.frames());
+                self.output.count_control().map_err(H2Error::Connection)
+            }
+            Frame::Ping {
+                ack: false,
+                payload,
+            } => {
+                frame::write_ping_ack(self.output.frames(), &payload);
+                self.output.count_control().map_err(H2Error::Connection)
+            }
+            Frame::Ping { ack: true, .. } | Frame::Unknown => Ok(()),
+            Frame::GoAway => {
+                if !matches!(self.phase, Phase::Draining { .. }) {
+                    self.phase = Phase::Draining {
+                        last_stream: self.last_stream,
+                    };
+                }
+                Ok(())
+            }
+            Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
+        }
+    }
+
+    fn apply_settings(&mut self, entries: &[u8]) -> Result<(), H2Error> {
+        let change = self.peer.apply(entries).map_err(H2Error::Connection)?;
+        for stream in &mut self.streams {
+            stream.send_window += change;
+            if stream.send_window > MAX_WINDOW {
+                return Err(H2Error::Connection(ErrorCode::FlowControl));
+            }
+        }
+        self.flush();
+        Ok(())
+    }
+
+    fn on_window_update(&mut self, stream: u32, increment: u32) -> Result<(), H2Error> {
+        if stream == 0 {
+            if increment == 0 {
+                return Err(H2Error::Connection(ErrorCode::Protocol));
+            }
+            self.send_window += increment as i64;
+            if self.send_window > MAX_WINDOW {
+                return Err(H2Error::Connection(ErrorCode::FlowControl));
+            }
+        } else {
+            if stream > self.last_stream {
+                return Err(H2Error::Connection(ErrorCode::Protocol));
+            }
+            // A closed stream's update may still be in flight: ignored.
+            let Some(index) = self.index(stream) else {
+                return Ok(());
+            };
+            if increment == 0 {
+                return Err(H2Error::Stream(stream, ErrorCode::Protocol));
+            }
+            let window = &mut self.streams[index].send_window;
+            *window += increment as i64;
+            if *window > MAX_WINDOW {
+                return Err(H2Error::Stream(stream, ErrorCode::FlowControl));
+            }
+        }
+        self.flush();
+        Ok(())
+    }
+
+    fn on_data(
+        &mut self,
+        stream: u32,
+        data: &[u8],
+        end_stream: bool,
+        flow_len: u32,
+        date: &HttpDate,
+    ) -> Result<(), H2Error> {
+        let flow_len = flow_len as i64;
+        self.inflow.take(flow_len).map_err(H2Error::Connection)?;
+        self.inflow.grant_connection(self.output.frames());
+        let Some(index) = self.index(stream) else {
+            return self.closed_stream(stream, ErrorCode::StreamClosed);
+        };
+        let max_body = self.limits.max_body;
+        let entry = &mut self.streams[index];
+        if flow_len > entry.recv_window {
+            return Err(H2Error::Stream(stream, ErrorCode::FlowControl));
+        }
+        entry.recv_window -= flow_len;
+        let State::Receiving { head, body } = &mut entry.state else {
+            // The rest of a request answered already is dropped.
+            return match entry.state {
+                State::Sending {
+                    reset_after: true, ..
+                } => Ok(()),
+                _ => Err(H2Error::Stream(stream, ErrorCode::StreamClosed)),
+            };
+        };
+        let len = body.len() + data.len();
+        if head
+            .content_length
+            .is_some_and(|length| len as u64 > length)
+        {
+            return Err(H2Error::Stream(stream, ErrorCode::Protocol));
+        }
+        if len > max_body {
+            self.answer_error(index, 413, !end_stream, date);
+            return Ok(());
+        }
+        body.extend_from_slice(data);
+        self.inflow.hold(data.len());
+        if end_stream {
+            self.request_complete(index)
+        } else {
+            let out = self.output.frames();
+            self.inflow.grant_stream(out, &mut self.streams[index]);
+            Ok(())
+        }
+    }
+
+    /// DATA on a stream not open: an idle one's is a connection error, a closed one's a
+    /// stream error, but one the server reset lately may still be in flight and is ignored,
+    /// as are those opened after the server's GOAWAY.
+    fn closed_stream(&self, stream: u32, code: ErrorCode) -> Result<(), H2Error> {
+        let after_goaway =
+            matches!(self.phase, Phase::Draining { last_stream } if stream > last_stream);
+        if stream > self.last_stream {
+            Err(H2Error::Connection(ErrorCode::Protocol))
+        } else if after_goaway || self.recently_closed.by_reset(stream) {
+            Ok(())
+        } else {
+            Err(H2Error::Stream(stream, code))
+        }
+    }
+
+    fn on_header_block(
+        &mut self,
+        stream: u32,
+        block: &[u8],
+        end_stream: bool,
+        self_dependent: bool,
+        date: &HttpDate,
+    ) -> Result<(), H2Error> {
+        let max_list = self.limits.max_header_list as usize;
+        if let Some(index) = self.index(stream) {
+            // Trailers: they end the stream, and carry nothing the server keeps.
+            let checked = self.decoder.trailers(block, max_list);
+            if checked == Err(BlockError::Compression) {
+                return Err(H2Error::Connection(ErrorCode::Compression));
+            }
+            match self.streams[index].state {
+                State::Receiving { .. } => {}
+                State::Sending {
+                    reset_after: true, ..
+                } => return Ok(()),
+                _ => return Err(H2Error::Stream(stream, ErrorCode::StreamClosed)),
+            }
+            if !end_stream {
+                return Err(H2Error::Stream(stream, ErrorCode::Protocol));
+            }
+            return match checked {
+                Err(error) => Err(H2Error::Stream(stream, error.code())),
+                Ok(()) => self.request_complete(index),
+            };
+        }
+        if stream.is_multiple_of(2) {
+            return Err(H2Error::Connection(ErrorCode::Protocol));
+        }
+        if stream <= self.last_stream {
+            // Decoded all the same, to keep the dynamic table in step.
+            if self.decoder.trailers(block, max_list) == Err(BlockError::Compression) {
+                return Err(H2Error::Connection(ErrorCode::Compression));
+            }
+            // A stream closed lately: STREAM_CLOSED, unless the server reset it; one never
+            // used is a stream identifier out of order.
+            return if self.recently_closed.by_reset(stream) {
+                Ok(())
+            } else if self.recently_closed.otherwise(stream) {
+                Err(H2Error::Connection(ErrorCode::StreamClosed))
+            } else {
+                Err(H2Error::Connection(ErrorCode::Protocol))
+            };
+        }
+        self.last_stream = stream;
+        let decoded = self.decoder.request(block, max_list);
+        if matches!(self.phase, Phase::Draining { last_stream } if stream > last_stream) {
+            return match decoded {
+                Err(BlockError::Compression) => Err(H2Error::Connection(ErrorCode::Compression)),
+                _ => Ok(()),
+            };
+        }
+        let too_large = decoded.is_err();
+        let head = match decoded {
+            Err(BlockError::TooLarge) => hpack::RequestHead::default(),
+            Err(error @ BlockError::Compression) => return Err(H2Error::Connection(error.code())),
+            Err(error) => return Err(H2Error::Stream(stream, error.code())),
+            Ok(head) => head,
+        };
+        if self_dependent {
+            return Err(H2Error::Stream(stream, ErrorCode::Protocol));
+        }
+        if self.streams.len() >= self.limits.max_concurrent_streams as usize {
+            return Err(H2Error::Stream(stream, ErrorCode::RefusedStream));
+        }
+        self.streams.push(Stream {
+            id: stream,
+            send_window: self.peer.initial_window,
+            recv_window: self.inflow.new_stream_window(),
+            state: State::Receiving {
+                head,
+                body: Vec::new(),
+            },
+        });
+        let index = self.streams.len() - 1;
+        if too_large {
+            self.answer_error(index, 431, !end_stream, date);
+            return Ok(());
+        }
+        if end_stream {
+            return self.request_complete(index);
+        }
+        Ok(())
+    }
+
+    /// The request of the stream at `index` is all in.
+    fn request_complete(&mut self, index: usize) -> Result<(), H2Error> {
+        let entry = &mut self.streams[index];
+        entry
+            .complete()
+            .map_err(|code| H2Error::Stream(entry.id, code))
+    }
+
+    /// Bodies were let go: the windows held back for the budget are given now.
+    fn grant_windows(&mut self) {
+        self.inflow.grant_connection(self.output.frames());
+        for stream in &mut self.streams {
+            self.inflow.grant_stream(self.output.frames(), stream);
+        }
+    }
+
+    /// The next request not yet handed out, in the order of their streams; none while
+    /// the output is over its high-water mark (the client does not read its answers), so
+    /// that answers are not made faster than they go.
+    pub fn take_request(&mut self) -> Option<Request<'_>> {
+        if self.output.room() == 0 {
+            return None;
+        }
+        self.streams.iter_mut().find_map(Stream::take_request)
+    }
+
+    /// Answers the request of `stream`: its HEADERS now, its body as flow control allows,
+    /// then its trailers. A stream that is gone (reset by the client) is not answered.
+    pub fn answer(
+        &mut self,
+        stream: u32,
+        answer: &Answer<'_>,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+    ) {
+        let Some(index) = self.index(stream) else {
+            return;
+        };
+        if !matches!(
+            self.streams[index].state,
+            State::Request { taken: true, .. }
+        ) {
+            return;
+        }
+        self.last_active = now;
+        self.output.lend(buffers);
+        self.respond(index, answer, false, date);
+        self.output.owe_progress(now);
+    }
+
+    /// The connection's own answer to a request it refuses (413, 431).
+    fn answer_error(&mut self, index: usize, status: u16, reset_after: bool, date: &HttpDate) {
+        let reason: &[u8] = match status {
+            413 => b"Content Too Large",
+            _ => b"Request Header Fields Too Large",
+        };
+        let answer = Answer {
+            status,
+            content_type: b"text/plain",
+            body: reason,
+            trailers: &[],
+        };
+        self.respond(index, &answer, reset_after, date);
+    }
+
+    fn respond(&mut self, index: usize, answer: &Answer<'_>, reset_after: bool, date: &HttpDate) {
+        let entry = &mut self.streams[index];
+        let id = entry.id;
+        let (head_only, mut data) = match &mut entry.state {
+            State::Receiving { head, body } | State::Request { head, body, .. } => {
+                (head.method() == Method::Head, std::mem::take(body))
+            }
+            State::Sending { .. } => return,
+        };
+        self.inflow.release(data.len());
+        if !data.is_empty() {
+            self.grant_windows();
+        }
+        data.clear();
+        let body = if head_only { &[][..] } else { answer.body };
+        let end_stream = body.is_empty() && answer.trailers.is_empty();
+        self.block.clear();
+        let (status, content_type) = (answer.status, answer.content_type);
+        hpack::encode_answer(
+            &mut self.block,
+            status,
+            content_type,
+            answer.body.len(),
+            date,
+        );
+        let out = self.output.frames();
+        frame::write_headers(out, id, &self.block, end_stream, self.peer.max_frame);
+        let mut trailers = Vec::new();
+        hpack::encode_trailers(&mut trailers, answer.trailers);
+        // What the windows let go at once is written from the answer itself; only the rest
+        // is copied, to wait.
+        let room = self.output.room();
+        let out = self.output.frames();
+        let entry = &mut self.streams[index];
+        let windows = (&mut self.send_window, &mut entry.send_window);
+        let end = trailers.is_empty();
+        let written = write_data(out, id, body, end, windows, self.peer.max_frame, room);
+        data.extend_from_slice(&body[written..]);
+        entry.state = State::Sending {
+            data,
+            at: 0,
+            trailers,
+            reset_after,
+        };
+        if end_stream || written == body.len() {
+            self.flush_stream(index);
+        }
+    }
+
+    /// Writes what the answers waiting for window may send now, stream by stream, while
+    /// the connection's window and the output's room last.
+    fn flush(&mut self) {
+        let mut index = 0;
+        while index < self.streams.len() && self.send_window > 0 && self.output.room() > 0 {
+            if !self.flush_stream(index) {
+                index += 1;
+            }
+        }
+    }
+
+    /// Writes what the answer of the stream at `index` may send now; returns whether it
+    /// is all written (and the stream closed).
+    fn flush_stream(&mut self, index: usize) -> bool {
+        let room = self.output.room();
+        let out = self.output.frames();
+        let window = &mut self.send_window;
+        let done = self.streams[index].write_answer(out, window, self.peer.max_frame, room);
+        if done {
+            self.finish(index);
+        }
+        done
+    }
+
+    /// The answer of the stream at `index` is all written: the stream closes.
+    fn finish(&mut self, index: usize) {
+        let entry = self.remove(index, false);
+        if matches!(
+            entry.state,
+            State::Sending {
+                reset_after: true,
+                ..
+            }
+        ) {
+            self.write_reset(entry.id, ErrorCode::NoError);
+        }
+        self.resets = self.resets.saturating_sub(1);
+    }
+
+    /// Closes the stream at `index` (`by_reset`: with the server's RST_STREAM).
+    fn remove(&mut self, index: usize, by_reset: bool) -> Stream {
+        let entry = self.streams.remove(index);
+        self.inflow.release(entry.body_len());
+        if entry.body_len() > 0 {
+            self.grant_windows();
+        }
+        self.recently_closed.remember(entry.id, by_reset);
+        entry
+    }
+
+    fn index(&self, stream: u32) -> Option<usize> {
+        self.streams
+            .binary_search_by_key(&stream, |entry| entry.id)
+            .ok()
+    }
+
+    /// A stream error: the stream closes with RST_STREAM, and the reset is charged.
+    fn reset(&mut self, stream: u32, code: ErrorCode) -> Result<(), ErrorCode> {
+        if let Some(index) = self.index(stream) {
+            self.remove(index, true);
+        }
+        self.write_reset(stream, code);
+        self.charge_reset()
+    }
+
+    fn write_reset(&mut self, stream: u32, code: ErrorCode) {
+        frame::write_rst_stream(self.output.frames(), stream, code);
+        self.recently_closed.remember(stream, true);
+    }
+
+    fn charge_reset(&mut self) -> Result<(), ErrorCode> {
+        self.resets += 1;
+        if self.resets > RESET_BUDGET {
+            return Err(ErrorCode::EnhanceYourCalm);
+        }
+        Ok(())
+    }
+
+    /// A connection error: GOAWAY with the last stream the server took, and nothing more
+    /// is read or answered.
+    fn fail(&mut self, code: ErrorCode) {
+        frame::write_goaway(self.output.frames(), self.last_stream, code);
+        self.phase = Phase::Failed;
+        self.streams = Vec::new();
+        self.pending_block = None;
+    }
+
+    /// Ends the connection gracefully (the server shuts down): GOAWAY with NO_ERROR, the
+    /// streams already open answered, no new one served.
+    pub fn shutdown(&mut self) {
+        if matches!(self.phase, Phase::Draining { .. } | Phase::Failed) {
+            return;
+        }
+        frame::write_goaway(self.output.frames(), self.last_stream, ErrorCode::NoError);
+        self.phase = Phase::Draining {
+            last_stream: self.last_stream,
+        };
+    }
+
+    /// The bytes to send.
+    pub fn unsent(&self) -> &[u8] {
+        self.output.unsent()
+    }
+
+    /// `len` bytes of [`Connection::unsent`] went; answers waiting for room follow them.
+    pub fn mark_sent(&mut self, len: usize, now: Instant) {
+        self.output.sent(len, now);
+        if len > 0 {
+            self.last_active = now;
+        }
+        if !matches!(self.phase, Phase::Failed) {
+            self.flush();
+            self.output.owe_progress(now);
+        }
+    }
+
+    /// Whether processing again once the output has drained may do more: frames wait in
+    /// the input, or requests to be taken.
+    pub fn has_backlog(&self) -> bool {
+        let waiting = |stream: &Stream| matches!(stream.state, State::Request { taken: false, .. });
+        !matches!(self.phase, Phase::Failed)
+            && (!self.input.is_empty() || self.streams.iter().any(waiting))
+    }
+
+    /// The peer sent its last byte: the whole frames already in are still read, and the
+    /// streams whose requests are in still answered.
+    pub fn peer_closed(&mut self) {
+        self.peer_eof = true;
+    }
+
+    pub fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
+
+    pub fn buffered_input(&self) -> usize {
+        self.input.len()
+    }
+
+    /// What the connection holds in memory, for the worker's budget: its buffers, its
+    /// streams' and the HPACK decoder's dynamic table at its fullest.
+    pub fn held(&self) -> usize {
+        self.input.capacity()
+            + self.output.capacity()
+            + self.block.capacity()
+            + self
+                .pending_block
+                .as_ref()
+                .map_or(0, |block| block.bytes.capacity())
+            + self.streams.capacity() * std::mem::size_of::<Stream>()
+            + self.streams.iter().map(Stream::held).sum::<usize>()
+            + hpack::DECODER_HELD
+    }
+
+    /// Whether the connection takes more bytes now: not once it failed, nor while it holds
+    /// a whole frame it cannot read (its output is over the high-water mark, the client
+    /// not reading).
+    pub fn wants_input(&self) -> bool {
+        !matches!(self.phase, Phase::Failed)
+            && !self.peer_eof
+            && self.input.len() < HEAD_LEN + self.limits.max_frame_size as usize
+    }
+
+    /// Whether the connection is over and everything is sent: after a connection error;
+    /// after a GOAWAY, once its streams are answered; after the peer's last byte, once the
+    /// requests it finished are answered.
+    pub fn is_finished(&self) -> bool {
+        let answered = || {
+            let owed = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
+            !self.streams.iter().any(owed)
+        };
+        self.unsent().is_empty()
+            && match self.phase {
+                Phase::Failed => true,
+                Phase::Draining { .. } => self.streams.is_empty(),
+                _ => self.peer_eof && answered(),
+            }
+    }
+
+    /// The client took too long to read what was unsent at some instant, or nothing moved
+    /// either way for the idle timeout while the server owed it no answer.
+    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        let owes = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
+        let idle =
+            !self.streams.iter().any(owes) && now.duration_since(self.last_active) > limits.idle;
+        self.output.late(now, limits.send) || idle
+    }
+
+    /// Gives back the buffers that are empty: the input once every frame in it is read, the
+    /// output once all of it is sent.
+    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            buffers.give_back(std::mem::take(&mut self.input));
+        }
+        self.output.give_back_idle(buffers);
+    }
+
+    /// Gives every buffer back: the connection is closed.
+    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+        buffers.give_back(std::mem::take(&mut self.input));
+        self.output.give_back_all(buffers);
+    }
+}

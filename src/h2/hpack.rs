@@ -1,0 +1,380 @@
+//! Header blocks: a request's decoded (HPACK, RFC 7541) and checked as RFC 9113 section 8
+//! says, an answer's encoded.
+//!
+//! Decoding is `loona-hpack`'s. Of the HPACK crates, it is the one still kept (2024: the
+//! fork of the `hpack` crate that the loona server runs h2spec with; `hpack` itself has not
+//! had a release since 2016, `httlib-hpack` since 2021), it decodes a whole block with a
+//! callback per field, borrowing the bytes of indexed and raw literal fields instead of
+//! allocating (only Huffman-coded strings and dynamic-table insertions allocate), and it
+//! checks what RFC 7541 asks (Huffman padding and EOS, table size updates, indexes). A
+//! field is seen once, in the callback, and only what the server keeps is copied: the
+//! pseudo-headers, `content-type` and `grpc-encoding`, into one buffer per request.
+//!
+//! Encoding is ours, and stateless: answers are written with the static table's names and
+//! `:status` values and literals that are never indexed, so the server keeps no dynamic
+//! table for the peer (nothing to bound, nothing to count), and whatever the peer's
+//! SETTINGS_HEADER_TABLE_SIZE, the blocks stay valid.
+
+use std::ops::Range;
+
+use super::frame::{ErrorCode, H2Error};
+use crate::http::{HttpDate, Method};
+
+/// The dynamic table size of RFC 7541 (SETTINGS_HEADER_TABLE_SIZE's default); the server
+/// never advertises another, so a peer's table size update beyond it is an error.
+const DYNAMIC_TABLE_SIZE: usize = 4096;
+
+/// What a decoder's dynamic table holds at its fullest: the fields' bytes, and for each
+/// field (one per 32 bytes of table at most, RFC 7541 4.1) its name's and value's vectors.
+pub const DECODER_HELD: usize =
+    DYNAMIC_TABLE_SIZE + DYNAMIC_TABLE_SIZE / 32 * 2 * std::mem::size_of::<Vec<u8>>();
+
+/// The HPACK decoder of one connection: its dynamic table lives as long as the connection.
+pub struct Decoder {
+    inner: loona_hpack::Decoder<'static>,
+}
+
+/// Why a decoded header block is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockError {
+    /// The HPACK encoding itself is broken: the decoder's state is lost, a connection error.
+    Compression,
+    /// The request is malformed (RFC 9113, 8.1.1): a stream error.
+    Malformed,
+    /// The decoded list is larger than the limit (an HPACK bomb, or merely too large):
+    /// answered 431.
+    TooLarge,
+}
+
+impl BlockError {
+    /// The error a block refused for this reason is reported with, when not answered.
+    pub fn code(self) -> ErrorCode {
+        match self {
+            BlockError::Compression => ErrorCode::Compression,
+            BlockError::Malformed | BlockError::TooLarge => ErrorCode::Protocol,
+        }
+    }
+}
+
+/// A header block whose CONTINUATION frames are still coming.
+pub struct PendingBlock {
+    pub stream: u32,
+    pub end_stream: bool,
+    pub self_dependent: bool,
+    pub bytes: Vec<u8>,
+}
+
+impl PendingBlock {
+    /// Appends a frame's fragment of the block. A block larger than twice the header list
+    /// limit is a flood (CONTINUATION frames without end, CVE-2024-27316 and its kin): the
+    /// connection ends.
+    pub fn extend(&mut self, fragment: &[u8], max_header_list: u32) -> Result<(), H2Error> {
+        if self.bytes.len() + fragment.len() > 2 * max_header_list as usize {
+            return Err(H2Error::Connection(ErrorCode::EnhanceYourCalm));
+        }
+        self.bytes.extend_from_slice(fragment);
+        Ok(())
+    }
+}
+
+/// What a server needs of a request's header list, in one buffer.
+#[derive(Debug, Default)]
+pub struct RequestHead {
+    bytes: Vec<u8>,
+    method: Option<Range<u16>>,
+    scheme: Option<Range<u16>>,
+    authority: Option<Range<u16>>,
+    path: Option<Range<u16>>,
+    content_type: Option<Range<u16>>,
+    grpc_encoding: Option<Range<u16>>,
+    /// `content-length`, which the DATA received must match.
+    pub content_length: Option<u64>,
+}
+
+impl RequestHead {
+    fn get(&self, range: &Option<Range<u16>>) -> &[u8] {
+        range.as_ref().map_or(&[][..], |range| {
+            &self.bytes[range.start as usize..range.end as usize]
+        })
+    }
+
+    pub fn method(&self) -> Method {
+        match self.get(&self.method) {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            _ => Method::Other,
+        }
+    }
+
+    /// A text field, checked to be visible ASCII when decoded.
+    fn text(&self, range: &Option<Range<u16>>) -> &str {
+        std::str::from_utf8(self.get(range)).unwrap_or_default()
+    }
+
+    pub fn scheme(&self) -> &str {
+        self.text(&self.scheme)
+    }
+
+    pub fn authority(&self) -> &str {
+        self.text(&self.authority)
+    }
+
+    /// `:path`, its query included.
+    pub fn path(&self) -> &str {
+        self.text(&self.path)
+    }
+
+    pub fn content_type(&self) -> &[u8] {
+        self.get(&self.content_type)
+    }
+
+    /// gRPC's `grpc-encoding`, the compression its messages may use.
+    pub fn grpc_encoding(&self) -> Option<&[u8]> {
+        self.grpc_encoding
+            .is_some()
+            .then(|| self.get(&self.grpc_encoding))
+    }
+
+    /// The bytes this head holds.
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    fn keep(&mut self, value: &[u8]) -> Range<u16> {
+        let start = self.bytes.len() as u16;
+        self.bytes.extend_from_slice(value);
+        start..self.bytes.len() as u16
+    }
+}
+
+/// A field's name is lowercase token characters (RFC 9113, 8.2.1, and RFC 9110's token).
+fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&byte| {
+            byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&byte)
+        })
+}
+
+/// A field's value has no NUL, CR or LF, and no whitespace at either end (RFC 9113, 8.2.1).
+fn valid_value(value: &[u8]) -> bool {
+    let edge = |byte: Option<&u8>| byte.is_some_and(|byte| matches!(byte, b' ' | b'\t'));
+    !value.iter().any(|byte| matches!(byte, 0 | b'\r' | b'\n'))
+        && !edge(value.first())
+        && !edge(value.last())
+}
+
+/// Pseudo-header values the server keeps as text are visible ASCII.
+fn visible_ascii(value: &[u8]) -> bool {
+    value.iter().all(|byte| (0x21..0x7f).contains(byte))
+}
+
+/// Connection-specific fields, which HTTP/2 forbids (RFC 9113, 8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
+    )
+}
+
+impl Decoder {
+    pub fn new() -> Self {
+        let mut inner = loona_hpack::Decoder::new();
+        inner.set_max_allowed_table_size(DYNAMIC_TABLE_SIZE);
+        Decoder { inner }
+    }
+
+    /// Decodes a request's header block into its head. The whole block is always decoded,
+    /// so that the dynamic table stays as the peer's encoder has it, however the request is
+    /// refused; a list past `max_list` (counted as SETTINGS_MAX_HEADER_LIST_SIZE counts:
+    /// name, value and 32 a field) keeps nothing more, so a block that decodes huge costs
+    /// its decoding only.
+    pub fn request(&mut self, block: &[u8], max_list: usize) -> Result<RequestHead, BlockError> {
+        // Room for what a request usually keeps, so that it is one allocation.
+        let mut head = RequestHead {
+            bytes: Vec::with_capacity(128),
+            ..RequestHead::default()
+        };
+        let mut list_size = 0;
+        let mut error = None;
+        let mut regular_seen = false;
+        let decoded = self.inner.decode_with_cb(block, |name, value| {
+            list_size += name.len() + value.len() + 32;
+            if error.is_some() {
+                return;
+            }
+            if list_size > max_list {
+                error = Some(BlockError::TooLarge);
+                return;
+            }
+            if let Err(refused) = take_field(&mut head, &name, &value, &mut regular_seen) {
+                error = Some(refused);
+            }
+        });
+        if decoded.is_err() {
+            return Err(BlockError::Compression);
+        }
+        if let Some(error) = error {
+            return Err(error);
+        }
+        // Every request has :method, :scheme and a non-empty :path (RFC 9113, 8.3.1);
+        // CONNECT, which has neither, is not served.
+        let path = head.get(&head.path);
+        let path_ok =
+            path.first() == Some(&b'/') || (path == b"*" && head.get(&head.method) == b"OPTIONS");
+        if head.method.is_none() || head.scheme.is_none() || !path_ok {
+            return Err(BlockError::Malformed);
+        }
+        Ok(head)
+    }
+
+    /// Decodes a trailer block, which is checked and dropped: no pseudo-header, nothing
+    /// connection-specific, within `max_list`.
+    pub fn trailers(&mut self, block: &[u8], max_list: usize) -> Result<(), BlockError> {
+        let mut list_size = 0;
+        let mut error = None;
+        let decoded = self.inner.decode_with_cb(block, |name, value| {
+            list_size += name.len() + value.len() + 32;
+            if error.is_none() && list_size > max_list {
+                error = Some(BlockError::TooLarge);
+            } else if !valid_name(&name) || !valid_value(&value) || connection_specific(&name) {
+                error = error.or(Some(BlockError::Malformed));
+            }
+        });
+        if decoded.is_err() {
+            return Err(BlockError::Compression);
+        }
+        error.map_or(Ok(()), Err)
+    }
+}
+
+/// Checks one field of a request and keeps it in `head` if the server needs it.
+fn take_field(
+    head: &mut RequestHead,
+    name: &[u8],
+    value: &[u8],
+    regular_seen: &mut bool,
+) -> Result<(), BlockError> {
+    if let Some(pseudo) = name.strip_prefix(b":") {
+        if *regular_seen {
+            return Err(BlockError::Malformed);
+        }
+        let slot = match pseudo {
+            b"method" => &mut head.method,
+            b"scheme" => &mut head.scheme,
+            b"authority" => &mut head.authority,
+            b"path" => &mut head.path,
+            _ => return Err(BlockError::Malformed),
+        };
+        if slot.is_some() || !visible_ascii(value) {
+            return Err(BlockError::Malformed);
+        }
+        let start = head.bytes.len() as u16;
+        head.bytes.extend_from_slice(value);
+        let range = start..head.bytes.len() as u16;
+        match pseudo {
+            b"method" => head.method = Some(range),
+            b"scheme" => head.scheme = Some(range),
+            b"authority" => head.authority = Some(range),
+            _ => head.path = Some(range),
+        }
+        return Ok(());
+    }
+    *regular_seen = true;
+    if !valid_name(name) || !valid_value(value) || connection_specific(name) {
+        return Err(BlockError::Malformed);
+    }
+    match name {
+        b"te" if value != b"trailers" => return Err(BlockError::Malformed),
+        b"content-type" if head.content_type.is_none() => {
+            head.content_type = Some(head.keep(value));
+        }
+        b"grpc-encoding" if head.grpc_encoding.is_none() => {
+            head.grpc_encoding = Some(head.keep(value));
+        }
+        b"content-length" => {
+            let length = std::str::from_utf8(value)
+                .ok()
+                .filter(|digits| digits.bytes().all(|byte| byte.is_ascii_digit()))
+                .and_then(|digits| digits.parse().ok())
+                .ok_or(BlockError::Malformed)?;
+            if head.content_length.is_some_and(|known| known != length) {
+                return Err(BlockError::Malformed);
+            }
+            head.content_length = Some(length);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The static table's indexes of the names an answer uses (RFC 7541, Appendix A).
+const STATUS: usize = 8;
+const CONTENT_LENGTH: usize = 28;
+const CONTENT_TYPE: usize = 31;
+const DATE: usize = 33;
+const SERVER: usize = 54;
+
+/// Appends an answer's header block: `:status`, `content-type`, `content-length`, `date`,
+/// `server`.
+pub fn encode_answer(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &[u8],
+    content_length: usize,
+    date: &HttpDate,
+) {
+    // The statuses the static table holds whole (indexes 8 to 14).
+    let indexed = [200, 204, 206, 304, 400, 404, 500]
+        .iter()
+        .position(|&code| code == status);
+    match indexed {
+        Some(offset) => integer(out, STATUS + offset, 7, 0x80),
+        None => literal(out, STATUS, itoa::Buffer::new().format(status).as_bytes()),
+    }
+    literal(out, CONTENT_TYPE, content_type);
+    literal(
+        out,
+        CONTENT_LENGTH,
+        itoa::Buffer::new().format(content_length).as_bytes(),
+    );
+    literal(out, DATE, date.as_bytes());
+    literal(out, SERVER, b"gnosis");
+}
+
+/// Appends a trailer block: each field a literal with its own name, never indexed.
+pub fn encode_trailers(out: &mut Vec<u8>, trailers: &[(&[u8], &[u8])]) {
+    for (name, value) in trailers {
+        out.push(0);
+        string(out, name);
+        string(out, value);
+    }
+}
+
+/// A literal field without indexing, its name from the static table (RFC 7541, 6.2.2).
+fn literal(out: &mut Vec<u8>, name_index: usize, value: &[u8]) {
+    integer(out, name_index, 4, 0);
+    string(out, value);
+}
+
+/// A string literal, not Huffman-coded (RFC 7541, 5.2).
+fn string(out: &mut Vec<u8>, value: &[u8]) {
+    integer(out, value.len(), 7, 0);
+    out.extend_from_slice(value);
+}
+
+/// An integer with an N-bit prefix, the first byte's other bits `flags` (RFC 7541, 5.1).
+fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
+    let max_prefix = (1usize << prefix_bits) - 1;
+    if value < max_prefix {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | max_prefix as u8);
+    let mut rest = value - max_prefix;
+    while rest >= 128 {
+        out.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    out.push(rest as u8);
+}

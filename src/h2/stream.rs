@@ -1,0 +1,236 @@
+//! One stream of an HTTP/2 connection, from its request's HEADERS to its answer's last
+//! frame. A stream that is idle or closed is not kept: the connection tells those apart
+//! by their identifiers and the few it remembers ([`Closed`]).
+
+use super::frame::{self, ErrorCode, HEAD_LEN};
+use super::hpack::RequestHead;
+use crate::http::{self, Method};
+
+/// Streams closed lately that are remembered: frames still in flight on one the server
+/// reset are ignored, and HEADERS on one closed otherwise is STREAM_CLOSED rather than a
+/// stream identifier never used (RFC 9113, 5.1 and 5.1.1).
+const RECENTLY_CLOSED: usize = 32;
+
+/// A complete request, as `Connection::take_request` hands it out.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub stream: u32,
+    pub method: Method,
+    pub scheme: &'a str,
+    pub authority: &'a str,
+    /// The path without the query string.
+    pub path: &'a str,
+    /// What follows the `?`, or "".
+    pub query: &'a str,
+    pub content_type: &'a [u8],
+    /// gRPC's `grpc-encoding`, if the request has one.
+    pub grpc_encoding: Option<&'a [u8]>,
+    pub body: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    /// The request as the application reads an HTTP/1.1 one.
+    pub fn http(&self) -> http::Request<'a> {
+        http::Request {
+            method: self.method,
+            path: self.path,
+            query: self.query,
+            body: self.body,
+            keep_alive: true,
+            http10: false,
+            upgrade: http::UpgradeHeaders::default(),
+        }
+    }
+}
+
+/// How a stream is answered.
+#[derive(Clone, Copy, Debug)]
+pub struct Answer<'a> {
+    pub status: u16,
+    /// The `content-type` value.
+    pub content_type: &'a [u8],
+    pub body: &'a [u8],
+    /// Fields sent after the body (gRPC's `grpc-status`), names in lowercase; none for
+    /// most answers.
+    pub trailers: &'a [(&'a [u8], &'a [u8])],
+}
+
+pub struct Stream {
+    pub id: u32,
+    /// What the peer lets the server send on this stream; negative when the peer lowered
+    /// SETTINGS_INITIAL_WINDOW_SIZE below what was already sent (RFC 9113, 6.9.2).
+    pub send_window: i64,
+    /// What the server lets the peer send and it has not used yet.
+    pub recv_window: i64,
+    pub state: State,
+}
+
+pub enum State {
+    /// The request's head is in and its body is arriving ("open").
+    Receiving { head: RequestHead, body: Vec<u8> },
+    /// The whole request is in ("half-closed (remote)"): waiting to be handed to the
+    /// server, or handed out (`taken`) and waiting for its answer.
+    Request {
+        head: RequestHead,
+        body: Vec<u8>,
+        taken: bool,
+    },
+    /// The answer's HEADERS are out; its body from `at` and its trailer block wait for
+    /// flow-control window or room in the output. `reset_after`: the peer was still sending
+    /// when the server answered (413, 431), and is told to stop (RST_STREAM NO_ERROR) once
+    /// the answer is out; until then what it sends is dropped.
+    Sending {
+        data: Vec<u8>,
+        at: usize,
+        trailers: Vec<u8>,
+        reset_after: bool,
+    },
+}
+
+impl Stream {
+    /// The request is all in: its body must be as long as it said.
+    pub fn complete(&mut self) -> Result<(), ErrorCode> {
+        let State::Receiving { head, body } = &mut self.state else {
+            return Err(ErrorCode::StreamClosed);
+        };
+        if head
+            .content_length
+            .is_some_and(|length| length != body.len() as u64)
+        {
+            return Err(ErrorCode::Protocol);
+        }
+        self.state = State::Request {
+            head: std::mem::take(head),
+            body: std::mem::take(body),
+            taken: false,
+        };
+        Ok(())
+    }
+
+    /// Hands the request out, if it is complete and not yet handed out.
+    pub fn take_request(&mut self) -> Option<Request<'_>> {
+        let State::Request {
+            head,
+            body,
+            taken: taken @ false,
+        } = &mut self.state
+        else {
+            return None;
+        };
+        *taken = true;
+        let (path, query) = head.path().split_once('?').unwrap_or((head.path(), ""));
+        Some(Request {
+            stream: self.id,
+            method: head.method(),
+            scheme: head.scheme(),
+            authority: head.authority(),
+            path,
+            query,
+            content_type: head.content_type(),
+            grpc_encoding: head.grpc_encoding(),
+            body,
+        })
+    }
+
+    /// Writes what is left of the answer as the windows (the connection's,
+    /// `connection_window`, and the stream's) and `room` in the output allow, in frames of
+    /// at most `max_frame`. Returns whether all of it, trailers included, is written.
+    pub fn write_answer(
+        &mut self,
+        out: &mut Vec<u8>,
+        connection_window: &mut i64,
+        max_frame: usize,
+        room: usize,
+    ) -> bool {
+        let State::Sending {
+            data, at, trailers, ..
+        } = &mut self.state
+        else {
+            return false;
+        };
+        let windows = (connection_window, &mut self.send_window);
+        let end = trailers.is_empty();
+        *at += write_data(out, self.id, &data[*at..], end, windows, max_frame, room);
+        if *at < data.len() {
+            return false;
+        }
+        if !trailers.is_empty() {
+            frame::write_headers(out, self.id, trailers, true, max_frame);
+        }
+        true
+    }
+
+    /// The bytes this stream holds in its buffers.
+    pub fn held(&self) -> usize {
+        match &self.state {
+            State::Receiving { head, body } | State::Request { head, body, .. } => {
+                head.capacity() + body.capacity()
+            }
+            State::Sending { data, trailers, .. } => data.capacity() + trailers.capacity(),
+        }
+    }
+
+    /// The request body bytes it holds (what the body budget counts).
+    pub fn body_len(&self) -> usize {
+        match &self.state {
+            State::Receiving { body, .. } | State::Request { body, .. } => body.len(),
+            State::Sending { .. } => 0,
+        }
+    }
+}
+
+/// Writes `data` on `stream` in DATA frames of at most `max_frame` bytes while both
+/// `windows` (the connection's and the stream's, which it takes from) and `room` in the
+/// output last; the last frame ends the stream if `end` and it is all written. Returns how
+/// much was written.
+pub fn write_data(
+    out: &mut Vec<u8>,
+    stream: u32,
+    data: &[u8],
+    end: bool,
+    windows: (&mut i64, &mut i64),
+    max_frame: usize,
+    room: usize,
+) -> usize {
+    let (connection_window, stream_window) = windows;
+    let mut at = 0;
+    let mut room = room;
+    while at < data.len() {
+        let window = (*connection_window).min(*stream_window).max(0) as usize;
+        let len = (data.len() - at).min(window).min(max_frame).min(room);
+        if len == 0 {
+            break;
+        }
+        let last = end && at + len == data.len();
+        frame::write_data(out, stream, &data[at..at + len], last);
+        at += len;
+        room = room.saturating_sub(HEAD_LEN + len);
+        *connection_window -= len as i64;
+        *stream_window -= len as i64;
+    }
+    at
+}
+
+/// The streams closed lately, and whether by the server's RST_STREAM.
+#[derive(Default)]
+pub struct Closed {
+    streams: [(u32, bool); RECENTLY_CLOSED],
+    next: usize,
+}
+
+impl Closed {
+    pub fn remember(&mut self, stream: u32, by_reset: bool) {
+        self.streams[self.next] = (stream, by_reset);
+        self.next = (self.next + 1) % RECENTLY_CLOSED;
+    }
+
+    /// Whether the server reset `stream` lately.
+    pub fn by_reset(&self, stream: u32) -> bool {
+        self.streams.contains(&(stream, true))
+    }
+
+    /// Whether `stream` closed lately otherwise (both ends done, or the peer's reset).
+    pub fn otherwise(&self, stream: u32) -> bool {
+        self.streams.contains(&(stream, false))
+    }
+}

@@ -1,0 +1,1339 @@
+//! The frame codec, HPACK (RFC 7541 Appendix C), each rule of the connection's state
+//! machine, and the hostile clients, each against a `Connection` fed bytes as a client
+//! would send them.
+
+use std::time::{Duration, Instant};
+
+use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
+use super::hpack::{self, BlockError, Decoder};
+use proptest::prelude::*;
+
+use super::{Answer, Connection, Limits, PREFACE};
+use crate::http::{BufferPool, HttpDate, Method, Timeouts};
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const PRIORITY: u8 = 2;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PING: u8 = 6;
+const GOAWAY: u8 = 7;
+const WINDOW_UPDATE: u8 = 8;
+const CONTINUATION: u8 = 9;
+const END_STREAM: u8 = 0x1;
+const ACK: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+
+/// A frame as the client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Received {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+impl Received {
+    fn code(&self) -> u32 {
+        let at = if self.kind == GOAWAY { 4 } else { 0 };
+        u32::from_be_bytes(self.payload[at..at + 4].try_into().unwrap())
+    }
+}
+
+fn raw(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    frame::write_head(&mut bytes, payload.len(), kind, flags, stream);
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// A client of one `Connection`: it encodes its header blocks and decodes the answers'.
+struct Client {
+    connection: Connection,
+    date: HttpDate,
+    buffers: BufferPool,
+    encoder: loona_hpack::Encoder<'static>,
+    decoder: loona_hpack::Decoder<'static>,
+}
+
+impl Client {
+    /// A connection past the prefaces: both SETTINGS exchanged and acknowledged.
+    fn new(limits: Limits) -> Self {
+        Self::with_settings(limits, &[])
+    }
+
+    fn with_settings(limits: Limits, settings: &[(u16, u32)]) -> Self {
+        let mut client = Self::raw(limits);
+        let mut bytes = PREFACE.to_vec();
+        frame::write_settings(&mut bytes, settings);
+        bytes.extend(raw(SETTINGS, ACK, 0, &[]));
+        client.send(&bytes);
+        let frames = client.read();
+        assert_eq!(frames[0].kind, SETTINGS);
+        assert_eq!((frames[1].kind, frames[1].flags), (SETTINGS, ACK));
+        client
+    }
+
+    fn raw(limits: Limits) -> Self {
+        Client {
+            connection: Connection::new(limits, Instant::now()),
+            date: HttpDate::new(),
+            buffers: BufferPool::default(),
+            encoder: loona_hpack::Encoder::new(),
+            decoder: loona_hpack::Decoder::new(),
+        }
+    }
+
+    /// Sends bytes as the server core delivers them: into the input, then processed.
+    fn send(&mut self, bytes: &[u8]) {
+        if self.connection.wants_input() {
+            let input = self.connection.input(&mut self.buffers);
+            input.extend_from_slice(bytes);
+        }
+        self.process();
+    }
+
+    fn process(&mut self) {
+        let now = Instant::now();
+        self.connection.process(&self.date, now, &mut self.buffers);
+        self.connection.give_back_idle(&mut self.buffers);
+    }
+
+    fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
+        self.encoder.encode(
+            fields
+                .iter()
+                .map(|(name, value)| (name.as_bytes(), value.as_bytes())),
+        )
+    }
+
+    fn headers(&mut self, stream: u32, fields: &[(&str, &str)], end_stream: bool) -> Vec<u8> {
+        let block = self.block(fields);
+        let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };
+        raw(HEADERS, flags, stream, &block)
+    }
+
+    fn get(&mut self, stream: u32, path: &str) -> Vec<u8> {
+        let fields = [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "a"),
+        ];
+        self.headers(stream, &fields, true)
+    }
+
+    /// Reads every frame the server has written, as sent.
+    fn read(&mut self) -> Vec<Received> {
+        let bytes = self.connection.unsent().to_vec();
+        self.connection.mark_sent(bytes.len(), Instant::now());
+        if self.connection.has_backlog() {
+            self.process();
+        }
+        self.connection.give_back_idle(&mut self.buffers);
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while let Some(head) = Head::read(&bytes[at..]) {
+            let payload = bytes[at + HEAD_LEN..at + HEAD_LEN + head.len].to_vec();
+            frames.push(Received {
+                kind: head.kind,
+                flags: head.flags,
+                stream: head.stream,
+                payload,
+            });
+            at += HEAD_LEN + head.len;
+        }
+        assert_eq!(at, bytes.len(), "a partial frame");
+        frames
+    }
+
+    /// Decodes a header block the server sent.
+    fn fields(&mut self, block: &[u8]) -> Vec<(String, String)> {
+        let fields = self.decoder.decode(block).expect("a valid block");
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        fields
+            .into_iter()
+            .map(|(name, value)| (text(name), text(value)))
+            .collect()
+    }
+
+    fn answer(&mut self, stream: u32, body: &[u8]) {
+        let answer = Answer {
+            status: 200,
+            content_type: b"text/plain",
+            body,
+            trailers: &[],
+        };
+        let (date, buffers) = (&self.date, &mut self.buffers);
+        self.connection
+            .answer(stream, &answer, date, Instant::now(), buffers);
+    }
+
+    /// Takes the next request and answers it with its path as the body.
+    fn answer_next(&mut self) -> u32 {
+        let request = self.connection.take_request().expect("a request");
+        let (stream, path) = (request.stream, request.path.to_string());
+        self.answer(stream, path.as_bytes());
+        stream
+    }
+
+    /// The error the last frame sent says: GOAWAY's or RST_STREAM's.
+    fn error(&mut self) -> (u8, u32, u32) {
+        let frames = self.read();
+        let last = frames.last().expect("a frame");
+        assert!(matches!(last.kind, GOAWAY | RST_STREAM), "{frames:?}");
+        let stream = if last.kind == GOAWAY {
+            u32::from_be_bytes(last.payload[..4].try_into().unwrap())
+        } else {
+            last.stream
+        };
+        (last.kind, stream, last.code())
+    }
+}
+
+fn goaway(code: ErrorCode) -> (u8, u32) {
+    (GOAWAY, code as u32)
+}
+
+/// The kind and code of the error, without the stream.
+fn kind_code(error: (u8, u32, u32)) -> (u8, u32) {
+    (error.0, error.2)
+}
+
+// The frame codec.
+
+#[test]
+fn frame_heads_are_read_as_written_and_the_reserved_bit_is_ignored() {
+    let mut bytes = Vec::new();
+    frame::write_head(&mut bytes, 0x12345, HEADERS, 0x25, 7);
+    bytes[5] |= 0x80;
+    let head = Head::read(&bytes).unwrap();
+    assert_eq!(
+        (head.len, head.kind, head.flags, head.stream),
+        (0x12345, 1, 0x25, 7)
+    );
+    assert_eq!(Head::read(&bytes[..8]), None);
+}
+
+fn parse(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<Frame<'_>, H2Error> {
+    let head = Head {
+        len: payload.len(),
+        kind,
+        flags,
+        stream,
+    };
+    frame::parse(&head, payload)
+}
+
+#[test]
+fn padding_is_removed_and_checked() {
+    assert_eq!(
+        parse(DATA, PADDED | END_STREAM, 1, b"\x02abcXX"),
+        Ok(Frame::Data {
+            stream: 1,
+            data: b"abc",
+            end_stream: true,
+            flow_len: 6
+        })
+    );
+    let protocol = Err(H2Error::Connection(ErrorCode::Protocol));
+    assert_eq!(parse(DATA, PADDED, 1, b"\x03ab"), protocol);
+    assert_eq!(parse(HEADERS, PADDED, 1, b"\x05ab"), protocol);
+    // Padding and a priority: the block lies between them.
+    let payload = b"\x01\x00\x00\x00\x03\x10blockP";
+    match parse(HEADERS, PADDED | 0x20 | END_HEADERS, 1, payload) {
+        Ok(Frame::Headers {
+            block, priority, ..
+        }) => {
+            assert_eq!(block, b"block");
+            assert_eq!(priority.unwrap().depends_on, 3);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn each_frame_type_checks_its_stream_and_size() {
+    let connection = |code| Err(H2Error::Connection(code));
+    assert_eq!(parse(DATA, 0, 0, b"x"), connection(ErrorCode::Protocol));
+    assert_eq!(parse(HEADERS, 0, 0, b""), connection(ErrorCode::Protocol));
+    assert_eq!(
+        parse(PRIORITY, 0, 0, &[0; 5]),
+        connection(ErrorCode::Protocol)
+    );
+    assert_eq!(
+        parse(PRIORITY, 0, 3, &[0; 4]),
+        Err(H2Error::Stream(3, ErrorCode::FrameSize))
+    );
+    assert_eq!(
+        parse(RST_STREAM, 0, 1, &[0; 3]),
+        connection(ErrorCode::FrameSize)
+    );
+    assert_eq!(
+        parse(RST_STREAM, 0, 0, &[0; 4]),
+        connection(ErrorCode::Protocol)
+    );
+    assert_eq!(parse(SETTINGS, 0, 1, &[]), connection(ErrorCode::Protocol));
+    assert_eq!(
+        parse(SETTINGS, 0, 0, &[0; 5]),
+        connection(ErrorCode::FrameSize)
+    );
+    assert_eq!(
+        parse(SETTINGS, ACK, 0, &[0; 6]),
+        connection(ErrorCode::FrameSize)
+    );
+    assert_eq!(parse(5, 0, 1, &[0; 4]), connection(ErrorCode::Protocol));
+    assert_eq!(parse(PING, 0, 0, &[0; 7]), connection(ErrorCode::FrameSize));
+    assert_eq!(parse(PING, 0, 1, &[0; 8]), connection(ErrorCode::Protocol));
+    assert_eq!(
+        parse(GOAWAY, 0, 1, &[0; 8]),
+        connection(ErrorCode::Protocol)
+    );
+    assert_eq!(
+        parse(GOAWAY, 0, 0, &[0; 7]),
+        connection(ErrorCode::FrameSize)
+    );
+    assert_eq!(
+        parse(WINDOW_UPDATE, 0, 0, &[0; 5]),
+        connection(ErrorCode::FrameSize)
+    );
+    assert_eq!(
+        parse(CONTINUATION, 0, 0, b""),
+        connection(ErrorCode::Protocol)
+    );
+    assert_eq!(parse(0xfa, 0xff, 0, b"anything"), Ok(Frame::Unknown));
+    assert_eq!(
+        parse(WINDOW_UPDATE, 0, 5, &[0x80, 0, 1, 0]),
+        Ok(Frame::WindowUpdate {
+            stream: 5,
+            increment: 256
+        })
+    );
+    let settings = [0, 4, 0, 0, 1, 0, 0, 5, 0, 0, 0x40, 0];
+    let Ok(Frame::Settings {
+        ack: false,
+        entries,
+    }) = parse(SETTINGS, 0, 0, &settings)
+    else {
+        panic!("settings");
+    };
+    let read: Vec<_> = frame::settings(entries).collect();
+    assert_eq!(read, [(4, 256), (5, 16_384)]);
+}
+
+#[test]
+fn a_header_block_larger_than_a_frame_goes_on_in_continuation_frames() {
+    let mut out = Vec::new();
+    frame::write_headers(&mut out, 3, &[7; 25], true, 10);
+    let heads: Vec<_> = [0, 19, 38]
+        .iter()
+        .map(|&at| Head::read(&out[at..]).unwrap())
+        .collect();
+    assert_eq!(out.len(), 3 * HEAD_LEN + 25);
+    assert_eq!(
+        heads
+            .iter()
+            .map(|head| (head.kind, head.flags, head.len))
+            .collect::<Vec<_>>(),
+        [
+            (HEADERS, END_STREAM),
+            (CONTINUATION, 0),
+            (CONTINUATION, END_HEADERS)
+        ]
+        .iter()
+        .zip([10, 10, 5])
+        .map(|(&(kind, flags), len)| (kind, flags, len))
+        .collect::<Vec<_>>()
+    );
+}
+
+// HPACK.
+
+fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text
+        .bytes()
+        .filter(|byte| !byte.is_ascii_whitespace())
+        .collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+        .collect()
+}
+
+/// RFC 7541 Appendix C.3 (literals) and C.4 (Huffman-coded): three requests on one
+/// connection, each later one using the dynamic table the earlier ones filled.
+#[test]
+fn rfc7541_appendix_c_requests_decode() {
+    let plain = [
+        "8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+        "8286 84be 5808 6e6f 2d63 6163 6865",
+        "8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65",
+    ];
+    let huffman = [
+        "8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff",
+        "8286 84be 5886 a8eb 1064 9cbf",
+        "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf",
+    ];
+    let expected = [("http", "/"), ("http", "/"), ("https", "/index.html")];
+    for blocks in [plain, huffman] {
+        let mut decoder = Decoder::new();
+        for (block, (scheme, path)) in blocks.iter().zip(expected) {
+            let head = decoder.request(&hex(block), 4096).unwrap();
+            assert_eq!(head.method(), Method::Get);
+            assert_eq!((head.scheme(), head.path()), (scheme, path));
+            assert_eq!(head.authority(), "www.example.com");
+        }
+    }
+}
+
+#[test]
+fn broken_hpack_is_a_compression_error() {
+    // Index 0, an index past both tables, a Huffman string padded with a zero bit, a
+    // table size update past SETTINGS_HEADER_TABLE_SIZE, and one ending the block.
+    for block in ["80", "ff00", "8286 8441 81 00", "3fe21f 82", "82 20"] {
+        assert_eq!(
+            Decoder::new().request(&hex(block), 4096).err(),
+            Some(BlockError::Compression),
+            "{block}"
+        );
+    }
+}
+
+fn check_request(fields: &[(&str, &str)]) -> Result<(), BlockError> {
+    let block = loona_hpack::Encoder::new().encode(
+        fields
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_bytes())),
+    );
+    Decoder::new().request(&block, 4096).map(|_| ())
+}
+
+#[test]
+fn malformed_requests_are_refused() {
+    let base = [(":method", "GET"), (":scheme", "http"), (":path", "/")];
+    assert_eq!(check_request(&base), Ok(()));
+    let malformed: &[&[(&str, &str)]] = &[
+        &[(":method", "GET"), (":scheme", "http")],
+        &[(":method", "GET"), (":path", "/")],
+        &[(":scheme", "http"), (":path", "/")],
+        &[(":method", "GET"), (":scheme", "http"), (":path", "")],
+        &[
+            (":method", "GET"),
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            (":status", "200"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            ("a", "b"),
+            (":path", "/"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("Upper", "x"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("connection", "x"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("te", "gzip"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("a", " b"),
+        ],
+        &[(":method", "GET"), (":scheme", "http"), (":path", "/a b")],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("content-length", "x"),
+        ],
+    ];
+    for fields in malformed {
+        assert_eq!(
+            check_request(fields),
+            Err(BlockError::Malformed),
+            "{fields:?}"
+        );
+    }
+    let te = [base.as_slice(), &[("te", "trailers")]].concat();
+    assert_eq!(check_request(&te), Ok(()));
+}
+
+/// A block that adds one large field to the dynamic table and then names it again and
+/// again: a few hundred bytes that decode to far more than the limit.
+fn hpack_bomb() -> Vec<u8> {
+    let mut block = hex("8286 84");
+    block.extend_from_slice(&[0x40, 1, b'x', 0x7f, 0xa1, 0x1e]); // a value of 4,000 bytes
+    block.extend(std::iter::repeat_n(b'y', 4000));
+    block.extend(std::iter::repeat_n(0x80 | 62, 500));
+    block
+}
+
+#[test]
+fn an_hpack_bomb_is_too_large_and_costs_its_decoding_only() {
+    let bomb = hpack_bomb();
+    assert!(bomb.len() < 5000);
+    assert_eq!(
+        Decoder::new().request(&bomb, 16 * 1024).err(),
+        Some(BlockError::TooLarge)
+    );
+}
+
+#[test]
+fn answers_are_encoded_without_the_dynamic_table() {
+    let date = HttpDate::new();
+    let mut decoder = loona_hpack::Decoder::new();
+    for (status, length) in [(200, 0), (413, 5), (431, 100_000)] {
+        let mut block = Vec::new();
+        hpack::encode_answer(&mut block, status, b"text/plain", length, &date);
+        let fields = decoder.decode(&block).unwrap();
+        let names: Vec<_> = fields.iter().map(|(name, _)| name.as_slice()).collect();
+        assert_eq!(
+            names,
+            [
+                &b":status"[..],
+                b"content-type",
+                b"content-length",
+                b"date",
+                b"server"
+            ]
+        );
+        assert_eq!(fields[0].1, status.to_string().as_bytes());
+        assert_eq!(fields[2].1, length.to_string().as_bytes());
+        assert_eq!(fields[3].1, date.as_bytes());
+    }
+    let mut block = Vec::new();
+    hpack::encode_trailers(&mut block, &[(b"grpc-status", b"0")]);
+    assert_eq!(
+        decoder.decode(&block).unwrap(),
+        [(b"grpc-status".to_vec(), b"0".to_vec())]
+    );
+}
+
+// The connection: prefaces and settings.
+
+#[test]
+fn the_server_speaks_first_and_acknowledges_the_client_settings() {
+    let mut client = Client::raw(Limits::default());
+    let frames = client.read();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (frames[0].kind, frames[0].flags, frames[0].stream),
+        (SETTINGS, 0, 0)
+    );
+    let settings: Vec<_> = frame::settings(&frames[0].payload).collect();
+    assert!(settings.contains(&(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 128)));
+    assert!(settings.contains(&(frame::SETTINGS_ENABLE_PUSH, 0)));
+    // The preface may come a byte at a time.
+    for byte in PREFACE {
+        client.send(&[*byte]);
+    }
+    client.send(&raw(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 10]));
+    let frames = client.read();
+    assert_eq!((frames[0].kind, frames[0].flags), (SETTINGS, ACK));
+}
+
+#[test]
+fn a_wrong_preface_or_a_first_frame_other_than_settings_ends_the_connection() {
+    let mut client = Client::raw(Limits::default());
+    client.read();
+    client.send(b"GET / HTTP/1.1\r\n");
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::Protocol));
+    assert!(client.connection.is_finished());
+    assert!(!client.connection.wants_input());
+
+    let mut client = Client::raw(Limits::default());
+    let mut bytes = PREFACE.to_vec();
+    bytes.extend(raw(PING, 0, 0, &[0; 8]));
+    client.send(&bytes);
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::Protocol));
+}
+
+#[test]
+fn bad_settings_are_connection_errors() {
+    let cases: [(u16, u32, ErrorCode); 4] = [
+        (frame::SETTINGS_ENABLE_PUSH, 2, ErrorCode::Protocol),
+        (
+            frame::SETTINGS_INITIAL_WINDOW_SIZE,
+            1 << 31,
+            ErrorCode::FlowControl,
+        ),
+        (frame::SETTINGS_MAX_FRAME_SIZE, 16_383, ErrorCode::Protocol),
+        (frame::SETTINGS_MAX_FRAME_SIZE, 1 << 24, ErrorCode::Protocol),
+    ];
+    for (id, value, code) in cases {
+        let mut client = Client::new(Limits::default());
+        let mut settings = Vec::new();
+        frame::write_settings(&mut settings, &[(id, value)]);
+        client.send(&settings);
+        assert_eq!(kind_code(client.error()), goaway(code), "{id} {value}");
+    }
+}
+
+#[test]
+fn ping_is_answered_with_its_payload_and_an_ack_is_not() {
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(PING, 0, 0, b"12345678"));
+    client.send(&raw(PING, ACK, 0, b"87654321"));
+    assert_eq!(
+        client.read(),
+        [Received {
+            kind: PING,
+            flags: ACK,
+            stream: 0,
+            payload: b"12345678".to_vec()
+        }]
+    );
+}
+
+// Requests and answers.
+
+#[test]
+fn a_request_is_handed_out_and_answered_with_headers_and_data() {
+    let mut client = Client::new(Limits::default());
+    let request = client.get(1, "/json?a=1");
+    client.send(&request);
+    let request = client.connection.take_request().unwrap();
+    assert_eq!(
+        (request.stream, request.method, request.path, request.query),
+        (1, Method::Get, "/json", "a=1")
+    );
+    assert_eq!((request.scheme, request.authority), ("http", "a"));
+    assert_eq!(request.http().path, "/json");
+    assert!(client.connection.take_request().is_none());
+    client.answer(1, b"{}");
+    let frames = client.read();
+    assert_eq!(frames.len(), 2);
+    assert_eq!((frames[0].kind, frames[0].flags), (HEADERS, END_HEADERS));
+    let fields = client.fields(&frames[0].payload.clone());
+    assert_eq!(fields[0], (":status".into(), "200".into()));
+    assert!(fields.contains(&("content-length".into(), "2".into())));
+    assert_eq!((frames[1].kind, frames[1].flags), (DATA, END_STREAM));
+    assert_eq!(frames[1].payload, b"{}");
+    // The stream is closed: a second answer goes nowhere.
+    client.answer(1, b"again");
+    assert!(client.read().is_empty());
+    assert!(!client.connection.is_finished());
+}
+
+#[test]
+fn head_gets_the_length_without_the_body_and_trailers_end_the_stream() {
+    let mut client = Client::new(Limits::default());
+    let fields = [(":method", "HEAD"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(1, &fields, true);
+    client.send(&request);
+    let stream = client.answer_next();
+    let frames = client.read();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].flags, END_HEADERS | END_STREAM);
+    let fields = client.fields(&frames[0].payload.clone());
+    assert!(
+        fields.contains(&("content-length".into(), "1".into())),
+        "{stream}"
+    );
+
+    let request = client.get(3, "/grpc");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    let answer = Answer {
+        status: 200,
+        content_type: b"application/grpc",
+        body: b"message",
+        trailers: &[(b"grpc-status", b"0")],
+    };
+    let (date, buffers) = (&client.date, &mut client.buffers);
+    client
+        .connection
+        .answer(3, &answer, date, Instant::now(), buffers);
+    let frames = client.read();
+    let kinds: Vec<_> = frames.iter().map(|f| (f.kind, f.flags)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (HEADERS, END_HEADERS),
+            (DATA, 0),
+            (HEADERS, END_HEADERS | END_STREAM)
+        ]
+    );
+    let trailers = client.fields(&frames[2].payload.clone());
+    assert_eq!(trailers, [("grpc-status".to_string(), "0".to_string())]);
+}
+
+#[test]
+fn headers_with_continuation_and_a_body_in_padded_data_frames() {
+    let mut client = Client::new(Limits::default());
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/echo"),
+        ("content-type", "text/plain"),
+        ("content-length", "11"),
+    ];
+    let block = client.block(&fields);
+    let (first, rest) = block.split_at(5);
+    let mut bytes = raw(HEADERS, 0, 1, first);
+    bytes.extend(raw(CONTINUATION, 0, 1, &rest[..3]));
+    bytes.extend(raw(CONTINUATION, END_HEADERS, 1, &rest[3..]));
+    bytes.extend(raw(DATA, PADDED, 1, b"\x03hello PPP"));
+    // Frames split anywhere across reads.
+    for chunk in bytes.chunks(7) {
+        client.send(chunk);
+    }
+    assert!(client.connection.take_request().is_none());
+    client.send(&raw(DATA, END_STREAM, 1, b"world"));
+    let request = client.connection.take_request().unwrap();
+    assert_eq!(
+        (request.method, request.body),
+        (Method::Post, &b"hello world"[..])
+    );
+    assert_eq!(request.content_type, b"text/plain");
+    assert_eq!(request.grpc_encoding, None);
+
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/benchmark.BenchmarkService/GetSum"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("grpc-encoding", "gzip"),
+    ];
+    let request = client.headers(3, &fields, true);
+    client.send(&request);
+    let request = client.connection.take_request().unwrap();
+    assert_eq!(request.content_type, b"application/grpc");
+    assert_eq!(request.grpc_encoding, Some(&b"gzip"[..]));
+}
+
+#[test]
+fn a_body_unlike_its_content_length_is_a_stream_error() {
+    let mut client = Client::new(Limits::default());
+    for (stream, body) in [(1, &b"abc"[..]), (3, b"abcdef")] {
+        let fields = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("content-length", "5"),
+        ];
+        let request = client.headers(stream, &fields, false);
+        client.send(&request);
+        client.send(&raw(DATA, END_STREAM, stream, body));
+        assert_eq!(
+            client.error(),
+            (RST_STREAM, stream, ErrorCode::Protocol as u32)
+        );
+    }
+    // The connection carries on.
+    let request = client.get(5, "/");
+    client.send(&request);
+    assert_eq!(client.answer_next(), 5);
+}
+
+#[test]
+fn the_answers_of_many_streams_go_out_in_one_buffer() {
+    let mut client = Client::new(Limits::default());
+    let mut bytes = Vec::new();
+    for stream in [1, 3, 5] {
+        bytes.extend(client.get(stream, "/x"));
+    }
+    client.send(&bytes);
+    let streams: Vec<_> = (0..3).map(|_| client.answer_next()).collect();
+    assert_eq!(streams, [1, 3, 5]);
+    let frames = client.read();
+    let data: Vec<_> = frames
+        .iter()
+        .filter(|f| f.kind == DATA)
+        .map(|f| f.stream)
+        .collect();
+    assert_eq!(data, [1, 3, 5]);
+}
+
+#[test]
+fn priority_is_ignored_unless_a_stream_depends_on_itself() {
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(PRIORITY, 0, 9, &[0, 0, 0, 1, 16]));
+    assert!(client.read().is_empty());
+    client.send(&raw(PRIORITY, 0, 9, &[0, 0, 0, 9, 16]));
+    assert_eq!(client.error(), (RST_STREAM, 9, ErrorCode::Protocol as u32));
+    let block = client.block(&[(":method", "GET"), (":scheme", "http"), (":path", "/")]);
+    let mut payload = vec![0, 0, 0, 11, 16];
+    payload.extend(block);
+    client.send(&raw(HEADERS, END_HEADERS | END_STREAM | 0x20, 11, &payload));
+    assert_eq!(client.error(), (RST_STREAM, 11, ErrorCode::Protocol as u32));
+}
+
+#[test]
+fn unknown_frames_are_ignored_but_not_inside_a_header_block() {
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(0xbb, 0, 0, b"extension"));
+    assert!(client.read().is_empty());
+    let block = client.block(&[(":method", "GET"), (":scheme", "http"), (":path", "/")]);
+    client.send(&raw(HEADERS, END_STREAM, 1, &block));
+    client.send(&raw(0xbb, 0, 0, b"extension"));
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::Protocol));
+}
+
+// Stream states and their errors.
+
+#[test]
+fn frames_on_idle_streams_are_connection_errors() {
+    for bytes in [
+        raw(DATA, 0, 1, b"x"),
+        raw(RST_STREAM, 0, 1, &[0; 4]),
+        raw(WINDOW_UPDATE, 0, 1, &[0, 0, 0, 1]),
+        raw(CONTINUATION, END_HEADERS, 1, b""),
+    ] {
+        let mut client = Client::new(Limits::default());
+        client.send(&bytes);
+        assert_eq!(kind_code(client.error()), goaway(ErrorCode::Protocol));
+    }
+}
+
+#[test]
+fn stream_identifiers_must_be_odd_and_increasing() {
+    let mut client = Client::new(Limits::default());
+    let request = client.get(2, "/");
+    client.send(&request);
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::Protocol));
+
+    let mut client = Client::new(Limits::default());
+    let mut bytes = client.get(5, "/");
+    bytes.extend(client.get(3, "/"));
+    client.send(&bytes);
+    assert_eq!(client.error(), (GOAWAY, 5, ErrorCode::Protocol as u32));
+}
+
+#[test]
+fn frames_on_half_closed_and_closed_streams() {
+    let mut client = Client::new(Limits::default());
+    let request = client.get(1, "/");
+    client.send(&request);
+    // Half-closed (remote): the request is all in.
+    client.send(&raw(DATA, 0, 1, b"x"));
+    assert_eq!(
+        client.error(),
+        (RST_STREAM, 1, ErrorCode::StreamClosed as u32)
+    );
+    // Reset by the server: DATA still in flight is ignored.
+    client.send(&raw(DATA, 0, 1, b"x"));
+    assert!(client.read().is_empty());
+
+    let request = client.get(3, "/");
+    client.send(&request);
+    client.answer_next();
+    client.read();
+    // Closed after both ends were done.
+    client.send(&raw(DATA, 0, 3, b"x"));
+    assert_eq!(
+        client.error(),
+        (RST_STREAM, 3, ErrorCode::StreamClosed as u32)
+    );
+    let request = client.get(5, "/");
+    client.send(&request);
+    client.answer_next();
+    client.read();
+    let request = client.get(5, "/");
+    client.send(&request);
+    assert_eq!(client.error(), (GOAWAY, 5, ErrorCode::StreamClosed as u32));
+}
+
+#[test]
+fn a_client_reset_drops_the_answer() {
+    let mut client = Client::new(Limits::default());
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    client.send(&raw(RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    client.answer(1, b"late");
+    assert!(client.read().is_empty());
+}
+
+#[test]
+fn trailers_must_end_the_stream_and_carry_no_pseudo_header() {
+    let mut client = Client::new(Limits::default());
+    let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(1, &fields, false);
+    client.send(&request);
+    let trailers = client.headers(1, &[("x", "y")], false);
+    client.send(&trailers);
+    assert_eq!(client.error(), (RST_STREAM, 1, ErrorCode::Protocol as u32));
+
+    let request = client.headers(3, &fields, false);
+    client.send(&request);
+    let trailers = client.headers(3, &[(":path", "/")], true);
+    client.send(&trailers);
+    assert_eq!(client.error(), (RST_STREAM, 3, ErrorCode::Protocol as u32));
+
+    let request = client.headers(5, &fields, false);
+    client.send(&request);
+    client.send(&raw(DATA, 0, 5, b"body"));
+    let trailers = client.headers(5, &[("x", "y")], true);
+    client.send(&trailers);
+    assert_eq!(client.connection.take_request().unwrap().body, b"body");
+}
+
+// Flow control.
+
+#[test]
+fn answers_beyond_the_window_wait_for_window_updates() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    client.answer(1, &[b'a'; 25]);
+    let frames = client.read();
+    assert_eq!(frames.len(), 2);
+    assert_eq!((frames[1].kind, frames[1].payload.len()), (DATA, 10));
+    let waiting = client.connection.held();
+    client.send(&raw(WINDOW_UPDATE, 0, 1, &[0, 0, 0, 10]));
+    let frames = client.read();
+    assert_eq!((frames[0].flags, frames[0].payload.len()), (0, 10));
+    // A larger initial window opens every stream's.
+    let mut settings = Vec::new();
+    frame::write_settings(&mut settings, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 100)]);
+    client.send(&settings);
+    let frames = client.read();
+    assert_eq!(
+        (frames[0].kind, frames[0].flags, frames[0].payload.len()),
+        (DATA, END_STREAM, 5)
+    );
+    assert!(client.connection.held() < waiting);
+}
+
+#[test]
+fn the_connection_window_is_shared_and_frames_keep_to_the_peer_frame_size() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    let mut bytes = client.get(1, "/");
+    bytes.extend(client.get(3, "/"));
+    client.send(&bytes);
+    let body = vec![b'b'; 40_000];
+    for stream in [1, 3] {
+        client.connection.take_request().unwrap();
+        client.answer(stream, &body);
+    }
+    let frames = client.read();
+    let data: Vec<_> = frames.iter().filter(|f| f.kind == DATA).collect();
+    assert!(data.iter().all(|f| f.payload.len() <= 16_384));
+    let sent: usize = data.iter().map(|f| f.payload.len()).sum();
+    assert_eq!(sent, 65_535);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 1, 0, 0]));
+    let frames = client.read();
+    let sent: usize = frames.iter().map(|f| f.payload.len()).sum();
+    assert_eq!(sent, 80_000 - 65_535);
+    assert_eq!(frames.last().unwrap().flags, END_STREAM);
+}
+
+#[test]
+fn window_errors() {
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 0]));
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::Protocol));
+
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0x7f, 0xff, 0xff, 0xff]));
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::FlowControl));
+
+    let mut client = Client::new(Limits::default());
+    let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(1, &fields, false);
+    client.send(&request);
+    client.send(&raw(WINDOW_UPDATE, 0, 1, &[0, 0, 0, 0]));
+    assert_eq!(client.error(), (RST_STREAM, 1, ErrorCode::Protocol as u32));
+    let request = client.headers(3, &fields, false);
+    client.send(&request);
+    client.send(&raw(WINDOW_UPDATE, 0, 3, &[0x7f, 0xff, 0xff, 0xff]));
+    assert_eq!(
+        client.error(),
+        (RST_STREAM, 3, ErrorCode::FlowControl as u32)
+    );
+}
+
+#[test]
+fn data_beyond_the_server_window_is_a_flow_control_error() {
+    let limits = Limits {
+        initial_window: 16_384,
+        ..Limits::default()
+    };
+    let mut client = Client::new(limits);
+    let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(1, &fields, false);
+    client.send(&request);
+    client.send(&raw(DATA, 0, 1, &[0; 16_384]));
+    // The server gives the window back as the body comes, once half of it is used.
+    let frames = client.read();
+    assert!(frames
+        .iter()
+        .any(|f| f.kind == WINDOW_UPDATE && f.stream == 1));
+    client.send(&raw(DATA, 0, 1, &[0; 8000]));
+    assert!(client.read().iter().all(|f| f.stream != 1));
+    client.send(&raw(DATA, 0, 1, &[0; 8385]));
+    assert_eq!(
+        client.error(),
+        (RST_STREAM, 1, ErrorCode::FlowControl as u32)
+    );
+}
+
+#[test]
+fn a_frame_over_the_max_frame_size_is_a_frame_size_error() {
+    let mut client = Client::new(Limits::default());
+    let request = client.headers(
+        1,
+        &[(":method", "POST"), (":scheme", "http"), (":path", "/")],
+        false,
+    );
+    client.send(&request);
+    client.send(&raw(DATA, 0, 1, &[0; 16_385]));
+    assert_eq!(kind_code(client.error()), goaway(ErrorCode::FrameSize));
+}
+
+#[test]
+fn an_idle_connection_holds_little_after_a_large_answer() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 0x10, 0, 0]));
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    client.answer(1, &[b'a'; 200_000]);
+    assert!(client.connection.held() > 200_000);
+    while !client.read().is_empty() {}
+    let held = client.connection.held();
+    assert!(held < 16 * 1024, "{held}");
+}
+
+#[test]
+fn timeouts_count_what_the_server_owes_and_a_peer_that_left_ends_once_answered() {
+    let limits = Timeouts {
+        request: Duration::from_secs(10),
+        idle: Duration::from_secs(60),
+        send: Duration::from_secs(30),
+    };
+    let mut client = Client::new(Limits::default());
+    let later = |seconds| Instant::now() + Duration::from_secs(seconds);
+    assert!(!client.connection.timed_out(later(0), &limits));
+    assert!(client.connection.timed_out(later(61), &limits));
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    // An answer is owed: not idle, however long it takes.
+    assert!(!client.connection.timed_out(later(61), &limits));
+    client.answer(1, b"x");
+    assert!(client.connection.timed_out(later(31), &limits));
+    client.read();
+    assert!(!client.connection.timed_out(later(31), &limits));
+
+    let request = client.get(3, "/");
+    client.send(&request);
+    client.connection.peer_closed();
+    assert!(!client.connection.wants_input());
+    assert!(!client.connection.is_finished());
+    client.answer_next();
+    assert!(!client.connection.is_finished());
+    client.read();
+    assert!(client.connection.is_finished());
+    client.connection.give_back_all(&mut client.buffers);
+    assert!(client.connection.held() < 16 * 1024);
+}
+
+// Ending.
+
+#[test]
+fn a_graceful_goaway_answers_the_open_streams_and_no_new_one() {
+    let mut client = Client::new(Limits::default());
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.shutdown();
+    assert_eq!(client.error(), (GOAWAY, 1, ErrorCode::NoError as u32));
+    let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(3, &fields, false);
+    client.send(&request);
+    client.send(&raw(DATA, END_STREAM, 3, b"ignored"));
+    assert!(client.read().is_empty());
+    assert!(!client.connection.is_finished());
+    assert_eq!(client.answer_next(), 1);
+    assert!(client.connection.take_request().is_none());
+    client.read();
+    assert!(client.connection.is_finished());
+}
+
+#[test]
+fn a_connection_error_says_the_last_stream_and_ends_once_sent() {
+    let mut client = Client::new(Limits::default());
+    let request = client.get(7, "/");
+    client.send(&request);
+    client.send(&raw(DATA, 0, 0, b"x"));
+    assert!(!client.connection.is_finished());
+    assert_eq!(client.error(), (GOAWAY, 7, ErrorCode::Protocol as u32));
+    assert!(client.connection.is_finished());
+    assert!(client.connection.take_request().is_none());
+}
+
+// Hostile clients.
+
+#[test]
+fn rapid_reset_ends_the_connection_with_enhance_your_calm() {
+    let mut client = Client::new(Limits::default());
+    let mut stream = 1;
+    let mut ended = false;
+    for _ in 0..1000 {
+        let mut bytes = client.get(stream, "/");
+        bytes.extend(raw(RST_STREAM, 0, stream, &[0, 0, 0, 8]));
+        client.send(&bytes);
+        stream += 2;
+        if client.connection.is_finished() || !client.connection.wants_input() {
+            ended = true;
+            break;
+        }
+        client.read();
+    }
+    assert!(ended);
+    assert!(stream < 2 * 250);
+    assert_eq!(
+        kind_code(client.error()),
+        goaway(ErrorCode::EnhanceYourCalm)
+    );
+}
+
+#[test]
+fn streams_answered_earn_back_resets() {
+    let mut client = Client::new(Limits::default());
+    let mut stream = 1;
+    for _ in 0..300 {
+        let mut bytes = client.get(stream, "/");
+        bytes.extend(client.get(stream + 2, "/"));
+        bytes.extend(raw(RST_STREAM, 0, stream + 2, &[0, 0, 0, 8]));
+        client.send(&bytes);
+        assert_eq!(client.answer_next(), stream);
+        client.read();
+        stream += 4;
+    }
+    assert!(!client.connection.is_finished());
+}
+
+#[test]
+fn a_continuation_flood_ends_the_connection() {
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(HEADERS, 0, 1, &hex("8286 84")));
+    let mut frames = 0;
+    while client.connection.wants_input() && frames < 1000 {
+        client.send(&raw(CONTINUATION, 0, 1, &[0x40; 1024]));
+        frames += 1;
+    }
+    assert!(frames <= 33, "{frames}");
+    assert!(client.connection.held() < 64 * 1024);
+    assert_eq!(
+        kind_code(client.error()),
+        goaway(ErrorCode::EnhanceYourCalm)
+    );
+}
+
+#[test]
+fn a_ping_or_settings_flood_unread_ends_the_connection_and_read_does_not() {
+    let mut client = Client::new(Limits::default());
+    for _ in 0..5 {
+        for _ in 0..900 {
+            client.send(&raw(PING, 0, 0, &[1; 8]));
+        }
+        client.read();
+    }
+    assert!(!client.connection.is_finished());
+    let mut settings = Vec::new();
+    frame::write_settings(&mut settings, &[]);
+    for _ in 0..1001 {
+        client.send(&settings);
+    }
+    assert_eq!(
+        kind_code(client.error()),
+        goaway(ErrorCode::EnhanceYourCalm)
+    );
+}
+
+#[test]
+fn an_hpack_bomb_or_a_head_too_large_is_answered_431() {
+    let mut client = Client::new(Limits::default());
+    client.send(&raw(HEADERS, END_HEADERS | END_STREAM, 1, &hpack_bomb()));
+    let frames = client.read();
+    let fields = client.fields(&frames[0].payload.clone());
+    assert_eq!(fields[0].1, "431");
+    assert_eq!(frames.last().unwrap().flags, END_STREAM);
+    // The decoder kept its table: the next request on the connection is served.
+    let request = client.get(3, "/");
+    client.send(&request);
+    assert_eq!(client.answer_next(), 3);
+}
+
+#[test]
+fn streams_past_the_limit_are_refused() {
+    let limits = Limits {
+        max_concurrent_streams: 2,
+        ..Limits::default()
+    };
+    let mut client = Client::new(limits);
+    let mut bytes = Vec::new();
+    for stream in [1, 3, 5] {
+        bytes.extend(client.get(stream, "/"));
+    }
+    client.send(&bytes);
+    assert_eq!(
+        client.error(),
+        (RST_STREAM, 5, ErrorCode::RefusedStream as u32)
+    );
+    client.answer_next();
+    let request = client.get(7, "/");
+    client.send(&request);
+    assert!(client.read().iter().all(|f| f.kind != RST_STREAM));
+}
+
+#[test]
+fn a_body_over_the_limit_is_answered_413_and_the_rest_refused() {
+    let limits = Limits {
+        max_body: 100,
+        ..Limits::default()
+    };
+    let mut client = Client::new(limits);
+    let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/")];
+    let request = client.headers(1, &fields, false);
+    client.send(&request);
+    client.send(&raw(DATA, 0, 1, &[0; 60]));
+    client.send(&raw(DATA, 0, 1, &[0; 60]));
+    let frames = client.read();
+    let fields = client.fields(&frames[0].payload.clone());
+    assert_eq!(fields[0].1, "413");
+    let last = frames.last().unwrap();
+    assert_eq!(
+        (last.kind, last.code()),
+        (RST_STREAM, ErrorCode::NoError as u32)
+    );
+    // What was in flight is dropped.
+    client.send(&raw(DATA, END_STREAM, 1, &[0; 60]));
+    assert!(client.read().iter().all(|f| f.kind == WINDOW_UPDATE));
+    assert!(client.connection.take_request().is_none());
+}
+
+#[test]
+fn a_client_that_never_reads_is_not_read_either_and_its_connection_stays_bounded() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, (1 << 31) - 1)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0x7f, 0xfe, 0xff, 0xff]));
+    let body = vec![b'z'; 100_000];
+    for stream in (1..20).step_by(2) {
+        let request = client.get(stream, "/");
+        client.send(&request);
+    }
+    let answer_all = |client: &mut Client| {
+        while let Some(request) = client.connection.take_request() {
+            let stream = request.stream;
+            client.answer(stream, &body);
+        }
+    };
+    answer_all(&mut client);
+    // Answers are made until the output is over its high-water mark: the rest of the
+    // requests wait to be taken, and all is counted.
+    assert!(client.connection.unsent().len() < 256 * 1024 + 16 * 1024);
+    let held = client.connection.held();
+    assert!(
+        held > 256 * 1024 && held < 4 * body.len() + 256 * 1024,
+        "{held}"
+    );
+    assert!(client.connection.has_backlog());
+    // Nothing more is read: what comes waits, up to a frame, and then none is taken.
+    let mut pings = 0;
+    while client.connection.wants_input() && pings < 10_000 {
+        client.send(&raw(PING, 0, 0, &[1; 8]));
+        pings += 1;
+    }
+    assert!(!client.connection.wants_input());
+    assert!(pings < 1000, "{pings}");
+    // Once the client reads, the answers go, the waiting requests are answered and the
+    // waiting frames read.
+    let (mut data, mut acks, mut reads) = (0, 0, 0);
+    while (data < 10 * body.len() || acks < pings) && reads < 100 {
+        for frame in client.read() {
+            data += if frame.kind == DATA {
+                frame.payload.len()
+            } else {
+                0
+            };
+            acks += usize::from(frame.kind == PING);
+        }
+        answer_all(&mut client);
+        reads += 1;
+    }
+    assert_eq!((data, acks), (10 * body.len(), pings));
+    assert!(client.connection.wants_input());
+}
+
+// Whatever comes.
+
+/// A frame of any type, flags and small stream, its payload made of a few pieces that
+/// often look like a frame's fields (a length, a stream, a header block), or any bytes.
+fn any_frame() -> impl Strategy<Value = Vec<u8>> {
+    let payload = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..40),
+        Just(hex("8286 84 41 01 61")),
+        Just(hex("8287 85")),
+        Just(vec![0, 0, 0, 1]),
+        Just(vec![0, 4, 0, 0, 0, 1]),
+        Just(vec![0x7f, 0xff, 0xff, 0xff]),
+    ];
+    (0..11u8, any::<u8>(), 0..8u32, payload)
+        .prop_map(|(kind, flags, stream, payload)| raw(kind, flags, stream, &payload))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// No sequence of frames makes the connection panic, nor hold more than its bounds,
+    /// and whatever it writes is whole frames.
+    #[test]
+    fn any_frames_never_panic_and_stay_bounded(
+        frames in proptest::collection::vec(any_frame(), 1..40),
+        answer in any::<bool>(),
+    ) {
+        let mut client = Client::new(Limits::default());
+        for frame in frames {
+            client.send(&frame);
+            if answer {
+                while let Some(request) = client.connection.take_request() {
+                    let stream = request.stream;
+                    client.answer(stream, &[b'x'; 100]);
+                }
+            }
+            prop_assert!(client.connection.held() < 64 * 1024);
+            client.read();
+        }
+    }
+
+    /// Nor do any bytes after the preface, in any pieces.
+    #[test]
+    fn any_bytes_never_panic(
+        pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..8),
+    ) {
+        let mut client = Client::new(Limits::default());
+        for piece in pieces {
+            client.send(&piece);
+            client.read();
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! HTTP/2 requests answered through the app, as the core answers HTTP/1.1's.
+
+use crate::h2;
+use crate::http::{BufferPool, Reply, Response, StreamAnswer, Ticket};
+use crate::service::{Context, Service};
+
+/// Reads an HTTP/2 connection's frames and answers each complete request through the
+/// app, as HTTP/1.1's are answered: at once (its `StreamAnswer`), or later by its ticket,
+/// whose sequence number is the stream.
+pub(super) fn answer<S: Service>(
+    conn: &mut h2::Connection,
+    slot: u32,
+    generation: u32,
+    service: &mut S,
+    cx: &mut Context<'_>,
+    buffers: &mut BufferPool,
+) {
+    conn.process(cx.date, cx.now, buffers);
+    let mut out = buffers.take();
+    while let Some(request) = conn.take_request() {
+        let stream = request.stream;
+        let ticket = Ticket {
+            slot,
+            generation,
+            seq: stream,
+        };
+        out.clear();
+        let reply = service.handle(&request.http(), Response::stream(), ticket, &mut out, cx);
+        if reply == Reply::Later {
+            continue;
+        }
+        if let Some(answer) = StreamAnswer::read(&out) {
+            let answer = h2::Answer {
+                status: answer.status,
+                content_type: answer.content_type,
+                body: answer.body,
+                trailers: &[],
+            };
+            conn.answer(stream, &answer, cx.date, cx.now, buffers);
+        }
+    }
+    buffers.give_back(out);
+}

@@ -1,0 +1,137 @@
+//! HTTP/2 conformance: h2spec (RFC 9113 and RFC 7541, the 147 cases of `--strict`) against
+//! the sans-I/O `h2` module in a minimal blocking server around `h2::Connection`, and
+//! against both binaries, where h2c by prior knowledge shares the HTTP/1.1 port.
+
+#[macro_use]
+#[path = "common/mod.rs"]
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ::gnosis::h2::{Answer, Connection, Limits};
+use ::gnosis::http::{BufferPool, HttpDate};
+
+/// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
+fn h2spec() -> PathBuf {
+    std::env::var_os("H2SPEC").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/anchors/tools/h2spec"),
+        PathBuf::from,
+    )
+}
+
+/// Serves one connection: every request answered at once, POST with its body, others
+/// with 1,000 bytes (h2spec's negative-window case needs a few), until the connection is
+/// finished or the peer leaves.
+fn serve(mut socket: TcpStream) -> std::io::Result<()> {
+    let date = HttpDate::new();
+    let mut buffers = BufferPool::default();
+    let mut connection = Connection::new(Limits::default(), Instant::now());
+    let mut buffer = vec![0; 64 * 1024];
+    let mut answers = Vec::new();
+    loop {
+        while let Some(request) = connection.take_request() {
+            let body = if request.body.is_empty() {
+                request
+                    .path
+                    .as_bytes()
+                    .repeat(1000 / request.path.len().max(1))
+            } else {
+                request.body.to_vec()
+            };
+            answers.push((request.stream, body));
+        }
+        for (stream, body) in answers.drain(..) {
+            let answer = Answer {
+                status: 200,
+                content_type: b"text/plain",
+                body: &body,
+                trailers: &[],
+            };
+            connection.answer(stream, &answer, &date, Instant::now(), &mut buffers);
+        }
+        while !connection.unsent().is_empty() {
+            let written = socket.write(connection.unsent())?;
+            connection.mark_sent(written, Instant::now());
+            if connection.has_backlog() {
+                connection.process(&date, Instant::now(), &mut buffers);
+            }
+        }
+        connection.give_back_idle(&mut buffers);
+        if connection.is_finished() {
+            return Ok(());
+        }
+        if !connection.wants_input() {
+            continue;
+        }
+        let read = socket.read(&mut buffer)?;
+        if read == 0 {
+            return Ok(());
+        }
+        connection
+            .input(&mut buffers)
+            .extend_from_slice(&buffer[..read]);
+        connection.process(&date, Instant::now(), &mut buffers);
+    }
+}
+
+/// h2spec's report against `port`, and whether it passed every case.
+fn run_h2spec(port: u16) -> (bool, String) {
+    let h2spec = h2spec();
+    assert!(
+        h2spec.exists(),
+        "h2spec is needed at {} (or set H2SPEC)",
+        h2spec.display()
+    );
+    let port = port.to_string();
+    let output = Command::new(&h2spec)
+        .args(["-h", "127.0.0.1", "-p", &port, "-o", "5", "--strict"])
+        .output()
+        .expect("h2spec runs");
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    (output.status.success(), report)
+}
+
+#[test]
+fn h2spec_passes_every_strict_case() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming().flatten() {
+            socket.set_read_timeout(Some(Duration::from_secs(10))).ok();
+            std::thread::spawn(move || serve(socket));
+        }
+    });
+    let (passed, report) = run_h2spec(port);
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        passed && summary.contains("147 tests, 147 passed"),
+        "{report}"
+    );
+}
+
+test_both_binaries!(gnosis, gnosis_uring; h2spec_passes_beside_http1);
+
+/// On the HTTP/1.1 port, a connection whose first bytes are HTTP/2's preface speaks
+/// HTTP/2: every case passes but one, whose "invalid preface" is an HTTP/1.1 request
+/// there (answered 400, not GOAWAY).
+fn h2spec_passes_beside_http1(binary: &str) {
+    let server = common::Server::start(binary, &[]);
+    let (_, report) = run_h2spec(server.port);
+    let summary = report.lines().last().unwrap_or_default();
+    let failed: Vec<_> = report
+        .lines()
+        .filter(|line| line.contains('×'))
+        .map(|line| line.trim().to_string())
+        .collect();
+    assert!(summary.contains("147 tests, 146 passed"), "{report}");
+    assert!(
+        failed
+            .iter()
+            .all(|line| line.contains("Sends invalid connection preface")),
+        "{failed:?}"
+    );
+}
