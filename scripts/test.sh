@@ -13,9 +13,11 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk for the benchmark's own tests, openssl for test certificates"
+step "system packages: wrk, nginx and h2o for the benchmark's own tests, openssl for test certificates"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
+command -v nginx >/dev/null || missing+=(nginx-light)
+command -v h2o >/dev/null || missing+=(h2o)
 command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
