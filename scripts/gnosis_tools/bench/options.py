@@ -103,6 +103,9 @@ def settle(args):
     commands = [s for s in args.specs if s.anchor is None]
     if len({s.port for s in commands}) < len(commands):
         raise ValueError("--port, --baseline-port, --nginx-port and --h2o-port must differ")
+    tls_ports = [s.tls_port for s in commands if s.tls_port]
+    if set(tls_ports) & {s.port for s in commands}:
+        raise ValueError(f"a TLS port (the port + {TLS_PORT_OFFSET}) is another server's port: choose other ports")
     return args
 
 
@@ -156,7 +159,8 @@ def server_specs(args):
         else:
             name = name or (program_name(command) if role == "server" else "baseline")
             port = args.port if role == "server" else args.baseline_port
-            tls_port = port + TLS_PORT_OFFSET
+            # A command that names no TLS port serves no TLS test (and gets no certificate).
+            tls_port = port + TLS_PORT_OFFSET if "{tls_port}" in command else None
             command = command.replace("{port}", str(port)).replace("{tls_port}", str(tls_port))
             # The one-worker tests run it with --threads 1, as gnosis takes it.
             spec = ServerSpec(name, command, port, tls_port, one_worker_command=f"{command} --threads 1")

@@ -152,7 +152,9 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
     # The TLS tests: HttpArena's test certificate (its copy beside the anchors), unless TLS_CERT says.
     certificate = (os.environ.get("TLS_CERT") or str(shared_path(*TEST_CERT, "server.crt")),
                    os.environ.get("TLS_KEY") or str(shared_path(*TEST_CERT, "server.key")))  # fmt: skip
-    command_env = dict(client_env, DATASET_PATH=dataset, TLS_CERT=certificate[0], TLS_KEY=certificate[1])
+    command_env = dict(client_env, DATASET_PATH=dataset)
+    # Only to a server whose command names its TLS port: another would open its default one.
+    tls_env = dict(command_env, TLS_CERT=certificate[0], TLS_KEY=certificate[1])
     if bars_dir:
         write_json_answers(bars_dir, dataset)
     bar_configs = {"nginx": (write_nginx_configs, NGINX_CONF), "h2o": (write_h2o_configs, H2O_CONF)}
@@ -170,7 +172,8 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
             meta[f"{spec.name}_config"] = (Path(bars_dir) / conf).read_text()
         servers.append(
             Server(spec.name, command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
-                   anchor=spec.anchor, env=None if spec.anchor else command_env, tests=spec.tests,
+                   anchor=spec.anchor, env=None if spec.anchor else tls_env if spec.tls_port else command_env,
+                   tests=spec.tests,
                    one_worker_command=one_worker_command, tls_port=spec.tls_port)
         )  # fmt: skip
     return servers

@@ -329,6 +329,8 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         self.assertEqual([(s.name, s.command, s.port) for s in args.specs],
                          [("gnosis", f"{ROOT}/target/release/gnosis --port 8080 --tls-port 9080", 8080),
                           ("baseline", "/tmp/old --port 8081", 8081)])  # fmt: skip
+        # A command that names no TLS port has none: it serves no TLS test and gets no certificate.
+        self.assertEqual([s.tls_port for s in args.specs], [9080, None])
 
     def test_unknown_anchor_is_a_usage_error(self):
         for argv in (["--anchors", "actix"], ["--baseline", "anchor:nope"], ["--anchors", ","]):
