@@ -13,10 +13,12 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk for the benchmark's own tests, openssl for test certificates"
+step "system packages: wrk for the benchmark's own tests, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
+command -v nghttp >/dev/null || missing+=(nghttp2-client)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi

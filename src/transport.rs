@@ -17,11 +17,22 @@ pub use certs::{from_env, listener_config, load, CERT_PATH, KEY_PATH};
 pub use test_pair::{test_pair, TestPair};
 pub use tls::{TlsConfig, TlsSession, HTTP1};
 
-/// Which transport a listener's connections get.
+/// What a listener's connections get: their transport, and how their protocol is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Security {
-    Plain,
+pub enum Listening {
+    /// Cleartext: HTTP/1.1, or HTTP/2 when the first bytes are its preface.
+    Http,
+    /// Cleartext HTTP/2 by prior knowledge (h2c) only.
+    H2c,
+    /// TLS, HTTP/1.1 (ALPN `http/1.1` or none).
     Tls,
+}
+
+impl Listening {
+    /// Whether its connections start with a TLS handshake.
+    pub fn is_tls(self) -> bool {
+        matches!(self, Listening::Tls)
+    }
 }
 
 /// A connection's transport. The TLS session is boxed so that a plain connection's slot

@@ -1,6 +1,7 @@
 //! HTTP/2 conformance: h2spec (RFC 9113 and RFC 7541, the 147 cases of `--strict`) against
 //! the sans-I/O `h2` module in a minimal blocking server around `h2::Connection`, and
-//! against both binaries, where h2c by prior knowledge shares the HTTP/1.1 port.
+//! against both binaries: on the h2c port, and on the HTTP/1.1 port, where h2c by prior
+//! knowledge shares it; curl as an independent client.
 
 #[macro_use]
 #[path = "common/mod.rs"]
@@ -113,7 +114,7 @@ fn h2spec_passes_every_strict_case() {
     );
 }
 
-test_both_binaries!(gnosis, gnosis_uring; h2spec_passes_beside_http1);
+test_both_binaries!(gnosis, gnosis_uring; h2spec_passes_beside_http1, the_h2c_port_passes_every_case);
 
 /// On the HTTP/1.1 port, a connection whose first bytes are HTTP/2's preface speaks
 /// HTTP/2: every case passes but one, whose "invalid preface" is an HTTP/1.1 request
@@ -134,4 +135,32 @@ fn h2spec_passes_beside_http1(binary: &str) {
             .all(|line| line.contains("Sends invalid connection preface")),
         "{failed:?}"
     );
+}
+
+/// The h2c port speaks HTTP/2 by prior knowledge only: every strict case passes, the
+/// invalid preface included; curl gets `/baseline2` there over HTTP/2.
+fn the_h2c_port_passes_every_case(binary: &str) {
+    let server = common::Server::start(binary, &[]);
+    let (passed, report) = run_h2spec(server.h2c_port);
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        passed && summary.contains("147 tests, 147 passed"),
+        "{report}"
+    );
+    let url = format!("http://127.0.0.1:{}/baseline2?a=19&b=23", server.h2c_port);
+    let (version, body) = curl(&["--http2-prior-knowledge", &url]);
+    assert_eq!((version.as_str(), body.as_str()), ("2", "42"));
+}
+
+/// Runs curl with `args` (and a 10 s limit); returns the HTTP version it spoke and the body.
+fn curl(args: &[&str]) -> (String, String) {
+    let output = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-w", "\\n%{http_version}"])
+        .args(args)
+        .output()
+        .expect("curl runs (scripts/test.sh installs it)");
+    assert!(output.status.success(), "curl {args:?}: {output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (body, version) = text.rsplit_once('\n').unwrap();
+    (version.to_string(), body.to_string())
 }

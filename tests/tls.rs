@@ -21,7 +21,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 use sha2::{Digest, Sha256};
 
-use common::{free_port, read_response, HttpResponse, Server};
+use common::{free_port, read_response, HttpResponse, OtherPorts, Server};
 
 fn cert() -> &'static str {
     test_pair().cert.to_str().unwrap()
@@ -164,15 +164,13 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(binary: &str, extra: &[&str]) -> TlsServer {
-        let tls_port = free_port();
-        let port_arg = tls_port.to_string();
-        let args = [&["--tls-port", port_arg.as_str()], extra].concat();
         let env = [
             ("TLS_CERT", cert().to_string()),
             ("TLS_KEY", key().to_string()),
             ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
         ];
-        let server = Server::start_with_env(binary, &args, &env);
+        let server = Server::start_with_env(binary, extra, &env);
+        let tls_port = server.tls_port;
         TlsServer { server, tls_port }
     }
 
@@ -556,12 +554,8 @@ fn garbage_fails_a_session_with_an_alert_and_no_more_input() {
 /// status and what it wrote to stderr.
 fn start_with_pair(binary: &str, cert: &str, key: &str) -> (Option<i32>, String) {
     let mut child = Command::new(binary)
-        .args([
-            "--port",
-            &free_port().to_string(),
-            "--tls-port",
-            &free_port().to_string(),
-        ])
+        .args(["--port", &free_port().to_string()])
+        .args(OtherPorts::free().args())
         .env("TLS_CERT", cert)
         .env("TLS_KEY", key)
         .env("PGHOST", "/nonexistent-gnosis-test-database")
