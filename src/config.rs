@@ -13,8 +13,11 @@ pub struct Config {
     pub port: u16,
     /// The TLS listener's port (when there is a certificate).
     pub tls_port: u16,
-    /// The cleartext listener for h2c by prior knowledge (HTTP/1.1 too).
+    /// The cleartext listener for h2c by prior knowledge.
     pub h2c_port: u16,
+    /// The TLS listener whose ALPN offers `h2`, then `http/1.1` (when there is a
+    /// certificate).
+    pub h2_tls_port: u16,
     pub threads: usize,
     /// PostgreSQL connections per worker thread.
     pub pg_conns: usize,
@@ -94,6 +97,14 @@ const OPTIONS: &[Opt] = &[
         help: "TCP port for HTTP/2 in cleartext by prior knowledge (h2c), on all addresses",
         set: |config, text| assign(&mut config.h2c_port, number(text)),
         default: |config| config.h2c_port.to_string(),
+    },
+    Opt {
+        flag: "--h2-tls-port",
+        value: "N",
+        help: "TCP port for HTTP/2 over TLS 1.3 (ALPN h2, and http/1.1 for clients that do not \
+               offer h2), on all addresses, when the certificate of --tls-port exists",
+        set: |config, text| assign(&mut config.h2_tls_port, number(text)),
+        default: |config| config.h2_tls_port.to_string(),
     },
     Opt {
         flag: "--threads",
@@ -266,6 +277,7 @@ impl Default for Config {
             port: 8080,
             tls_port: 8081,
             h2c_port: 8082,
+            h2_tls_port: 8443,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
             pg_conns: 2,
             query_timeout: Duration::from_secs(5),
@@ -337,7 +349,7 @@ impl Config {
 
     /// The ports to listen on, each with what its connections speak: the HTTP port
     /// (HTTP/1.1, and h2c by prior knowledge), the h2c port and, `with_tls` (there is a
-    /// certificate), the TLS port.
+    /// certificate), the TLS ports: HTTP/1.1's, and the one offering `h2`.
     pub fn listening(&self, with_tls: bool) -> Vec<(u16, Listening)> {
         let mut ports = vec![
             (self.port, Listening::Http),
@@ -345,6 +357,7 @@ impl Config {
         ];
         if with_tls {
             ports.push((self.tls_port, Listening::Tls));
+            ports.push((self.h2_tls_port, Listening::H2Tls));
         }
         ports
     }
@@ -442,6 +455,8 @@ mod tests {
                 "9000",
                 "--threads=3",
                 "--h2c-port=8092",
+                "--h2-tls-port",
+                "8453",
                 "--pg-conns",
                 "1",
                 "--query-timeout=250",
@@ -469,6 +484,7 @@ mod tests {
                 port: 9000,
                 tls_port: 8081,
                 h2c_port: 8092,
+                h2_tls_port: 8453,
                 threads: 3,
                 pg_conns: 1,
                 query_timeout: Duration::from_millis(250),

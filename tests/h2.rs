@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use ::gnosis::h2::{Answer, Connection, Limits};
 use ::gnosis::http::{BufferPool, HttpDate};
+use ::gnosis::transport::test_pair;
 
 /// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
 fn h2spec() -> PathBuf {
@@ -79,8 +80,13 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
     }
 }
 
-/// h2spec's report against `port`, and whether it passed every case.
+/// h2spec's report against `port` (cleartext), and whether it passed every case.
 fn run_h2spec(port: u16) -> (bool, String) {
+    run_h2spec_with(port, &[])
+}
+
+/// h2spec's report against `port` with `extra` options, and whether it passed every case.
+fn run_h2spec_with(port: u16, extra: &[&str]) -> (bool, String) {
     let h2spec = h2spec();
     assert!(
         h2spec.exists(),
@@ -90,6 +96,7 @@ fn run_h2spec(port: u16) -> (bool, String) {
     let port = port.to_string();
     let output = Command::new(&h2spec)
         .args(["-h", "127.0.0.1", "-p", &port, "-o", "5", "--strict"])
+        .args(extra)
         .output()
         .expect("h2spec runs");
     let report = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -114,7 +121,11 @@ fn h2spec_passes_every_strict_case() {
     );
 }
 
-test_both_binaries!(gnosis, gnosis_uring; h2spec_passes_beside_http1, the_h2c_port_passes_every_case);
+test_both_binaries!(gnosis, gnosis_uring;
+    h2spec_passes_beside_http1,
+    the_h2c_port_passes_every_case,
+    h2_over_tls_passes_every_case_where_alpn_offers_it,
+);
 
 /// On the HTTP/1.1 port, a connection whose first bytes are HTTP/2's preface speaks
 /// HTTP/2: every case passes but one, whose "invalid preface" is an HTTP/1.1 request
@@ -150,6 +161,40 @@ fn the_h2c_port_passes_every_case(binary: &str) {
     let url = format!("http://127.0.0.1:{}/baseline2?a=19&b=23", server.h2c_port);
     let (version, body) = curl(&["--http2-prior-knowledge", &url]);
     assert_eq!((version.as_str(), body.as_str()), ("2", "42"));
+}
+
+/// A server with the test certificate (`transport::test_pair`) and no database to find.
+fn start_with_tls(binary: &str) -> common::Server {
+    let pair = test_pair();
+    let env = [
+        ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
+        ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
+        ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
+    ];
+    common::Server::start_with_env(binary, &[], &env)
+}
+
+/// The h2 TLS port answers ALPN `h2` with HTTP/2: every strict case of h2spec over TLS
+/// passes; curl speaks HTTP/2 there, and HTTP/1.1 when it offers only that. The HTTP/1.1
+/// TLS port never answers `h2`.
+fn h2_over_tls_passes_every_case_where_alpn_offers_it(binary: &str) {
+    let server = start_with_tls(binary);
+    let (passed, report) = run_h2spec_with(server.h2_tls_port, &["-t", "-k"]);
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        passed && summary.contains("147 tests, 147 passed"),
+        "{report}"
+    );
+    let url = |port: u16| format!("https://127.0.0.1:{port}/baseline2?a=40&b=2");
+    let h2_tls = url(server.h2_tls_port);
+    let answered = |args: &[&str]| {
+        let (version, body) = curl(args);
+        assert_eq!(body, "42", "{args:?}");
+        version
+    };
+    assert_eq!(answered(&["-k", "--http2", &h2_tls]), "2");
+    assert_eq!(answered(&["-k", "--http1.1", &h2_tls]), "1.1");
+    assert_eq!(answered(&["-k", "--http2", &url(server.tls_port)]), "1.1");
 }
 
 /// Runs curl with `args` (and a 10 s limit); returns the HTTP version it spoke and the body.

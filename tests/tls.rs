@@ -326,6 +326,22 @@ fn alpn_names_only_what_the_client_offered(binary: &str) {
         assert_eq!(client.session().alpn_protocol(), expected, "{offered:?}");
         assert_eq!(client.get("/plaintext").status, 200);
     }
+    // The h2 port answers h2 to a client that offers it, and as the other otherwise.
+    let h2_port = server.server.h2_tls_port;
+    let cases: [Case; 5] = [
+        (&[b"h2", b"http/1.1"], Some(b"h2")),
+        (&[b"http/1.1", b"h2"], Some(b"h2")),
+        (&[b"h2"], Some(b"h2")),
+        (&[b"http/1.1"], Some(b"http/1.1")),
+        (&[], None),
+    ];
+    for (offered, expected) in cases {
+        let mut client = TlsClient::connect(h2_port, tls13(offered)).unwrap();
+        assert_eq!(client.session().alpn_protocol(), expected, "{offered:?}");
+        if expected != Some(b"h2") {
+            assert_eq!(client.get("/plaintext").status, 200);
+        }
+    }
 }
 
 fn a_clean_close_sends_close_notify(binary: &str) {
@@ -488,7 +504,7 @@ fn a_session_decrypts_seals_only_once_its_output_is_sent_and_closes_with_close_n
     let config = Arc::new(load(cert().as_ref(), key().as_ref()).unwrap());
     let mut buffers = BufferPool::default();
     let now = Instant::now();
-    let mut server = TlsSession::new(config, now + Duration::from_secs(1));
+    let mut server = TlsSession::new(config, false, now + Duration::from_secs(1));
     let name = ServerName::try_from("localhost").unwrap();
     let mut client = ClientConnection::new(tls13(&[b"http/1.1"]), name).unwrap();
     assert!(!server.handshake_expired(now));
@@ -534,7 +550,7 @@ fn a_session_decrypts_seals_only_once_its_output_is_sent_and_closes_with_close_n
 fn garbage_fails_a_session_with_an_alert_and_no_more_input() {
     let config = Arc::new(load(cert().as_ref(), key().as_ref()).unwrap());
     let mut buffers = BufferPool::default();
-    let mut server = TlsSession::new(config, Instant::now());
+    let mut server = TlsSession::new(config, false, Instant::now());
     let mut plaintext = Vec::new();
     assert!(!server.receive(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &mut plaintext));
     assert!(plaintext.is_empty());

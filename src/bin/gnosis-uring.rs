@@ -19,7 +19,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let tls = gnosis::transport::listener_config(config.tls_port);
+    let tls = gnosis::transport::listener_config(&[config.tls_port, config.h2_tls_port]);
     let ports = config.listening(tls.is_some());
     let listeners = match gnosis::server::listeners(&ports, config.threads) {
         Ok(listeners) => listeners,

@@ -4,7 +4,7 @@ use gnosis::config::Config;
 
 fn main() {
     let config = Config::from_command_line("gnosis", "");
-    let tls = gnosis::transport::listener_config(config.tls_port);
+    let tls = gnosis::transport::listener_config(&[config.tls_port, config.h2_tls_port]);
     let ports = config.listening(tls.is_some());
     let listeners = match gnosis::server::listeners(&ports, config.threads) {
         Ok(listeners) => listeners,

@@ -266,7 +266,10 @@ impl<S: Service, K> Core<S, K> {
         let handshake_by = self.now + timeouts.request.min(timeouts.idle);
         let slot = &mut self.slots[index];
         slot.transport = match (listening.is_tls(), &self.tls) {
-            (true, Some(config)) => Transport::Tls(TlsSession::new(config.clone(), handshake_by)),
+            (true, Some(config)) => {
+                let offer_h2 = listening == Listening::H2Tls;
+                Transport::Tls(TlsSession::new(config.clone(), offer_h2, handshake_by))
+            }
             _ => Transport::Plain,
         };
         if listening == Listening::H2c {
@@ -456,6 +459,11 @@ impl<S: Service, K> Core<S, K> {
             };
         }
         if may_write {
+            if let Transport::Tls(tls) = &slot.transport {
+                if tls.chose_h2() {
+                    slot.protocol.start_h2(h2_limits(service), *now);
+                }
+            }
             let http1 = slot.protocol.switch_to_h2(h2_limits(service), *now);
             if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
                 conn.collect(buffers, share);

@@ -44,6 +44,7 @@ pub struct Server {
     /// free ports too, so that parallel tests never meet on a default one.
     pub h2c_port: u16,
     pub tls_port: u16,
+    pub h2_tls_port: u16,
     /// The server's stderr, shown when the test fails.
     log: std::path::PathBuf,
 }
@@ -60,6 +61,7 @@ pub fn free_port() -> u16 {
 pub struct OtherPorts {
     pub h2c: u16,
     pub tls: u16,
+    pub h2_tls: u16,
 }
 
 impl OtherPorts {
@@ -67,15 +69,20 @@ impl OtherPorts {
         OtherPorts {
             h2c: free_port(),
             tls: free_port(),
+            h2_tls: free_port(),
         }
     }
 
     /// The options that name them.
     pub fn args(&self) -> Vec<String> {
-        [("--h2c-port", self.h2c), ("--tls-port", self.tls)]
-            .into_iter()
-            .flat_map(|(flag, port)| [flag.to_string(), port.to_string()])
-            .collect()
+        [
+            ("--h2c-port", self.h2c),
+            ("--tls-port", self.tls),
+            ("--h2-tls-port", self.h2_tls),
+        ]
+        .into_iter()
+        .flat_map(|(flag, port)| [flag.to_string(), port.to_string()])
+        .collect()
     }
 }
 
@@ -143,6 +150,7 @@ impl Server {
             port,
             h2c_port: others.h2c,
             tls_port: others.tls,
+            h2_tls_port: others.h2_tls,
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
