@@ -125,6 +125,7 @@ test_both_binaries!(gnosis, gnosis_uring;
     h2spec_passes_beside_http1,
     the_h2c_port_passes_every_case,
     h2_over_tls_passes_every_case_where_alpn_offers_it,
+    grpc_get_sum_answers_over_h2c_and_tls,
 );
 
 /// On the HTTP/1.1 port, a connection whose first bytes are HTTP/2's preface speaks
@@ -208,4 +209,70 @@ fn curl(args: &[&str]) -> (String, String) {
     let text = String::from_utf8(output.stdout).unwrap();
     let (body, version) = text.rsplit_once('\n').unwrap();
     (version.to_string(), body.to_string())
+}
+
+/// gRPC's unary `GetSum` as HttpArena calls it (nghttp, the request message `{a: 1, b: 2}`
+/// with `te: trailers`), over h2c on the HTTP port and the h2c port and over TLS: the reply
+/// `{result: 3}` and `grpc-status: 0`; a message cut short: no reply, `grpc-status: 13`.
+fn grpc_get_sum_answers_over_h2c_and_tls(binary: &str) {
+    let server = start_with_tls(binary);
+    let path = "/benchmark.BenchmarkService/GetSum";
+    let urls = [
+        format!("http://127.0.0.1:{}{path}", server.port),
+        format!("http://127.0.0.1:{}{path}", server.h2c_port),
+        format!("https://127.0.0.1:{}{path}", server.h2_tls_port),
+    ];
+    let dir = std::env::temp_dir().join(format!("gnosis-grpc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let request = dir.join("sum-request");
+    std::fs::write(&request, [0, 0, 0, 0, 4, 0x08, 0x01, 0x10, 0x02]).unwrap();
+    let truncated = dir.join("truncated");
+    std::fs::write(&truncated, [0, 0, 0, 0, 4, 0x08, 0x01]).unwrap();
+    for url in &urls {
+        let (body, trailers) = nghttp_grpc(url, &request);
+        assert_eq!(body, [0, 0, 0, 0, 2, 0x08, 0x03], "{url}");
+        assert_eq!(trailers, ["grpc-status: 0"], "{url}");
+        let (body, trailers) = nghttp_grpc(url, &truncated);
+        assert!(body.is_empty(), "{url}: {body:?}");
+        assert_eq!(
+            trailers,
+            ["grpc-status: 13", "grpc-message: truncated message"],
+            "{url}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Calls gRPC at `url` with nghttp (the body from `file`); returns the answer's body and
+/// its trailers (nghttp's verbose log names each field received: the trailers are those
+/// after the answer's first HEADERS frame).
+fn nghttp_grpc(url: &str, file: &std::path::Path) -> (Vec<u8>, Vec<String>) {
+    let run = |verbose: bool| {
+        let output = Command::new("nghttp")
+            .args(if verbose { &["-v"][..] } else { &[] })
+            .args(["-t", "10", "-d"])
+            .arg(file)
+            .args([
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                url,
+            ])
+            .output()
+            .expect("nghttp runs (scripts/test.sh installs nghttp2-client)");
+        assert!(output.status.success(), "nghttp {url}: {output:?}");
+        output.stdout
+    };
+    let body = run(false);
+    let log = String::from_utf8_lossy(&run(true)).into_owned();
+    let after_head = log
+        .split_once("; First response header")
+        .map_or("", |(_, rest)| rest);
+    let trailers = after_head
+        .lines()
+        .filter_map(|line| Some(line.split_once("recv (stream_id=")?.1.split_once(") ")?.1))
+        .map(str::to_string)
+        .collect();
+    (body, trailers)
 }
