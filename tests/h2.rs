@@ -214,6 +214,7 @@ fn curl(args: &[&str]) -> (String, String) {
 /// gRPC's unary `GetSum` as HttpArena calls it (nghttp, the request message `{a: 1, b: 2}`
 /// with `te: trailers`), over h2c on the HTTP port and the h2c port and over TLS: the reply
 /// `{result: 3}` and `grpc-status: 0`; a message cut short: no reply, `grpc-status: 13`.
+/// Over HTTP/1.1, where gRPC does not run: 400.
 fn grpc_get_sum_answers_over_h2c_and_tls(binary: &str) {
     let server = start_with_tls(binary);
     let path = "/benchmark.BenchmarkService/GetSum";
@@ -222,7 +223,8 @@ fn grpc_get_sum_answers_over_h2c_and_tls(binary: &str) {
         format!("http://127.0.0.1:{}{path}", server.h2c_port),
         format!("https://127.0.0.1:{}{path}", server.h2_tls_port),
     ];
-    let dir = std::env::temp_dir().join(format!("gnosis-grpc-{}", std::process::id()));
+    // One folder per server: both binaries' tests run at once in this process.
+    let dir = std::env::temp_dir().join(format!("gnosis-grpc-{}", server.port));
     std::fs::create_dir_all(&dir).unwrap();
     let request = dir.join("sum-request");
     std::fs::write(&request, [0, 0, 0, 0, 4, 0x08, 0x01, 0x10, 0x02]).unwrap();
@@ -241,6 +243,15 @@ fn grpc_get_sum_answers_over_h2c_and_tls(binary: &str) {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+    let mut http1 = server.connect();
+    http1.send(
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nContent-Type: application/grpc\r\n\
+             Content-Length: 9\r\n\r\n\0\0\0\0\x04\x08\x01\x10\x02"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(http1.response().unwrap().status, 400);
 }
 
 /// Calls gRPC at `url` with nghttp (the body from `file`); returns the answer's body and
