@@ -13,12 +13,14 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk, nginx and h2o for the benchmark's own tests, openssl for test certificates"
+step "system packages: wrk, nginx and h2o for the benchmark's own tests, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
 command -v h2o >/dev/null || missing+=(h2o)
 command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
+command -v nghttp >/dev/null || missing+=(nghttp2-client)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
@@ -48,9 +50,11 @@ step "HttpArena: scripts/tool verify httparena against both binaries"
 # Started as HttpArena starts them: its database (pg.sh's HttpArena-like one) in DATABASE_URL,
 # DATABASE_MAX_CONN=256, nothing else; the PG* variables of TFB's step unset. Every profile the
 # binaries serve (the WebSocket family on the cleartext port; json-tls and 8gbit over TLS on a
-# second port, with a certificate made for the run; static from a folder of made-up files);
+# second port, with a certificate made for the run; static from a folder of made-up files;
+# baseline-h2, static-h2 and unary-grpc-tls over h2 on a TLS port, baseline-h2c on an h2c port,
+# unary-grpc over h2c on the cleartext port);
 # async-db's and fortunes' answers are compared with that database's rows.
-arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes,latency-1m,latency-10k,json-tls,8gbit,static,echo-ws,echo-ws-pipeline,echo-ws-limited
+arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes,latency-1m,latency-10k,json-tls,8gbit,static,echo-ws,echo-ws-pipeline,echo-ws-limited,baseline-h2,static-h2,baseline-h2c,unary-grpc,unary-grpc-tls
 for binary in target/release/gnosis target/release/gnosis-uring; do
     (
         unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE

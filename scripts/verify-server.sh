@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh's verify steps: starts BINARY on a free port, checks it with
 # `scripts/tool verify tfb`, or `verify httparena` given --httparena (serving data/dataset.json,
-# HTTP/1.1 over TLS on a second free port with a certificate made for the run, as HttpArena
-# mounts one, and HttpArena's 20 static file names, of made-up bytes, from STATIC_DIR),
+# HTTP/1.1 over TLS, h2 over TLS and h2c on free ports, with a certificate made for the run as
+# HttpArena mounts one, and HttpArena's 20 static file names, of made-up bytes, from STATIC_DIR),
 # further arguments going to the checker, and stops it.
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
@@ -26,7 +26,10 @@ free_port() {
 
 venue=tfb
 venue_args=()
-server_args=()
+# Every listener on a free port, so that a server already running (scripts/run.sh) or a test
+# beside this one never holds one of them.
+tls_port="$(free_port)" h2_port="$(free_port)" h2c_port="$(free_port)"
+server_args=(--tls-port "$tls_port" --h2-tls-port "$h2_port" --h2c-port "$h2c_port")
 if [ "${1:-}" = --httparena ]; then
     venue=httparena
     export DATASET_PATH="$PWD/data/dataset.json"
@@ -48,9 +51,8 @@ for index, name in enumerate(FILES):
         out.write(os.urandom(1000 + 15331 * index))
 FILES
     export TLS_CERT="$certs/server.crt" TLS_KEY="$certs/server.key"
-    tls_port="$(free_port)"
-    server_args+=(--tls-port "$tls_port")
     venue_args+=(--tls-port "$tls_port" --certificate "$TLS_CERT")
+    venue_args+=(--h2-port "$h2_port" --h2c-port "$h2c_port")
     shift
 fi
 if [ $# -lt 1 ]; then

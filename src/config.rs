@@ -6,12 +6,18 @@ use std::time::Duration;
 
 use crate::http::{LARGEST_MAX_BODY, MAX_BODY, SEND_TIMEOUT, TIMEOUTS};
 use crate::server::Limits;
+use crate::transport::Listening;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub port: u16,
     /// The TLS listener's port (when there is a certificate).
     pub tls_port: u16,
+    /// The cleartext listener for h2c by prior knowledge.
+    pub h2c_port: u16,
+    /// The TLS listener whose ALPN offers `h2`, then `http/1.1` (when there is a
+    /// certificate).
+    pub h2_tls_port: u16,
     pub threads: usize,
     /// PostgreSQL connections per worker thread.
     pub pg_conns: usize,
@@ -84,6 +90,21 @@ const OPTIONS: &[Opt] = &[
                /certs/server.crt) exists",
         set: |config, text| assign(&mut config.tls_port, number(text)),
         default: |config| config.tls_port.to_string(),
+    },
+    Opt {
+        flag: "--h2c-port",
+        value: "N",
+        help: "TCP port for HTTP/2 in cleartext by prior knowledge (h2c), on all addresses",
+        set: |config, text| assign(&mut config.h2c_port, number(text)),
+        default: |config| config.h2c_port.to_string(),
+    },
+    Opt {
+        flag: "--h2-tls-port",
+        value: "N",
+        help: "TCP port for HTTP/2 over TLS 1.3 (ALPN h2, and http/1.1 for clients that do not \
+               offer h2), on all addresses, when the certificate of --tls-port exists",
+        set: |config, text| assign(&mut config.h2_tls_port, number(text)),
+        default: |config| config.h2_tls_port.to_string(),
     },
     Opt {
         flag: "--threads",
@@ -255,6 +276,8 @@ impl Default for Config {
         Config {
             port: 8080,
             tls_port: 8081,
+            h2c_port: 8082,
+            h2_tls_port: 8443,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
             pg_conns: 2,
             query_timeout: Duration::from_secs(5),
@@ -322,6 +345,21 @@ impl Config {
             (opt.set)(&mut config, &value).map_err(|why| invalid(format!("{flag} takes {why}")))?;
         }
         Ok(config)
+    }
+
+    /// The ports to listen on, each with what its connections speak: the HTTP port
+    /// (HTTP/1.1, and h2c by prior knowledge), the h2c port and, `with_tls` (there is a
+    /// certificate), the TLS ports: HTTP/1.1's, and the one offering `h2`.
+    pub fn listening(&self, with_tls: bool) -> Vec<(u16, Listening)> {
+        let mut ports = vec![
+            (self.port, Listening::Http),
+            (self.h2c_port, Listening::H2c),
+        ];
+        if with_tls {
+            ports.push((self.tls_port, Listening::Tls));
+            ports.push((self.h2_tls_port, Listening::H2Tls));
+        }
+        ports
     }
 
     /// What each worker lets its clients cost it.
@@ -416,6 +454,9 @@ mod tests {
                 "--port",
                 "9000",
                 "--threads=3",
+                "--h2c-port=8092",
+                "--h2-tls-port",
+                "8453",
                 "--pg-conns",
                 "1",
                 "--query-timeout=250",
@@ -442,6 +483,8 @@ mod tests {
             Config {
                 port: 9000,
                 tls_port: 8081,
+                h2c_port: 8092,
+                h2_tls_port: 8453,
                 threads: 3,
                 pg_conns: 1,
                 query_timeout: Duration::from_millis(250),

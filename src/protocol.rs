@@ -51,9 +51,19 @@ impl Protocol {
         if first[..len] != h2::PREFACE[..len] {
             return true;
         }
-        if len < h2::PREFACE.len() {
-            return false;
+        if len == h2::PREFACE.len() {
+            self.start_h2(limits, now);
         }
+        false
+    }
+
+    /// Makes an HTTP/1.1 connection HTTP/2 whatever its first bytes (h2c by prior
+    /// knowledge, or `h2` chosen by ALPN): what it received is the HTTP/2 connection's
+    /// first input, which must begin with the preface.
+    pub fn start_h2(&mut self, limits: h2::Limits, now: Instant) {
+        let Protocol::Http1(conn) = self else {
+            return;
+        };
         let peer_eof = conn.peer_eof();
         let (generation, input, _, _) = conn.hand_over();
         let mut h2 = h2::Connection::new(limits, now);
@@ -62,7 +72,6 @@ impl Protocol {
             h2.peer_closed();
         }
         *self = Protocol::Http2(Box::new(h2), generation);
-        false
     }
 
     /// Back to HTTP/1.1 for the slot's next peer (its buffers given back already).

@@ -2,8 +2,8 @@
 //! (plain), or a TLS session. No I/O: the backends hand the core what they received and send
 //! what the core says is unsent; only the core sees a transport.
 //!
-//! The protocol above (HTTP/1.1's `Connection` today; HTTP/2, chosen by ALPN, or a
-//! WebSocket later) reads plaintext and writes plaintext whatever the transport. Kernel TLS
+//! The protocol above (HTTP/1.1's `Connection`, HTTP/2 when ALPN chose `h2`, or a
+//! WebSocket) reads plaintext and writes plaintext whatever the transport. Kernel TLS
 //! would be one more variant: the session's keys handed to the socket after the handshake,
 //! the bytes then moving as for a plain connection.
 
@@ -15,13 +15,26 @@ mod tls;
 pub use certs::{from_env, listener_config, load, CERT_PATH, KEY_PATH};
 #[cfg(any(test, feature = "test-kit"))]
 pub use test_pair::{test_pair, TestPair};
-pub use tls::{TlsConfig, TlsSession, HTTP1};
+pub use tls::{TlsConfig, TlsSession, H2, HTTP1};
 
-/// Which transport a listener's connections get.
+/// What a listener's connections get: their transport, and how their protocol is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Security {
-    Plain,
+pub enum Listening {
+    /// Cleartext: HTTP/1.1, or HTTP/2 when the first bytes are its preface.
+    Http,
+    /// Cleartext HTTP/2 by prior knowledge (h2c) only.
+    H2c,
+    /// TLS, HTTP/1.1 (ALPN `http/1.1` or none; never `h2`).
     Tls,
+    /// TLS, HTTP/2 when the client offers ALPN `h2`, else HTTP/1.1 as on [`Listening::Tls`].
+    H2Tls,
+}
+
+impl Listening {
+    /// Whether its connections start with a TLS handshake.
+    pub fn is_tls(self) -> bool {
+        matches!(self, Listening::Tls | Listening::H2Tls)
+    }
 }
 
 /// A connection's transport. The TLS session is boxed so that a plain connection's slot

@@ -1,6 +1,7 @@
 //! HTTP/2 conformance: h2spec (RFC 9113 and RFC 7541, the 147 cases of `--strict`) against
 //! the sans-I/O `h2` module in a minimal blocking server around `h2::Connection`, and
-//! against both binaries, where h2c by prior knowledge shares the HTTP/1.1 port.
+//! against both binaries: on the h2c port, and on the HTTP/1.1 port, where h2c by prior
+//! knowledge shares it; curl as an independent client.
 
 #[macro_use]
 #[path = "common/mod.rs"]
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use ::gnosis::h2::{Answer, Connection, Limits};
 use ::gnosis::http::{BufferPool, HttpDate};
+use ::gnosis::transport::test_pair;
 
 /// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
 fn h2spec() -> PathBuf {
@@ -78,8 +80,13 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
     }
 }
 
-/// h2spec's report against `port`, and whether it passed every case.
+/// h2spec's report against `port` (cleartext), and whether it passed every case.
 fn run_h2spec(port: u16) -> (bool, String) {
+    run_h2spec_with(port, &[])
+}
+
+/// h2spec's report against `port` with `extra` options, and whether it passed every case.
+fn run_h2spec_with(port: u16, extra: &[&str]) -> (bool, String) {
     let h2spec = h2spec();
     assert!(
         h2spec.exists(),
@@ -89,6 +96,7 @@ fn run_h2spec(port: u16) -> (bool, String) {
     let port = port.to_string();
     let output = Command::new(&h2spec)
         .args(["-h", "127.0.0.1", "-p", &port, "-o", "5", "--strict"])
+        .args(extra)
         .output()
         .expect("h2spec runs");
     let report = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -113,7 +121,12 @@ fn h2spec_passes_every_strict_case() {
     );
 }
 
-test_both_binaries!(gnosis, gnosis_uring; h2spec_passes_beside_http1);
+test_both_binaries!(gnosis, gnosis_uring;
+    h2spec_passes_beside_http1,
+    the_h2c_port_passes_every_case,
+    h2_over_tls_passes_every_case_where_alpn_offers_it,
+    grpc_get_sum_answers_over_h2c_and_tls,
+);
 
 /// On the HTTP/1.1 port, a connection whose first bytes are HTTP/2's preface speaks
 /// HTTP/2: every case passes but one, whose "invalid preface" is an HTTP/1.1 request
@@ -134,4 +147,143 @@ fn h2spec_passes_beside_http1(binary: &str) {
             .all(|line| line.contains("Sends invalid connection preface")),
         "{failed:?}"
     );
+}
+
+/// The h2c port speaks HTTP/2 by prior knowledge only: every strict case passes, the
+/// invalid preface included; curl gets `/baseline2` there over HTTP/2.
+fn the_h2c_port_passes_every_case(binary: &str) {
+    let server = common::Server::start(binary, &[]);
+    let (passed, report) = run_h2spec(server.h2c_port);
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        passed && summary.contains("147 tests, 147 passed"),
+        "{report}"
+    );
+    let url = format!("http://127.0.0.1:{}/baseline2?a=19&b=23", server.h2c_port);
+    let (version, body) = curl(&["--http2-prior-knowledge", &url]);
+    assert_eq!((version.as_str(), body.as_str()), ("2", "42"));
+}
+
+/// A server with the test certificate (`transport::test_pair`) and no database to find.
+fn start_with_tls(binary: &str) -> common::Server {
+    let pair = test_pair();
+    let env = [
+        ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
+        ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
+        ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
+    ];
+    common::Server::start_with_env(binary, &[], &env)
+}
+
+/// The h2 TLS port answers ALPN `h2` with HTTP/2: every strict case of h2spec over TLS
+/// passes; curl speaks HTTP/2 there, and HTTP/1.1 when it offers only that. The HTTP/1.1
+/// TLS port never answers `h2`.
+fn h2_over_tls_passes_every_case_where_alpn_offers_it(binary: &str) {
+    let server = start_with_tls(binary);
+    let (passed, report) = run_h2spec_with(server.h2_tls_port, &["-t", "-k"]);
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        passed && summary.contains("147 tests, 147 passed"),
+        "{report}"
+    );
+    let url = |port: u16| format!("https://127.0.0.1:{port}/baseline2?a=40&b=2");
+    let h2_tls = url(server.h2_tls_port);
+    let answered = |args: &[&str]| {
+        let (version, body) = curl(args);
+        assert_eq!(body, "42", "{args:?}");
+        version
+    };
+    assert_eq!(answered(&["-k", "--http2", &h2_tls]), "2");
+    assert_eq!(answered(&["-k", "--http1.1", &h2_tls]), "1.1");
+    assert_eq!(answered(&["-k", "--http2", &url(server.tls_port)]), "1.1");
+}
+
+/// Runs curl with `args` (and a 10 s limit); returns the HTTP version it spoke and the body.
+fn curl(args: &[&str]) -> (String, String) {
+    let output = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-w", "\\n%{http_version}"])
+        .args(args)
+        .output()
+        .expect("curl runs (scripts/test.sh installs it)");
+    assert!(output.status.success(), "curl {args:?}: {output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (body, version) = text.rsplit_once('\n').unwrap();
+    (version.to_string(), body.to_string())
+}
+
+/// gRPC's unary `GetSum` as HttpArena calls it (nghttp, the request message `{a: 1, b: 2}`
+/// with `te: trailers`), over h2c on the HTTP port and the h2c port and over TLS: the reply
+/// `{result: 3}` and `grpc-status: 0`; a message cut short: no reply, `grpc-status: 13`.
+/// Over HTTP/1.1, where gRPC does not run: 400.
+fn grpc_get_sum_answers_over_h2c_and_tls(binary: &str) {
+    let server = start_with_tls(binary);
+    let path = "/benchmark.BenchmarkService/GetSum";
+    let urls = [
+        format!("http://127.0.0.1:{}{path}", server.port),
+        format!("http://127.0.0.1:{}{path}", server.h2c_port),
+        format!("https://127.0.0.1:{}{path}", server.h2_tls_port),
+    ];
+    // One folder per server: both binaries' tests run at once in this process.
+    let dir = std::env::temp_dir().join(format!("gnosis-grpc-{}", server.port));
+    std::fs::create_dir_all(&dir).unwrap();
+    let request = dir.join("sum-request");
+    std::fs::write(&request, [0, 0, 0, 0, 4, 0x08, 0x01, 0x10, 0x02]).unwrap();
+    let truncated = dir.join("truncated");
+    std::fs::write(&truncated, [0, 0, 0, 0, 4, 0x08, 0x01]).unwrap();
+    for url in &urls {
+        let (body, trailers) = nghttp_grpc(url, &request);
+        assert_eq!(body, [0, 0, 0, 0, 2, 0x08, 0x03], "{url}");
+        assert_eq!(trailers, ["grpc-status: 0"], "{url}");
+        let (body, trailers) = nghttp_grpc(url, &truncated);
+        assert!(body.is_empty(), "{url}: {body:?}");
+        assert_eq!(
+            trailers,
+            ["grpc-status: 13", "grpc-message: truncated message"],
+            "{url}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut http1 = server.connect();
+    http1.send(
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nContent-Type: application/grpc\r\n\
+             Content-Length: 9\r\n\r\n\0\0\0\0\x04\x08\x01\x10\x02"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(http1.response().unwrap().status, 400);
+}
+
+/// Calls gRPC at `url` with nghttp (the body from `file`); returns the answer's body and
+/// its trailers (nghttp's verbose log names each field received: the trailers are those
+/// after the answer's first HEADERS frame).
+fn nghttp_grpc(url: &str, file: &std::path::Path) -> (Vec<u8>, Vec<String>) {
+    let run = |verbose: bool| {
+        let output = Command::new("nghttp")
+            .args(if verbose { &["-v"][..] } else { &[] })
+            .args(["-t", "10", "-d"])
+            .arg(file)
+            .args([
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                url,
+            ])
+            .output()
+            .expect("nghttp runs (scripts/test.sh installs nghttp2-client)");
+        assert!(output.status.success(), "nghttp {url}: {output:?}");
+        output.stdout
+    };
+    let body = run(false);
+    let log = String::from_utf8_lossy(&run(true)).into_owned();
+    let after_head = log
+        .split_once("; First response header")
+        .map_or("", |(_, rest)| rest);
+    let trailers = after_head
+        .lines()
+        .filter_map(|line| Some(line.split_once("recv (stream_id=")?.1.split_once(") ")?.1))
+        .map(str::to_string)
+        .collect();
+    (body, trailers)
 }

@@ -21,7 +21,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 use sha2::{Digest, Sha256};
 
-use common::{free_port, read_response, HttpResponse, Server};
+use common::{free_port, read_response, HttpResponse, OtherPorts, Server};
 
 fn cert() -> &'static str {
     test_pair().cert.to_str().unwrap()
@@ -164,15 +164,13 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(binary: &str, extra: &[&str]) -> TlsServer {
-        let tls_port = free_port();
-        let port_arg = tls_port.to_string();
-        let args = [&["--tls-port", port_arg.as_str()], extra].concat();
         let env = [
             ("TLS_CERT", cert().to_string()),
             ("TLS_KEY", key().to_string()),
             ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
         ];
-        let server = Server::start_with_env(binary, &args, &env);
+        let server = Server::start_with_env(binary, extra, &env);
+        let tls_port = server.tls_port;
         TlsServer { server, tls_port }
     }
 
@@ -327,6 +325,22 @@ fn alpn_names_only_what_the_client_offered(binary: &str) {
         let mut client = TlsClient::connect(server.tls_port, tls13(offered)).unwrap();
         assert_eq!(client.session().alpn_protocol(), expected, "{offered:?}");
         assert_eq!(client.get("/plaintext").status, 200);
+    }
+    // The h2 port answers h2 to a client that offers it, and as the other otherwise.
+    let h2_port = server.server.h2_tls_port;
+    let cases: [Case; 5] = [
+        (&[b"h2", b"http/1.1"], Some(b"h2")),
+        (&[b"http/1.1", b"h2"], Some(b"h2")),
+        (&[b"h2"], Some(b"h2")),
+        (&[b"http/1.1"], Some(b"http/1.1")),
+        (&[], None),
+    ];
+    for (offered, expected) in cases {
+        let mut client = TlsClient::connect(h2_port, tls13(offered)).unwrap();
+        assert_eq!(client.session().alpn_protocol(), expected, "{offered:?}");
+        if expected != Some(b"h2") {
+            assert_eq!(client.get("/plaintext").status, 200);
+        }
     }
 }
 
@@ -490,7 +504,7 @@ fn a_session_decrypts_seals_only_once_its_output_is_sent_and_closes_with_close_n
     let config = Arc::new(load(cert().as_ref(), key().as_ref()).unwrap());
     let mut buffers = BufferPool::default();
     let now = Instant::now();
-    let mut server = TlsSession::new(config, now + Duration::from_secs(1));
+    let mut server = TlsSession::new(config, false, now + Duration::from_secs(1));
     let name = ServerName::try_from("localhost").unwrap();
     let mut client = ClientConnection::new(tls13(&[b"http/1.1"]), name).unwrap();
     assert!(!server.handshake_expired(now));
@@ -536,7 +550,7 @@ fn a_session_decrypts_seals_only_once_its_output_is_sent_and_closes_with_close_n
 fn garbage_fails_a_session_with_an_alert_and_no_more_input() {
     let config = Arc::new(load(cert().as_ref(), key().as_ref()).unwrap());
     let mut buffers = BufferPool::default();
-    let mut server = TlsSession::new(config, Instant::now());
+    let mut server = TlsSession::new(config, false, Instant::now());
     let mut plaintext = Vec::new();
     assert!(!server.receive(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &mut plaintext));
     assert!(plaintext.is_empty());
@@ -556,12 +570,8 @@ fn garbage_fails_a_session_with_an_alert_and_no_more_input() {
 /// status and what it wrote to stderr.
 fn start_with_pair(binary: &str, cert: &str, key: &str) -> (Option<i32>, String) {
     let mut child = Command::new(binary)
-        .args([
-            "--port",
-            &free_port().to_string(),
-            "--tls-port",
-            &free_port().to_string(),
-        ])
+        .args(["--port", &free_port().to_string()])
+        .args(OtherPorts::free().args())
         .env("TLS_CERT", cert)
         .env("TLS_KEY", key)
         .env("PGHOST", "/nonexistent-gnosis-test-database")

@@ -38,7 +38,7 @@ from . import ROOT, export
 from .certificate import make_pair
 from .system import LOOPBACK, SetupError, ensure_tfb_database_host, free_port, log_tail, port_in_use, port_open
 from .system import stop_process_group as stop
-from .verify import httparena, httparena_tls
+from .verify import httparena, httparena_h2, httparena_tls
 
 TOOL = str(ROOT / "scripts" / "tool")
 DATASET = str(ROOT / "data" / "dataset.json")
@@ -533,7 +533,7 @@ def arena_database_url():
 def run_and_validate(stage, name, meta, work):
     """Starts the entry as HttpArena's validate.sh does (no arguments, port 8080) and runs
     `verify httparena` with the profiles its meta.json subscribes to."""
-    known = httparena.PROFILES + httparena_tls.PROFILES
+    known = httparena.KNOWN_PROFILES
     unknown = [test for test in meta["tests"] if test not in known]
     if unknown:
         raise CheckFailed("meta.json subscribes to %s, which `verify httparena` does not check"
@@ -542,8 +542,10 @@ def run_and_validate(stage, name, meta, work):
     database_url = (arena_database_url() if {"async-db", "fortunes"} & set(meta["tests"])
                     else None)
     # ... and mounts its certificate beside one that subscribes to a TLS profile.
+    over_tls = set(httparena_tls.PROFILES) | set(httparena_h2.PROFILES) - {"baseline-h2c",
+                                                                           "unary-grpc"}
     certificate = (make_pair(os.path.join(work, "certs-%s" % name))
-                   if set(httparena_tls.PROFILES) & set(meta["tests"]) else None)
+                   if over_tls & set(meta["tests"]) else None)
     check_server(
         stage, httparena_environment(stage, database_url, certificate),
         os.path.join(work, "server-%s.log" % name),

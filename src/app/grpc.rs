@@ -22,6 +22,8 @@
 //! supported), INTERNAL if none or `identity` was declared (`PROTOCOL-HTTP2.md`: the flag
 //! must then be 0; grpc-go answers INTERNAL too).
 
+use crate::http::{ContentType, GrpcHeaders, Status, StreamAnswer};
+
 /// The request's `:path`.
 pub const GET_SUM_PATH: &str = "/benchmark.BenchmarkService/GetSum";
 /// How deep groups may nest in a skipped field (protobuf's default recursion limit).
@@ -58,6 +60,41 @@ impl GrpcStatus {
             message,
         }
     }
+}
+
+/// Answers a `GetSum` request of an HTTP/2 stream into `out`, as gRPC over HTTP/2 says
+/// (`PROTOCOL-HTTP2.md`): 200 with `content-type: application/grpc`, the reply's message
+/// and the trailer `grpc-status: 0`; or, for a call that fails, no message and its
+/// `grpc-status` and `grpc-message`; a request whose content-type is not gRPC's: 415.
+/// `scratch` holds the reply while it is made.
+pub fn respond(headers: GrpcHeaders<'_>, body: &[u8], scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+    if !is_grpc(headers.content_type) {
+        let status = Status::UnsupportedMediaType;
+        let reason = status.reason().as_bytes();
+        return StreamAnswer::write(out, status, ContentType::Plain, &[], reason);
+    }
+    scratch.clear();
+    match get_sum(headers.encoding, body, scratch) {
+        Ok(()) => {
+            let trailers: [(&[u8], &[u8]); 1] = [(b"grpc-status", b"0")];
+            StreamAnswer::write(out, Status::Ok, ContentType::Grpc, &trailers, scratch);
+        }
+        Err(failure) => {
+            let mut code = itoa::Buffer::new();
+            let trailers: [(&[u8], &[u8]); 2] = [
+                (b"grpc-status", code.format(failure.code as u8).as_bytes()),
+                (b"grpc-message", failure.message.as_bytes()),
+            ];
+            StreamAnswer::write(out, Status::Ok, ContentType::Grpc, &trailers, b"");
+        }
+    }
+}
+
+/// `application/grpc`, alone or with a subtype (`+proto`) or parameters.
+fn is_grpc(content_type: &[u8]) -> bool {
+    content_type
+        .strip_prefix(b"application/grpc")
+        .is_some_and(|rest| matches!(rest.first(), None | Some(b'+' | b';')))
 }
 
 /// Answers one `GetSum` call: `body` is the request's whole body, `encoding` its

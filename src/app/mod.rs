@@ -47,6 +47,8 @@ pub enum Route {
     Arena(arena::Route),
     /// HttpArena's WebSocket echo: the upgrade, then every message echoed.
     WebSocket,
+    /// gRPC's unary `GetSum` (over HTTP/2).
+    GetSum,
 }
 
 impl Route {
@@ -60,6 +62,7 @@ impl Route {
             "/fortunes" => Route::Database(DbRoute::Fortunes),
             "/cached-queries" => Route::CachedQueries(count_param(query, "count")),
             "/ws" => Route::WebSocket,
+            grpc::GET_SUM_PATH => Route::GetSum,
             "/async-db" => {
                 Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
             }
@@ -190,15 +193,13 @@ impl Service for App {
             response.write_error(out, cx.date, Status::NotFound);
             return Reply::Now;
         };
-        // Every route answers GET and HEAD; only /baseline11 and /echo take a POST.
-        let allowed = matches!(
-            (route, request.method),
-            (_, Method::Get | Method::Head)
-                | (
-                    Route::Arena(arena::Route::Baseline | arena::Route::Echo),
-                    Method::Post
-                )
-        );
+        // Every route but gRPC's answers GET and HEAD; only /baseline11, /echo and gRPC's
+        // take a POST.
+        let allowed = match (route, request.method) {
+            (Route::GetSum, method) => method == Method::Post,
+            (Route::Arena(arena::Route::Baseline | arena::Route::Echo), Method::Post) => true,
+            (_, method) => matches!(method, Method::Get | Method::Head),
+        };
         if !allowed {
             response.write_error(out, cx.date, Status::MethodNotAllowed);
             return Reply::Now;
@@ -258,6 +259,11 @@ impl Service for App {
                     _ => response.write_error(out, cx.date, Status::BadRequest),
                 }
             }
+            Route::GetSum => match request.grpc {
+                Some(headers) => grpc::respond(headers, request.body, &mut self.body, out),
+                // gRPC runs over HTTP/2 only.
+                None => response.write_error(out, cx.date, Status::BadRequest),
+            },
             Route::Arena(route) => {
                 let (path, query, body) = (request.path, request.query, request.body);
                 let answer = self.arena.answer(route, path, query, body, cx.now);
@@ -315,6 +321,10 @@ mod tests {
 
     #[test]
     fn routes_by_path_and_query() {
+        assert_eq!(
+            Route::find("/benchmark.BenchmarkService/GetSum", ""),
+            Some(Route::GetSum)
+        );
         assert_eq!(
             Route::find("/updates", "queries=7"),
             Some(Route::Database(DbRoute::Updates(7)))

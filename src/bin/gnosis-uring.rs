@@ -19,9 +19,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let tls = gnosis::transport::listener_config(config.tls_port);
-    let tls_port = tls.as_ref().map(|_| config.tls_port);
-    let listeners = match gnosis::server::listeners(config.port, tls_port, config.threads) {
+    let tls = gnosis::transport::listener_config(&[config.tls_port, config.h2_tls_port]);
+    let ports = config.listening(tls.is_some());
+    let listeners = match gnosis::server::listeners(&ports, config.threads) {
         Ok(listeners) => listeners,
         Err(err) => {
             eprintln!("gnosis-uring: cannot listen on {err}");
@@ -29,9 +29,10 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis-uring: serving on 0.0.0.0:{} with {} threads (io_uring{}, {} receive buffers \
+        "gnosis-uring: serving on 0.0.0.0:{} (h2c also on {}) with {} threads (io_uring{}, {} receive buffers \
          each), {} PostgreSQL connection(s) each",
         config.port,
+        config.h2c_port,
         config.threads,
         if options.sqpoll { ", SQPOLL" } else { "" },
         options.buffers,

@@ -4,9 +4,9 @@ use gnosis::config::Config;
 
 fn main() {
     let config = Config::from_command_line("gnosis", "");
-    let tls = gnosis::transport::listener_config(config.tls_port);
-    let tls_port = tls.as_ref().map(|_| config.tls_port);
-    let listeners = match gnosis::server::listeners(config.port, tls_port, config.threads) {
+    let tls = gnosis::transport::listener_config(&[config.tls_port, config.h2_tls_port]);
+    let ports = config.listening(tls.is_some());
+    let listeners = match gnosis::server::listeners(&ports, config.threads) {
         Ok(listeners) => listeners,
         Err(err) => {
             eprintln!("gnosis: cannot listen on {err}");
@@ -14,8 +14,8 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis: serving on 0.0.0.0:{} with {} threads (epoll), {} PostgreSQL connection(s) each",
-        config.port, config.threads, config.pg_conns
+        "gnosis: serving on 0.0.0.0:{} (h2c also on {}) with {} threads (epoll), {} PostgreSQL connection(s) each",
+        config.port, config.h2c_port, config.threads, config.pg_conns
     );
     let new_worker = gnosis::app::prepare(&config);
     if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits(), tls) {

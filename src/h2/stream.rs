@@ -39,6 +39,10 @@ impl<'a> Request<'a> {
             keep_alive: true,
             http10: false,
             upgrade: http::UpgradeHeaders::default(),
+            grpc: Some(http::GrpcHeaders {
+                content_type: self.content_type,
+                encoding: self.grpc_encoding,
+            }),
         }
     }
 }

@@ -14,8 +14,8 @@ pub use buffers::{lent, BufferPool};
 pub use connection::{Connection, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{
-    longest_request, parse, Chunked, Method, Parsed, Request, UpgradeHeaders, LARGEST_MAX_BODY,
-    MAX_BODY, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
+    longest_request, parse, Chunked, GrpcHeaders, Method, Parsed, Request, UpgradeHeaders,
+    LARGEST_MAX_BODY, MAX_BODY, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };
-pub use response::{ContentType, Response, StreamAnswer};
+pub use response::{ContentType, Response, StreamAnswer, Trailers, MAX_TRAILERS};
 pub use status::Status;

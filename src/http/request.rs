@@ -55,6 +55,18 @@ pub struct Request<'a> {
     /// HTTP/1.0 wants `Connection: keep-alive` echoed when it asked for it.
     pub http10: bool,
     pub upgrade: UpgradeHeaders<'a>,
+    /// What gRPC reads of the request's headers; gRPC runs over HTTP/2 only, so an
+    /// HTTP/1.1 request has none.
+    pub grpc: Option<GrpcHeaders<'a>>,
+}
+
+/// An HTTP/2 request's headers that a gRPC call reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GrpcHeaders<'a> {
+    /// `content-type` (empty without one).
+    pub content_type: &'a [u8],
+    /// `grpc-encoding`, if the request has one.
+    pub encoding: Option<&'a [u8]>,
 }
 
 /// What a request says about switching to WebSocket (RFC 6455, 4.2.1), read for the app,
@@ -292,6 +304,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
             keep_alive,
             http10,
             upgrade,
+            grpc: None,
         },
         len,
     }

@@ -23,6 +23,8 @@ pub enum ContentType {
     Xml,
     Wasm,
     Gzip,
+    /// gRPC's messages (over HTTP/2 only).
+    Grpc,
 }
 
 impl ContentType {
@@ -48,6 +50,7 @@ impl ContentType {
             ContentType::Xml => b"application/xml",
             ContentType::Wasm => b"application/wasm",
             ContentType::Gzip => b"application/gzip",
+            ContentType::Grpc => b"application/grpc",
         }
     }
 }
@@ -65,33 +68,99 @@ pub struct Response {
     stream: bool,
 }
 
-/// An HTTP/2 stream's answer as [`Response::write`] writes it: the status and the
-/// content type in a few bytes, then the body, so that the same application answers either
-/// protocol and the HTTP/2 side takes the parts as they are, not from an HTTP/1.1 text.
+/// An HTTP/2 stream's answer as [`Response::write`] (or [`StreamAnswer::write`], with
+/// trailers) writes it: the status, the content type and the trailers in a few bytes, then
+/// the body, so that the same application answers either protocol and the HTTP/2 side takes
+/// the parts as they are, not from an HTTP/1.1 text. Trailers (gRPC's `grpc-status`) exist
+/// only here: HTTP/1.1's answers have none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamAnswer<'a> {
     pub status: u16,
     pub content_type: &'a [u8],
+    pub trailers: Trailers<'a>,
     pub body: &'a [u8],
 }
 
+/// An answer's trailer fields as written: each name and value after its length (a byte).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trailers<'a>(&'a [u8]);
+
+/// The most trailer fields an answer has (gRPC's `grpc-status` and `grpc-message`).
+pub const MAX_TRAILERS: usize = 2;
+
+impl<'a> Trailers<'a> {
+    /// The fields, names in lowercase, in the order written.
+    pub fn fields(self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            let name = take_short(&mut rest)?;
+            let value = take_short(&mut rest)?;
+            Some((name, value))
+        })
+    }
+}
+
+/// Takes a length byte and that many bytes from the front of `bytes`.
+fn take_short<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let (&len, rest) = bytes.split_first()?;
+    let (taken, rest) = rest.split_at_checked(len as usize)?;
+    *bytes = rest;
+    Some(taken)
+}
+
+/// Appends `bytes` after its length (a byte); the names and values written here are the
+/// app's own and short: longer ones are cut at 255 bytes.
+fn put_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let bytes = &bytes[..bytes.len().min(255)];
+    out.push(bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
 impl StreamAnswer<'_> {
-    /// Appends the answer's head: status (2 bytes), the content type's length (1 byte) and
-    /// value; the body follows.
-    fn write_head(out: &mut Vec<u8>, status: Status, content_type: ContentType) {
-        let content_type = content_type.value();
-        out.extend_from_slice(&status.code().to_be_bytes());
-        out.push(content_type.len() as u8);
-        out.extend_from_slice(content_type);
+    /// Appends a whole answer with `trailers` (at most [`MAX_TRAILERS`], names in
+    /// lowercase) for an HTTP/2 stream.
+    pub fn write(
+        out: &mut Vec<u8>,
+        status: Status,
+        content_type: ContentType,
+        trailers: &[(&[u8], &[u8])],
+        body: &[u8],
+    ) {
+        StreamAnswer::write_head(out, status, content_type, trailers);
+        out.extend_from_slice(body);
     }
 
-    /// The answer [`Response::write`] wrote at the front of `bytes`, if it did.
+    /// Appends the answer's head: status (2 bytes), the content type's length (1 byte) and
+    /// value, the trailers' length (2 bytes) and fields; the body follows.
+    fn write_head(
+        out: &mut Vec<u8>,
+        status: Status,
+        content_type: ContentType,
+        trailers: &[(&[u8], &[u8])],
+    ) {
+        out.extend_from_slice(&status.code().to_be_bytes());
+        put_short(out, content_type.value());
+        let at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        for (name, value) in &trailers[..trailers.len().min(MAX_TRAILERS)] {
+            put_short(out, name);
+            put_short(out, value);
+        }
+        let len = (out.len() - at - 2) as u16;
+        out[at..at + 2].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// The answer written at the front of `bytes`, if it was.
     pub fn read(bytes: &[u8]) -> Option<StreamAnswer<'_>> {
-        let (&[high, low, len], rest) = bytes.split_first_chunk::<3>()?;
-        let (content_type, body) = rest.split_at_checked(len as usize)?;
+        let (&[high, low], mut rest) = bytes.split_first_chunk::<2>()?;
+        let content_type = take_short(&mut rest)?;
+        let (&[len_high, len_low], rest) = rest.split_first_chunk::<2>()?;
+        let len = u16::from_be_bytes([len_high, len_low]) as usize;
+        let (trailers, body) = rest.split_at_checked(len)?;
         Some(StreamAnswer {
             status: u16::from_be_bytes([high, low]),
             content_type,
+            trailers: Trailers(trailers),
             body,
         })
     }
@@ -159,7 +228,7 @@ impl Response {
         body_len: usize,
     ) -> bool {
         if self.stream {
-            StreamAnswer::write_head(out, status, content_type);
+            StreamAnswer::write_head(out, status, content_type, &[]);
             return true;
         }
         out.extend_from_slice(status.line());
@@ -269,11 +338,26 @@ mod tests {
             Some(StreamAnswer {
                 status: 404,
                 content_type: b"application/json",
+                trailers: Trailers::default(),
                 body: b"{}",
             })
         );
         assert_eq!(StreamAnswer::read(&[0, 200, 5, b'a']), None);
         assert_eq!(StreamAnswer::read(&[0, 200]), None);
+        assert_eq!(StreamAnswer::read(&[0, 200, 1, b'a', 0, 3, 1, b'x']), None);
+    }
+
+    #[test]
+    fn trailers_are_read_as_written_and_only_for_a_stream() {
+        let mut out = Vec::new();
+        let trailers: [(&[u8], &[u8]); 2] = [(b"grpc-status", b"13"), (b"grpc-message", b"bad")];
+        StreamAnswer::write(&mut out, Status::Ok, ContentType::Grpc, &trailers, b"\0msg");
+        let answer = StreamAnswer::read(&out).unwrap();
+        assert_eq!(
+            (answer.status, answer.content_type, answer.body),
+            (200, &b"application/grpc"[..], &b"\0msg"[..])
+        );
+        assert!(answer.trailers.fields().eq(trailers));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub enum Status {
     NotFound,
     MethodNotAllowed,
     PayloadTooLarge,
+    UnsupportedMediaType,
     UpgradeRequired,
     UriTooLong,
     HeaderTooLarge,
@@ -24,6 +25,7 @@ impl Status {
             Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n",
             Status::PayloadTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
+            Status::UnsupportedMediaType => b"HTTP/1.1 415 Unsupported Media Type\r\n",
             // Only the WebSocket endpoint answers it, naming what it upgrades to.
             Status::UpgradeRequired => {
                 b"HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
@@ -44,6 +46,7 @@ impl Status {
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::PayloadTooLarge => 413,
+            Status::UnsupportedMediaType => 415,
             Status::UpgradeRequired => 426,
             Status::UriTooLong => 414,
             Status::HeaderTooLarge => 431,
@@ -61,6 +64,7 @@ impl Status {
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
             Status::PayloadTooLarge => "Content Too Large",
+            Status::UnsupportedMediaType => "Unsupported Media Type",
             Status::UpgradeRequired => "Upgrade Required",
             Status::UriTooLong => "URI Too Long",
             Status::HeaderTooLarge => "Request Header Fields Too Large",
@@ -83,6 +87,7 @@ mod tests {
             Status::NotFound,
             Status::MethodNotAllowed,
             Status::PayloadTooLarge,
+            Status::UnsupportedMediaType,
             Status::UpgradeRequired,
             Status::UriTooLong,
             Status::HeaderTooLarge,

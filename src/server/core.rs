@@ -18,7 +18,7 @@ pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
 use crate::service::{Context, Finished, Service};
-use crate::transport::{Security, TlsConfig, TlsSession, Transport};
+use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
 
 use crate::timers::Timers;
 
@@ -239,10 +239,10 @@ impl<S: Service, K> Core<S, K> {
         !self.hold_back(index) && wanted
     }
 
-    /// Takes a new HTTP connection, of a listener of `security`, into a slot and returns
+    /// Takes a new connection, of a listener of `listening`, into a slot and returns
     /// the slot's index. A TLS handshake must finish within the request timeout (and the
     /// idle timeout, if shorter).
-    pub fn open(&mut self, socket: K, security: Security) -> usize {
+    pub fn open(&mut self, socket: K, listening: Listening) -> usize {
         let index = match self.free.pop() {
             Some(index) => {
                 if let Protocol::Http1(conn) = &mut self.slots[index].protocol {
@@ -265,12 +265,16 @@ impl<S: Service, K> Core<S, K> {
         let timeouts = &self.limits.timeouts;
         let handshake_by = self.now + timeouts.request.min(timeouts.idle);
         let slot = &mut self.slots[index];
-        slot.transport = match (security, &self.tls) {
-            (Security::Tls, Some(config)) => {
-                Transport::Tls(TlsSession::new(config.clone(), handshake_by))
+        slot.transport = match (listening.is_tls(), &self.tls) {
+            (true, Some(config)) => {
+                let offer_h2 = listening == Listening::H2Tls;
+                Transport::Tls(TlsSession::new(config.clone(), offer_h2, handshake_by))
             }
             _ => Transport::Plain,
         };
+        if listening == Listening::H2c {
+            slot.protocol.start_h2(h2_limits(&self.service), self.now);
+        }
         slot.socket = Some(socket);
         slot.lingering_since = None;
         slot.paused = false;
@@ -455,11 +459,12 @@ impl<S: Service, K> Core<S, K> {
             };
         }
         if may_write {
-            let limits = h2::Limits {
-                max_body: service.max_body(),
-                ..h2::Limits::default()
-            };
-            let http1 = slot.protocol.switch_to_h2(limits, *now);
+            if let Transport::Tls(tls) = &slot.transport {
+                if tls.chose_h2() {
+                    slot.protocol.start_h2(h2_limits(service), *now);
+                }
+            }
+            let http1 = slot.protocol.switch_to_h2(h2_limits(service), *now);
             if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
                 conn.collect(buffers, share);
                 let max_body = service.max_body();
@@ -774,3 +779,11 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
 mod streams;
 #[cfg(test)]
 mod tests;
+
+/// An HTTP/2 connection's limits: the defaults, with the app's largest body.
+fn h2_limits<S: Service>(service: &S) -> h2::Limits {
+    h2::Limits {
+        max_body: service.max_body(),
+        ..h2::Limits::default()
+    }
+}

@@ -12,9 +12,9 @@ use super::core::{Core, LinkOrder, Next, Swept};
 use super::Listener;
 use crate::service::Service;
 use crate::sys::{self, Epoll, Events, ACCEPTABLE, HANGUP, READABLE, WRITABLE};
-use crate::transport::Security;
+use crate::transport::Listening;
 
-/// Tokens from here up name the listeners (the cleartext one, then the TLS one).
+/// Tokens from here up name the listeners (one per port).
 const LISTENERS: u64 = u64::MAX - 15;
 /// Tokens from here up (to the listeners) name PostgreSQL connections; below, HTTP
 /// connection slots.
@@ -114,7 +114,7 @@ impl<S: Service> Worker<S> {
 
     /// Accepts what listener `which` has waiting.
     fn accept_all(&mut self, which: usize) {
-        let Some(security) = self.listeners.get(which).map(|listener| listener.security) else {
+        let Some(kind) = self.listeners.get(which).map(|listener| listener.kind) else {
             return;
         };
         loop {
@@ -123,7 +123,7 @@ impl<S: Service> Worker<S> {
                 return self.pause_accepting();
             }
             match sys::accept(&self.listeners[which].socket) {
-                Ok(Some(socket)) => self.open(socket, security),
+                Ok(Some(socket)) => self.open(socket, kind),
                 Ok(None) => return,
                 Err(err) if sys::is_out_of_descriptors(&err) => {
                     crate::log!("cannot accept: {err}; pausing accepts for a second");
@@ -157,8 +157,8 @@ impl<S: Service> Worker<S> {
         self.accept_paused = !resumed;
     }
 
-    fn open(&mut self, socket: OwnedFd, security: Security) {
-        let index = self.core.open(socket, security);
+    fn open(&mut self, socket: OwnedFd, kind: Listening) {
+        let index = self.core.open(socket, kind);
         if index >= self.interest.len() {
             self.interest.resize(index + 1, 0);
         }

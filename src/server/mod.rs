@@ -1,8 +1,8 @@
 //! The servers: per-thread workers that move bytes between sockets and the app.
 //!
 //! `core` is what every worker does whatever moves its bytes; `epoll` and `uring` are the
-//! two ways of moving them. Each worker owns its listeners (`SO_REUSEPORT`: the cleartext
-//! one and, with a certificate, the TLS one), its HTTP connections and its PostgreSQL
+//! two ways of moving them. Each worker owns its listeners (`SO_REUSEPORT`: the HTTP port,
+//! the h2c port and, with a certificate, the TLS one), its HTTP connections and its PostgreSQL
 //! connections: nothing is shared between threads but the TLS configuration, read only.
 
 mod core;
@@ -18,7 +18,7 @@ use self::supervisor::supervise;
 use crate::pg::Pool;
 use crate::service::Service;
 use crate::sys;
-use crate::transport::{Security, TlsConfig};
+use crate::transport::{Listening, TlsConfig};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -26,24 +26,16 @@ use std::sync::Arc;
 /// A listening socket, and what its connections speak.
 pub struct Listener {
     pub socket: OwnedFd,
-    pub security: Security,
+    pub kind: Listening,
 }
 
-/// Binds, for each thread, one `SO_REUSEPORT` listener on `port` and, with `tls_port`, one
-/// on that port for TLS, up front, so that a taken port is reported (named) before any
+/// Binds, for each thread, one `SO_REUSEPORT` listener on each of `ports` (with what its
+/// connections speak), up front, so that a taken port is reported (named) before any
 /// thread starts; raises the open-files limit.
-pub fn listeners(
-    port: u16,
-    tls_port: Option<u16>,
-    threads: usize,
-) -> io::Result<Vec<Vec<Listener>>> {
-    let ports: Vec<(u16, Security)> = [(port, Security::Plain)]
-        .into_iter()
-        .chain(tls_port.map(|port| (port, Security::Tls)))
-        .collect();
+pub fn listeners(ports: &[(u16, Listening)], threads: usize) -> io::Result<Vec<Vec<Listener>>> {
     let on_port =
         |port: u16| move |err: io::Error| io::Error::new(err.kind(), format!("port {port}: {err}"));
-    for &(port, _) in &ports {
+    for &(port, _) in ports {
         sys::ensure_port_free(port).map_err(on_port(port))?;
     }
     if let Err(err) = sys::raise_open_files_limit() {
@@ -53,9 +45,9 @@ pub fn listeners(
         .map(|_| {
             ports
                 .iter()
-                .map(|&(port, security)| {
+                .map(|&(port, kind)| {
                     let socket = sys::reuseport_listener(port).map_err(on_port(port))?;
-                    Ok(Listener { socket, security })
+                    Ok(Listener { socket, kind })
                 })
                 .collect()
         })

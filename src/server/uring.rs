@@ -21,7 +21,7 @@ use super::core::{Core, LinkOrder, Next, Swept};
 use super::Listener;
 use crate::service::Service;
 use crate::sys;
-use crate::transport::Security;
+use crate::transport::Listening;
 
 /// Received but unanswered bytes above which a connection stops receiving until its
 /// responses have gone out (a multishot receive delivers while a send is in flight, when
@@ -129,7 +129,7 @@ pub struct Worker<S> {
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
     /// Accepted past the cap: opened in arrival order as slots free.
-    waiting: VecDeque<(types::Fixed, Security)>,
+    waiting: VecDeque<(types::Fixed, Listening)>,
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
@@ -213,10 +213,10 @@ impl<S: Service> Worker<S> {
                     }
                 }
                 while !self.core.is_full() {
-                    let Some((socket, security)) = self.waiting.pop_front() else {
+                    let Some((socket, kind)) = self.waiting.pop_front() else {
                         break;
                     };
-                    self.open(socket, security)?;
+                    self.open(socket, kind)?;
                 }
                 self.accept_paused = self.core.is_full();
             }
@@ -284,15 +284,15 @@ impl<S: Service> Worker<S> {
         if !cqueue::more(flags) {
             *armed = false;
         }
-        let security = listener.security;
+        let kind = listener.kind;
         if result >= 0 {
             // The new socket's entry in the file table (with TCP_NODELAY from the listener).
             let socket = types::Fixed(result as u32);
             // Those the accept took before its cancel landed wait for a slot.
             if self.core.is_full() {
-                return self.wait_for_slot(socket, security);
+                return self.wait_for_slot(socket, kind);
             }
-            return self.open(socket, security);
+            return self.open(socket, kind);
         }
         let err = io::Error::from_raw_os_error(-result);
         if result == -libc::EINVAL {
@@ -324,8 +324,8 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    fn open(&mut self, socket: types::Fixed, security: Security) -> io::Result<()> {
-        let index = self.core.open(socket, security);
+    fn open(&mut self, socket: types::Fixed, kind: Listening) -> io::Result<()> {
+        let index = self.core.open(socket, kind);
         if index >= self.io.len() {
             self.io.resize_with(index + 1, SlotIo::default);
         }
@@ -339,9 +339,9 @@ impl<S: Service> Worker<S> {
 
     /// Holds a connection accepted past the cap until a slot frees, or closes it if too
     /// many already wait.
-    fn wait_for_slot(&mut self, socket: types::Fixed, security: Security) -> io::Result<()> {
+    fn wait_for_slot(&mut self, socket: types::Fixed, kind: Listening) -> io::Result<()> {
         if self.waiting.len() < MAX_WAITING {
-            self.waiting.push_back((socket, security));
+            self.waiting.push_back((socket, kind));
             return self.pause_accepting();
         }
         let entry = opcode::Close::new(socket)

@@ -16,18 +16,18 @@ use super::tls::TlsConfig;
 pub const CERT_PATH: &str = "/certs/server.crt";
 pub const KEY_PATH: &str = "/certs/server.key";
 
-/// The TLS listener's configuration on `port`, from `TLS_CERT` and `TLS_KEY`: without a
+/// The TLS listeners' configuration on `ports`, from `TLS_CERT` and `TLS_KEY`: without a
 /// certificate file, none, and one line says that the listener stays off; a certificate or
 /// key that cannot be used ends the start with status 2, as a bad argument does.
-pub fn listener_config(port: u16) -> Option<Arc<TlsConfig>> {
+pub fn listener_config(ports: &[u16]) -> Option<Arc<TlsConfig>> {
     match from_env(|name| std::env::var(name).ok()) {
         Ok(Some(config)) => {
-            crate::log!("TLS 1.3 on port {port}");
+            crate::log!("TLS 1.3 on ports {ports:?}");
             Some(Arc::new(config))
         }
         Ok(None) => {
             crate::log!(
-                "no TLS certificate (TLS_CERT, else {CERT_PATH}): no TLS listener on port {port}"
+                "no TLS certificate (TLS_CERT, else {CERT_PATH}): no TLS listener on ports {ports:?}"
             );
             None
         }

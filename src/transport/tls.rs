@@ -5,7 +5,8 @@
 //! configuration is chosen, so that ALPN can name only what the client offered: the
 //! configuration that speaks `http/1.1` when the client offers it, the one with no ALPN
 //! otherwise (a plain `ServerConnection` with ALPN configured would refuse a client that
-//! offers only `h2`). An `h2` listener picks its configurations here the same way.
+//! offers only `h2`). A listener that offers `h2` answers `h2` to a client that offers it,
+//! and chooses as the others do for one that does not.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -18,6 +19,8 @@ use crate::http::{lent, BufferPool};
 
 /// The ALPN name of HTTP/1.1.
 pub const HTTP1: &[u8] = b"http/1.1";
+/// The ALPN name of HTTP/2 over TLS.
+pub const H2: &[u8] = b"h2";
 
 /// What rustls keeps of a session beyond our own ciphertext buffer, counted in the worker's
 /// budget: its state, keys and buffers at rest, 7.6 KiB a connection as measured (RSS of
@@ -27,6 +30,8 @@ const SESSION_HOLDS: usize = 8 * 1024;
 
 /// The configurations a TLS listener's sessions choose from by the client's ALPN offer.
 pub struct TlsConfig {
+    /// Answers ALPN with `h2`.
+    h2: Arc<ServerConfig>,
     /// Answers ALPN with `http/1.1`.
     http1: Arc<ServerConfig>,
     /// Answers no ALPN (the client offered none, or none we speak).
@@ -34,24 +39,36 @@ pub struct TlsConfig {
 }
 
 impl TlsConfig {
-    /// `config` without ALPN; its twin answers `http/1.1` to a client that offers it.
+    /// `config` without ALPN; its twins answer `http/1.1`, or `h2`, to a client that
+    /// offers it.
     pub fn new(config: ServerConfig) -> Self {
-        let mut http1 = config.clone();
-        http1.alpn_protocols = vec![HTTP1.to_vec()];
+        let answering = |name: &[u8]| {
+            let mut config = config.clone();
+            config.alpn_protocols = vec![name.to_vec()];
+            Arc::new(config)
+        };
         TlsConfig {
-            http1: Arc::new(http1),
+            h2: answering(H2),
+            http1: answering(HTTP1),
             plain: Arc::new(config),
         }
     }
 
-    fn for_hello(&self, accepted: &Accepted) -> Arc<ServerConfig> {
+    /// The configuration for a client's hello: `h2` if the listener offers it (`offer_h2`)
+    /// and the client does, else `http/1.1` if the client offers it, else no ALPN.
+    fn for_hello(&self, accepted: &Accepted, offer_h2: bool) -> Arc<ServerConfig> {
         let hello = accepted.client_hello();
-        let offers_http1 = hello
-            .alpn()
-            .is_some_and(|mut names| names.any(|n| n == HTTP1));
-        match offers_http1 {
-            true => self.http1.clone(),
-            false => self.plain.clone(),
+        let offers = |name: &[u8]| {
+            hello
+                .alpn()
+                .is_some_and(|mut names| names.any(|n| n == name))
+        };
+        if offer_h2 && offers(H2) {
+            self.h2.clone()
+        } else if offers(HTTP1) {
+            self.http1.clone()
+        } else {
+            self.plain.clone()
         }
     }
 }
@@ -69,6 +86,8 @@ enum Stage {
 /// One connection's TLS state. Boxed in its slot: a plain connection does not pay for it.
 pub struct TlsSession {
     config: Arc<TlsConfig>,
+    /// The listener offers `h2` by ALPN.
+    offer_h2: bool,
     stage: Stage,
     /// Ciphertext to send, lent from the worker's buffers while it has bytes.
     out: Vec<u8>,
@@ -84,9 +103,12 @@ pub struct TlsSession {
 }
 
 impl TlsSession {
-    pub fn new(config: Arc<TlsConfig>, handshake_by: Instant) -> Box<Self> {
+    /// A session of a listener whose ALPN offers `h2` (then `http/1.1`) if `offer_h2`,
+    /// else `http/1.1` only.
+    pub fn new(config: Arc<TlsConfig>, offer_h2: bool, handshake_by: Instant) -> Box<Self> {
         Box::new(TlsSession {
             config,
+            offer_h2,
             stage: Stage::Hello(Acceptor::default()),
             out: Vec::new(),
             sent: 0,
@@ -122,7 +144,7 @@ impl TlsSession {
             let opened = match acceptor.accept() {
                 Ok(None) => return,
                 Ok(Some(accepted)) => {
-                    let config = self.config.for_hello(&accepted);
+                    let config = self.config.for_hello(&accepted, self.offer_h2);
                     accepted.into_connection(config)
                 }
                 Err(refused) => Err(refused),
@@ -227,6 +249,16 @@ impl TlsSession {
     /// the alert of a failure) is queued and all of it is sent.
     pub fn is_closed(&self) -> bool {
         (self.close_notify_queued || self.failed) && self.unsent().is_empty()
+    }
+
+    /// Whether the handshake is over and chose `h2`: the protocol above is HTTP/2.
+    pub fn chose_h2(&self) -> bool {
+        match &self.stage {
+            Stage::Open(session) => {
+                !session.is_handshaking() && session.alpn_protocol() == Some(H2)
+            }
+            _ => false,
+        }
     }
 
     /// Whether the handshake is unfinished past its deadline.

@@ -40,6 +40,11 @@ macro_rules! test_both_binaries {
 pub struct Server {
     child: Child,
     pub port: u16,
+    /// The h2c listener's port, and the TLS listener's (bound when there is a certificate):
+    /// free ports too, so that parallel tests never meet on a default one.
+    pub h2c_port: u16,
+    pub tls_port: u16,
+    pub h2_tls_port: u16,
     /// The server's stderr, shown when the test fails.
     log: std::path::PathBuf,
 }
@@ -52,8 +57,38 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The ports of a server's listeners beside `--port`, each free.
+pub struct OtherPorts {
+    pub h2c: u16,
+    pub tls: u16,
+    pub h2_tls: u16,
+}
+
+impl OtherPorts {
+    pub fn free() -> OtherPorts {
+        OtherPorts {
+            h2c: free_port(),
+            tls: free_port(),
+            h2_tls: free_port(),
+        }
+    }
+
+    /// The options that name them.
+    pub fn args(&self) -> Vec<String> {
+        [
+            ("--h2c-port", self.h2c),
+            ("--tls-port", self.tls),
+            ("--h2-tls-port", self.h2_tls),
+        ]
+        .into_iter()
+        .flat_map(|(flag, port)| [flag.to_string(), port.to_string()])
+        .collect()
+    }
+}
+
 impl Server {
-    /// Starts `binary --port <free port> --threads 2 <extra>` and waits until it accepts.
+    /// Starts `binary --port <free port> --threads 2 <extra>`, every other listener on a free
+    /// port too (`extra` may name its own), and waits until it accepts.
     pub fn start(binary: &str, extra: &[&str]) -> Server {
         Self::start_with_env(binary, extra, &[])
     }
@@ -80,10 +115,12 @@ impl Server {
         max_open_files: Option<u64>,
     ) -> Server {
         let port = free_port();
+        let others = OtherPorts::free();
         let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
         let mut command = Command::new(binary);
         command
             .args(["--port", &port.to_string(), "--threads", "2"])
+            .args(others.args())
             .args(extra)
             .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(Stdio::null())
@@ -108,7 +145,14 @@ impl Server {
         let child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {binary}: {err}"));
-        let mut server = Server { child, port, log };
+        let mut server = Server {
+            child,
+            port,
+            h2c_port: others.h2c,
+            tls_port: others.tls,
+            h2_tls_port: others.h2_tls,
+            log,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         // Connected, and to this child: another process may hold the port (the free port
         // was taken meanwhile) or a connect may meet itself, and then this child exits.

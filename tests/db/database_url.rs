@@ -98,6 +98,7 @@ test_both_binaries! {
 fn run_until_exit(binary: &str, env: &[(&str, String)]) -> (Option<i32>, String) {
     let mut child = Command::new(binary)
         .args(["--port", &free_port().to_string(), "--threads", "1"])
+        .args(crate::common::OtherPorts::free().args())
         .envs(env.iter().map(|(name, value)| (name, value)))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -323,6 +323,7 @@ fn a_taken_port_is_a_clear_error(binary: &str) {
     let server = Server::start(binary, &[]);
     let output = std::process::Command::new(binary)
         .args(["--port", &server.port.to_string()])
+        .args(crate::common::OtherPorts::free().args())
         .output()
         .unwrap();
     assert!(!output.status.success());

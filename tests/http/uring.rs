@@ -180,6 +180,7 @@ fn a_seccomp_profile_that_forbids_io_uring_is_named_and_ends_the_process() {
         "--threads",
         "2",
     ]);
+    command.args(crate::common::OtherPorts::free().args());
     forbid_io_uring(&mut command);
     let started = Instant::now();
     let output = command.output().unwrap();

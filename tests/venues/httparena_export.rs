@@ -154,7 +154,12 @@ fn export_writes_both_entries_with_exactly_their_files() {
                 "async",
                 "echo-ws",
                 "echo-ws-pipeline",
-                "echo-ws-limited"
+                "echo-ws-limited",
+                "baseline-h2",
+                "static-h2",
+                "baseline-h2c",
+                "unary-grpc",
+                "unary-grpc-tls"
             ]),
             "{name}: tests"
         );

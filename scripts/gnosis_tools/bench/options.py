@@ -21,9 +21,11 @@ from .tfb import DB_TESTS
 def add_arguments(p):
     # fmt: off
     groups = "; ".join(f"{group}: {','.join(tests)}" for group, tests in TEST_GROUPS.items())
-    p.add_argument("--server", default=f"{REPO}/target/release/gnosis --port {{port}} --tls-port {{tls_port}}",
-                   help="server command line, run by /bin/sh, {port} replaced by the port and {tls_port} by "
-                   f"its TLS port (the port + {TLS_PORT_OFFSET}); or anchor:NAME "
+    p.add_argument("--server", default=f"{REPO}/target/release/gnosis --port {{port}} --tls-port {{tls_port}} "
+                   "--h2c-port {h2c_port} --h2-tls-port {h2_tls_port}",
+                   help="server command line, run by /bin/sh, {port} replaced by the port, {tls_port} by "
+                   f"its TLS port (the port + {TLS_PORT_OFFSET}), {{h2c_port}} and {{h2_tls_port}} by its "
+                   f"HTTP/2 ports (the port + {H2C_PORT_OFFSET}, + {H2_TLS_PORT_OFFSET}); or anchor:NAME "
                    f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)")
     p.add_argument("--name", help="label of --server in the tables (default: its program or anchor name)")
     p.add_argument("--baseline", help="a second server (command line or anchor:NAME), run alternately with --server")
@@ -111,6 +113,10 @@ def settle(args):
 
 # A command's TLS port (json-tls, 8gbit): its port's twin, clear of the anchors' 8081-8443.
 TLS_PORT_OFFSET = 1000
+# Its HTTP/2 ports, so that two gnosis servers of a run (or an anchor on 8082 and 8443) never
+# meet on the defaults.
+H2C_PORT_OFFSET = 2000
+H2_TLS_PORT_OFFSET = 3000
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,8 @@ def server_specs(args):
             # A command that names no TLS port serves no TLS test (and gets no certificate).
             tls_port = port + TLS_PORT_OFFSET if "{tls_port}" in command else None
             command = command.replace("{port}", str(port)).replace("{tls_port}", str(tls_port))
+            command = command.replace("{h2c_port}", str(port + H2C_PORT_OFFSET))
+            command = command.replace("{h2_tls_port}", str(port + H2_TLS_PORT_OFFSET))
             # The one-worker tests run it with --threads 1, as gnosis takes it.
             spec = ServerSpec(name, command, port, tls_port, one_worker_command=f"{command} --threads 1")
         if spec.name in taken:  # the same program twice: keep the labels apart

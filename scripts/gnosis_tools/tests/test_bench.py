@@ -293,7 +293,8 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         self.assertEqual([s.name for s in args.specs], ["gnosis", "xitca-web", "faf"])
         # The anchors own 8080: gnosis moves to 8081 unless told otherwise.
         self.assertEqual([s.port for s in args.specs], [8081, 8080, 8080])
-        self.assertTrue(args.specs[0].command.endswith("/target/release/gnosis --port 8081 --tls-port 9081"))
+        self.assertTrue(args.specs[0].command.endswith("/target/release/gnosis --port 8081 --tls-port 9081 "
+                                                    "--h2c-port 10081 --h2-tls-port 11081"))
         self.assertEqual(args.specs[0].tls_port, 9081)
         self.assertEqual(args.specs[1].command, str(anchors.DEFAULT_ANCHORS_DIR / "xitca-web"))
         self.assertIs(args.specs[2].anchor, anchors.ANCHORS["faf"])
@@ -327,7 +328,8 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
         # Without an anchor nothing changes: 8080, and the baseline on the next port.
         args = bench_args("--baseline", "/tmp/old --port {port}")
         self.assertEqual([(s.name, s.command, s.port) for s in args.specs],
-                         [("gnosis", f"{ROOT}/target/release/gnosis --port 8080 --tls-port 9080", 8080),
+                         [("gnosis", f"{ROOT}/target/release/gnosis --port 8080 --tls-port 9080 "
+                                    "--h2c-port 10080 --h2-tls-port 11080", 8080),
                           ("baseline", "/tmp/old --port 8081", 8081)])  # fmt: skip
         # A command that names no TLS port has none: it serves no TLS test and gets no certificate.
         self.assertEqual([s.tls_port for s in args.specs], [9080, None])
@@ -825,7 +827,8 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertEqual(by_name["sark"].command, "/h/bin/sark")
         # sark binds 8080 to 8082 and 8443: gnosis goes to the next port, nginx after --baseline-port.
         self.assertEqual((by_name["gnosis"].port, by_name["nginx"].port), (8083, 8085))
-        self.assertTrue(by_name["gnosis"].one_worker_command.endswith("--port 8083 --tls-port 9083 --threads 1"))
+        self.assertTrue(by_name["gnosis"].one_worker_command.endswith(
+            "--port 8083 --tls-port 9083 --h2c-port 10083 --h2-tls-port 11083 --threads 1"))
         self.assertEqual((by_name["gnosis"].tls_port, by_name["sark"].tls_port), (9083, 8081))
         self.assertIn("nginx-1worker.conf", by_name["nginx"].one_worker_command)
         self.assertEqual(catalog.expand_tests("baseline,tfb,json"), ["baseline"] + catalog.TEST_GROUPS["tfb"])

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from gnosis_tools import ROOT
 from gnosis_tools.certificate import make_pair
 from gnosis_tools.verify import httparena as validate
-from gnosis_tools.verify import httparena_static, httparena_tls, httparena_ws
+from gnosis_tools.verify import httparena_h2, httparena_static, httparena_tls, httparena_ws
 
 VALIDATE = [sys.executable, os.path.join(ROOT, "scripts", "tool"), "verify", "httparena"]
 DATASET_PATH = os.path.join(ROOT, "data", "dataset.json")
@@ -565,6 +565,65 @@ class TlsProfiles(StandInCase):
         server = self.serve_tls(minimum=ssl.TLSVersion.TLSv1_2, ciphers="ALL:@SECLEVEL=0")
         validator, passed, output = self.validate(server)
         self.assertIn("json-tls TLS quality", validator.failed, output)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class H2Profiles(StandInCase):
+    """The HTTP/2 and gRPC profiles: the gRPC frames, an HTTP/1.1-only server caught, and
+    gnosis (the release build scripts/test.sh makes) passing every check."""
+
+    def test_the_grpc_frames_are_protobuf_s(self):
+        self.assertEqual(httparena_h2.sum_request(1, 2), bytes.fromhex("00000000040801" "1002"))
+        self.assertEqual(httparena_h2.sum_request(300, 1)[5:], b"\x08\xac\x02\x10\x01")
+        self.assertEqual(httparena_h2.sum_reply(bytes.fromhex("00000000020803")), 3)
+        self.assertEqual(httparena_h2.sum_reply(bytes.fromhex("000000000308ac02")), 300)
+        self.assertEqual(httparena_h2.sum_reply(bytes.fromhex("0000000000")), 0)
+        self.assertIsInstance(httparena_h2.sum_reply(bytes.fromhex("00000000030801")), str)
+        self.assertIsInstance(httparena_h2.sum_reply(b"\x00\x00"), str)
+
+    def test_an_http1_server_fails_the_h2c_and_grpc_checks(self):
+        server = self.serve()
+        validator, passed, output = run(server, ["baseline-h2c", "unary-grpc"],
+                                        h2c_port=server.port)
+        self.assertFalse(passed, output)
+        for label in ["HTTP/2 cleartext (prior-knowledge)", "GetSum over h2c",
+                      "GetSum over h2c (second random pair)"]:
+            self.assertIn(label, validator.failed, output)
+
+    def test_gnosis_passes_every_check(self):
+        binary = os.path.join(ROOT, "target", "release", "gnosis")
+        if not os.path.exists(binary):
+            self.skipTest("no release build of gnosis (scripts/test.sh builds one)")
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        certificate, key = make_pair(folder.name)
+        static = os.path.join(folder.name, "static")
+        os.mkdir(static)
+        for name in httparena_static.FILES:
+            with open(os.path.join(static, name), "wb") as out:
+                out.write(b"x" * 100)
+        port, tls, h2, h2c = (free_port() for _ in range(4))
+        env = dict(os.environ, TLS_CERT=str(certificate), TLS_KEY=str(key), STATIC_DIR=static,
+                   PGHOST="/nonexistent-gnosis-test-database")
+        server = subprocess.Popen([binary, "--port", str(port), "--threads", "1",
+                                   "--tls-port", str(tls), "--h2-tls-port", str(h2),
+                                   "--h2c-port", str(h2c)],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.kill)
+        self.assertTrue(validate.wait_for_server("127.0.0.1", port, 10))
+        out = io.StringIO()
+        validator = validate.Validator("127.0.0.1", port, DATASET, out=out,
+                                       rng=random.Random(19), h2_port=h2, h2c_port=h2c)
+        passed = validator.run(httparena_h2.PROFILES)
+        self.assertTrue(passed, out.getvalue())
+        # baseline-h2 4, baseline-h2c 5, static-h2 5, unary-grpc 2, unary-grpc-tls 2.
+        self.assertEqual(validator.passed, 4 + 5 + 5 + 2 + 2, out.getvalue())
 
 
 class WsStandIn(socketserver.ThreadingTCPServer):

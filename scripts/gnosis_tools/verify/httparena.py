@@ -21,8 +21,9 @@ line, and a close after Connection: close). async-db and fortunes follow the sna
 moved). Given --database-url (the server's database, read with psql), they also compare the
 answers with its rows.
 
-json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py; the WebSocket profiles
-in httparena_ws.py; the static profile (reference only for engines, so not run unless named) in
+json-tls and 8gbit, over TLS on --tls-port, are in httparena_tls.py; the HTTP/2 profiles
+(baseline-h2 and static-h2 on --h2-port, baseline-h2c on --h2c-port) and unary gRPC (h2c on
+--port, TLS on --h2-port) in httparena_h2.py; the WebSocket profiles in httparena_ws.py; the static profile (reference only for engines, so not run unless named) in
 httparena_static.py.
 
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" (snapshot 1702-1704);
@@ -42,6 +43,8 @@ from html.parser import HTMLParser
 from .. import ROOT
 from ..system import served_by_alone
 from .http1 import REQUEST_TIMEOUT, ExchangeError, exchange, request
+from .httparena_h2 import DEFAULT_H2_PORT, DEFAULT_H2C_PORT, H2Checks
+from .httparena_h2 import PROFILES as H2_PROFILES
 from .httparena_tls import DEFAULT_PORT as TLS_PORT
 from .httparena_tls import PROFILES as TLS_PROFILES
 from .httparena_tls import TlsChecks, default_certificate
@@ -52,7 +55,7 @@ from .httparena_ws import WsChecks
 
 PROFILES = ["baseline", "limited-conn", "pipelined", "json", "async", "async-db", "fortunes",
             "latency-1m", "latency-10k"]
-KNOWN_PROFILES = PROFILES + TLS_PROFILES + WS_PROFILES + [STATIC_PROFILE]
+KNOWN_PROFILES = PROFILES + TLS_PROFILES + WS_PROFILES + [STATIC_PROFILE] + H2_PROFILES
 # check_fragmented's socket timeout (snapshot 366) and its pause between writes (373).
 FRAGMENT_TIMEOUT = 5.0
 FRAGMENT_PAUSE = 0.03
@@ -148,8 +151,11 @@ class FortunesTable(HTMLParser):
 class Validator:
     def __init__(self, host, port, dataset, out=sys.stdout, rng=None, require_close=True,
                  fragment_timeout=FRAGMENT_TIMEOUT, database=None, tls_port=TLS_PORT,
-                 certificate=None, static_dir=None):
+                 certificate=None, static_dir=None, h2_port=DEFAULT_H2_PORT,
+                 h2c_port=DEFAULT_H2C_PORT):
         self.host = host
+        self.h2_port = h2_port
+        self.h2c_port = h2c_port
         self.static_dir = static_dir or default_static_dir()
         self.tls_port = tls_port
         self.certificate = certificate or default_certificate()
@@ -650,6 +656,8 @@ class Validator:
             StaticChecks(self, self.static_dir).run()
         if set(profiles) & set(TLS_PROFILES):
             TlsChecks(self, self.tls_port, self.certificate).run(profiles)
+        if set(profiles) & set(H2_PROFILES):
+            H2Checks(self, self.h2_port, self.h2c_port).run(profiles)
         WsChecks(self).run(profiles)
         if self.kept_open and not self.require_close:
             print("  NOTE: %d answers to Connection: close left the connection open (passed, "
@@ -679,6 +687,11 @@ def add_arguments(parser):
                         help="comma-separated, of: %s" % ", ".join(KNOWN_PROFILES))
     parser.add_argument("--tls-port", type=int, default=TLS_PORT,
                         help="the TLS listener of json-tls and 8gbit (default %d)" % TLS_PORT)
+    parser.add_argument("--h2-port", type=int, default=DEFAULT_H2_PORT,
+                        help="the TLS listener with ALPN h2 of baseline-h2, static-h2 and "
+                             "unary-grpc-tls (default %d)" % DEFAULT_H2_PORT)
+    parser.add_argument("--h2c-port", type=int, default=DEFAULT_H2C_PORT,
+                        help="the h2c listener of baseline-h2c (default %d)" % DEFAULT_H2C_PORT)
     parser.add_argument("--certificate",
                         help="the certificate the TLS listener must serve (default: $TLS_CERT, "
                              "else /certs/server.crt)")
@@ -723,5 +736,6 @@ def run(args):
     database = Database(args.database_url, args.psql) if args.database_url else None
     validator = Validator(args.host, args.port, dataset, require_close=not args.allow_keep_open,
                           database=database, tls_port=args.tls_port,
-                          certificate=args.certificate, static_dir=args.static_dir)
+                          certificate=args.certificate, static_dir=args.static_dir,
+                          h2_port=args.h2_port, h2c_port=args.h2c_port)
     return 0 if validator.run(profiles) else 1

@@ -206,3 +206,56 @@ proptest! {
         let _ = sum_of(&body);
     }
 }
+
+/// What `respond` wrote: the status, content type, trailers and body.
+fn answered(content_type: &[u8], body: &[u8]) -> (u16, String, Vec<(String, String)>, Vec<u8>) {
+    let headers = GrpcHeaders {
+        content_type,
+        encoding: None,
+    };
+    let (mut scratch, mut out) = (Vec::new(), Vec::new());
+    respond(headers, body, &mut scratch, &mut out);
+    let answer = StreamAnswer::read(&out).unwrap();
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+    let trailers = answer.trailers.fields();
+    (
+        answer.status,
+        text(answer.content_type),
+        trailers
+            .map(|(name, value)| (text(name), text(value)))
+            .collect(),
+        answer.body.to_vec(),
+    )
+}
+
+#[test]
+fn respond_answers_the_reply_with_grpc_status_0_or_the_failure_in_trailers() {
+    let field = |name: &str, value: &str| (name.to_string(), value.to_string());
+    let request = [0, 0, 0, 0, 4, 0x08, 0x01, 0x10, 0x02];
+    assert_eq!(
+        answered(b"application/grpc", &request),
+        (
+            200,
+            "application/grpc".to_string(),
+            vec![field("grpc-status", "0")],
+            vec![0, 0, 0, 0, 2, 0x08, 0x03]
+        )
+    );
+    assert_eq!(answered(b"application/grpc+proto", &request).0, 200);
+    let truncated = answered(b"application/grpc", &request[..7]);
+    assert_eq!(
+        truncated,
+        (
+            200,
+            "application/grpc".to_string(),
+            vec![
+                field("grpc-status", "13"),
+                field("grpc-message", "truncated message")
+            ],
+            vec![]
+        )
+    );
+    let (status, _, trailers, _) = answered(b"application/json", &request);
+    assert_eq!((status, trailers), (415, vec![]));
+    assert_eq!(answered(b"application/grpcx", &request).0, 415);
+}

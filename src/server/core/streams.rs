@@ -1,7 +1,7 @@
 //! HTTP/2 requests answered through the app, as the core answers HTTP/1.1's.
 
 use crate::h2;
-use crate::http::{BufferPool, Reply, Response, StreamAnswer, Ticket};
+use crate::http::{BufferPool, Reply, Response, StreamAnswer, Ticket, MAX_TRAILERS};
 use crate::service::{Context, Service};
 
 /// Reads an HTTP/2 connection's frames and answers each complete request through the
@@ -30,11 +30,17 @@ pub(super) fn answer<S: Service>(
             continue;
         }
         if let Some(answer) = StreamAnswer::read(&out) {
+            let mut trailers: [(&[u8], &[u8]); MAX_TRAILERS] = [(&[], &[]); MAX_TRAILERS];
+            let count = trailers
+                .iter_mut()
+                .zip(answer.trailers.fields())
+                .map(|(place, field)| *place = field)
+                .count();
             let answer = h2::Answer {
                 status: answer.status,
                 content_type: answer.content_type,
                 body: answer.body,
-                trailers: &[],
+                trailers: &trailers[..count],
             };
             conn.answer(stream, &answer, cx.date, cx.now, buffers);
         }

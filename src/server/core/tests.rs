@@ -212,7 +212,7 @@ fn a_refused_connect_closes_the_socket_and_backs_off() {
 #[test]
 fn unsent_link_bytes_stay_put_until_reported_sent() {
     let mut core = ready_core();
-    let slot = core.open(7, Security::Plain);
+    let slot = core.open(7, Listening::Http);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     let (first, len) = {
@@ -241,7 +241,7 @@ fn unsent_link_bytes_stay_put_until_reported_sent() {
 #[test]
 fn a_db_request_goes_through_the_link_and_back() {
     let mut core = ready_core();
-    let slot = core.open(7, Security::Plain);
+    let slot = core.open(7, Listening::Http);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(slot, true), Next::Keep { read: true });
     assert!(core.unsent(slot).is_empty(), "waits for the database");
@@ -272,7 +272,7 @@ fn a_db_request_goes_through_the_link_and_back() {
 #[test]
 fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     let mut core = ready_core();
-    let slot = core.open(7, Security::Plain);
+    let slot = core.open(7, Listening::Http);
     let upgrade = b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
     // "hi" as a text frame under the zero mask.
@@ -305,7 +305,7 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     assert_eq!(core.advance(slot, true), Next::Close);
     assert_eq!(core.release(slot), Some(7));
     assert_counted(&core);
-    let slot = core.open(8, Security::Plain);
+    let slot = core.open(8, Listening::Http);
     assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
     assert_eq!(core.generation(slot), generation.wrapping_add(1));
 }
@@ -315,7 +315,7 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
 #[test]
 fn the_servers_eof_fails_the_query_and_closes_the_socket() {
     let mut core = ready_core();
-    let slot = core.open(7, Security::Plain);
+    let slot = core.open(7, Listening::Http);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     send_all(&mut core);
@@ -331,7 +331,7 @@ fn the_servers_eof_fails_the_query_and_closes_the_socket() {
 #[test]
 fn http_connections_answer_linger_and_close() {
     let mut core = core(Duration::from_secs(5));
-    let slot = core.open(3, Security::Plain);
+    let slot = core.open(3, Listening::Http);
     assert_eq!(core.socket(slot), Some(&3));
     core.received(slot, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(slot, true), Next::Keep { read: true });
@@ -343,7 +343,7 @@ fn http_connections_answer_linger_and_close() {
     assert_eq!(core.release(slot), Some(3));
     assert_eq!(core.socket(slot), None);
 
-    let slot = core.open(4, Security::Plain);
+    let slot = core.open(4, Listening::Http);
     core.received(
         slot,
         b"GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
@@ -393,9 +393,9 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
     };
     let mut core = limited_core(Duration::from_secs(5), limits);
     let (a, b, small) = (
-        core.open(1, Security::Plain),
-        core.open(2, Security::Plain),
-        core.open(3, Security::Plain),
+        core.open(1, Listening::Http),
+        core.open(2, Listening::Http),
+        core.open(3, Listening::Http),
     );
     for hog in [a, b] {
         core.received(hog, &unread_requests());
@@ -444,7 +444,7 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
 #[test]
 fn responses_from_the_database_are_counted() {
     let mut core = ready_core();
-    let slot = core.open(7, Security::Plain);
+    let slot = core.open(7, Listening::Http);
     core.received(
         slot,
         b"GET /db HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -473,9 +473,9 @@ fn the_worker_is_full_at_its_connection_cap() {
         ..Limits::default()
     };
     let mut core = limited_core(Duration::from_secs(5), limits);
-    let first = core.open(1, Security::Plain);
+    let first = core.open(1, Listening::Http);
     assert!(!core.is_full());
-    core.open(2, Security::Plain);
+    core.open(2, Listening::Http);
     assert!(core.is_full());
     core.release(first);
     assert!(!core.is_full());
@@ -489,9 +489,9 @@ fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() 
     let config = crate::transport::load(&pair.cert, &pair.key).unwrap();
     let mut core = core(Duration::from_secs(5)).with_tls(Some(Arc::new(config)));
     let (garbage, stalled, plain) = (
-        core.open(1, Security::Tls),
-        core.open(2, Security::Tls),
-        core.open(3, Security::Plain),
+        core.open(1, Listening::Tls),
+        core.open(2, Listening::Tls),
+        core.open(3, Listening::Http),
     );
     assert!(core.buffered >= 2 * 8 * 1024, "{}", core.buffered);
 
