@@ -709,9 +709,14 @@ impl Connection {
     }
 
     /// Whether processing again once the output has drained may do more: frames wait in
-    /// the input, or requests to be taken.
+    /// the input, requests to be taken, or answers whose DATA stopped at the high-water mark.
     pub fn has_backlog(&self) -> bool {
-        let waiting = |stream: &Stream| matches!(stream.state, State::Request { taken: false, .. });
+        let waiting = |stream: &Stream| match stream.state {
+            State::Request { taken, .. } => !taken,
+            // An answer whose DATA stopped at the output's high-water mark, not at a window.
+            State::Sending { .. } => self.send_window > 0,
+            _ => false,
+        };
         !matches!(self.phase, Phase::Failed)
             && (!self.input.is_empty() || self.streams.iter().any(waiting))
     }

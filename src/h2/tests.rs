@@ -1232,6 +1232,44 @@ fn a_body_over_the_limit_is_answered_413_and_the_rest_refused() {
 }
 
 #[test]
+fn an_answer_past_the_high_water_mark_goes_on_once_the_output_drains() {
+    // With nothing else waiting (no input, no request), the rest of a large answer is the
+    // backlog: without it a backend left the stream unfinished (io_uring over TLS, static
+    // files at 32 streams a connection).
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, (1 << 31) - 1)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0x7f, 0xfe, 0xff, 0xff]));
+    let request = client.get(1, "/");
+    client.send(&request);
+    let stream = client.connection.take_request().unwrap().stream;
+    let body = vec![b'z'; 700_000];
+    client.answer(stream, &body);
+    let first = client.connection.unsent().len();
+    assert!(
+        first < body.len(),
+        "the output stops at its high-water mark"
+    );
+    client.connection.mark_sent(first, Instant::now());
+    assert!(
+        client.connection.has_backlog(),
+        "the rest of the answer waits"
+    );
+    let mut data = 0;
+    let mut reads = 0;
+    while data < body.len() && reads < 100 {
+        data += client
+            .read()
+            .iter()
+            .filter(|f| f.kind == DATA)
+            .map(|f| f.payload.len())
+            .sum::<usize>();
+        reads += 1;
+    }
+    assert!(data + first >= body.len(), "{data} + {first}");
+    assert!(!client.connection.has_backlog(), "all sent: nothing waits");
+}
+
+#[test]
 fn a_client_that_never_reads_is_not_read_either_and_its_connection_stays_bounded() {
     let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, (1 << 31) - 1)];
     let mut client = Client::with_settings(Limits::default(), &settings);
