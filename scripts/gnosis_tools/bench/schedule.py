@@ -103,7 +103,8 @@ def probe_h2(test, server, port, path):
 def endpoint(test, server):
     """(port, scheme) of `server` that `test` goes to."""
     if test.h2:
-        return {"tls": (server.h2_tls_port, "https"), "h2c": (server.h2c_port, "http")}.get(test.h2, (server.port, "http"))
+        ports = {"tls": (server.h2_tls_port, "https"), "h2c": (server.h2c_port, "http")}
+        return ports.get(test.h2, (server.port, "http"))
     return (server.tls_port, "https") if test.tls else (server.port, "http")
 
 

@@ -153,7 +153,8 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
     certificate = (os.environ.get("TLS_CERT") or str(shared_path(*TEST_CERT, "server.crt")),
                    os.environ.get("TLS_KEY") or str(shared_path(*TEST_CERT, "server.key")))  # fmt: skip
     # The static files of HttpArena's static-h2, which gnosis serves from STATIC_DIR.
-    command_env = dict(client_env, DATASET_PATH=dataset, STATIC_DIR=str(shared_path("anchors", "httparena", "data", "static")))
+    static_dir = str(shared_path("anchors", "httparena", "data", "static"))
+    command_env = dict(client_env, DATASET_PATH=dataset, STATIC_DIR=static_dir)
     # Only to a server whose command names its TLS port: another would open its default one.
     tls_env = dict(command_env, TLS_CERT=certificate[0], TLS_KEY=certificate[1])
     if bars_dir:
