@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import ROOT as REPO
 from .httparena import DB_TESTS as ARENA_DB_TESTS
-from .httparena import H1_TESTS, LATENCY_TESTS, WS_TESTS
+from .httparena import GRPC_TESTS, H1_TESTS, H2_TESTS, LATENCY_TESTS, WS_TESTS
 from .tfb import DB_TESTS
 
 
@@ -50,6 +50,9 @@ class Anchor:
     binary: str = None  # its file name, if not its name
     ports: tuple = (ANCHOR_PORT,)  # every port it binds (the first serves the tests)
     tls_port: int = None  # where it serves HTTP/1.1 over TLS, if it does
+    h2c_port: int = None  # where it serves h2c by prior knowledge, if it does
+    h2_tls_port: int = None  # where it serves h2 over TLS (ALPN), if it does
+    wants_certificate: bool = False  # it serves TLS only given the run's TLS_CERT and TLS_KEY
 
     def path(self, anchors_dir, httparena_dir):
         if self.venue == "httparena":
@@ -80,13 +83,19 @@ ANCHORS = {
         # HttpArena's engines: the profiles of their meta.json `tests` that `scripts/tool bench` runs.
         Anchor("rust-epoll", H1_TESTS + LATENCY_TESTS, venue="httparena"),
         Anchor("tokio", H1_TESTS + LATENCY_TESTS, venue="httparena"),
-        Anchor("hyper", H1_TESTS + LATENCY_TESTS, venue="httparena"),
+        # hyper serves h2 on 8443 given TLS_CERT/TLS_KEY; its static files only from /data/static
+        # (a fixed path, not this machine's), so static-h2 is left out.
+        Anchor("hyper", H1_TESTS + LATENCY_TESTS + ("baseline-h2",), venue="httparena", ports=(ANCHOR_PORT, 8443),
+               h2_tls_port=8443, wants_certificate=True),  # fmt: skip
         Anchor("may-minihttp-arena", H1_TESTS + LATENCY_TESTS, venue="httparena", binary="may-minihttp"),
         # sark (a wrapper script) also binds 8081 (json-tls, its own certificate), 8082 (h2c) and 8443 (h2).
         Anchor(
-            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls") + ARENA_DB_TESTS + WS_TESTS,
-            venue="httparena", ports=(ANCHOR_PORT, 8081, 8082, 8443), tls_port=8081,
+            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls") + ARENA_DB_TESTS + WS_TESTS + H2_TESTS
+            + GRPC_TESTS, venue="httparena", ports=(ANCHOR_PORT, 8081, 8082, 8443), tls_port=8081, h2c_port=8082,
+            h2_tls_port=8443,
         ),  # fmt: skip
+        # gRPC over h2c on 8080; its TLS (8443) only with certificates at the fixed /certs: not here.
+        Anchor("tonic-grpc", ("unary-grpc",), venue="httparena"),
         # HttpArena's Rust WebSocket engines. Their meta.json names echo-ws and echo-ws-pipeline;
         # echo-ws-limited is the same endpoint with a new connection every 10 messages.
         Anchor("tokio-ws", WS_TESTS, venue="httparena"),

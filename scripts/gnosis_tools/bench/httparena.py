@@ -39,6 +39,19 @@ WS_MESSAGES_PER_CONNECTION = 10
 # HttpArena's fortunes load: GET /fortunes alone on kept connections (requests/fortunes-get.raw).
 ARENA_FORTUNES_MIX = (raw_request("GET", "/fortunes"),)
 
+# HttpArena's H2 and gRPC profiles (scripts/lib/tools/h2load.sh): h2load -m 100 (static-h2: -m 32
+# over requests/static-h2-uris.txt, these 20 files in turn), at 256 and 1,024 connections there;
+# here 64 and 256 on two cores.
+STATIC_H2_FILES = ("reset.css", "layout.css", "theme.css", "components.css", "utilities.css", "analytics.js",
+                   "helpers.js", "app.js", "vendor.js", "router.js", "header.html", "footer.html", "regular.woff2",
+                   "bold.woff2", "logo.svg", "icon-sprite.svg", "hero.webp", "thumb1.webp", "thumb2.webp",
+                   "manifest.json")  # fmt: skip
+GRPC_PATH = "/benchmark.BenchmarkService/GetSum"
+# requests/grpc-sum.bin: an uncompressed gRPC frame of 4 bytes, SumRequest{a: 1, b: 2}.
+GRPC_SUM_FRAME = bytes.fromhex("000000000408011002")
+H2_STREAMS = 100
+STATIC_H2_STREAMS = 32
+
 TESTS = [
     Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
     Test("pipelined", "/pipeline", "pipelined", ACCEPT_PLAIN),
@@ -60,11 +73,20 @@ TESTS = [
     Test("echo-ws-pipeline", "/ws", "pipelined", ACCEPT_PLAIN, websocket=True),
     Test("echo-ws-limited", "/ws", "connections", ACCEPT_PLAIN, close_every=WS_MESSAGES_PER_CONNECTION,
          websocket=True),  # fmt: skip
+    Test("baseline-h2", "/baseline2?a=1&b=1", "connections", ACCEPT_PLAIN, h2="tls", streams=H2_STREAMS),
+    Test("baseline-h2c", "/baseline2?a=1&b=1", "connections", ACCEPT_PLAIN, h2="h2c", streams=H2_STREAMS),
+    Test("static-h2", "/static/" + STATIC_H2_FILES[0], "connections", ACCEPT_PLAIN, h2="tls",
+         streams=STATIC_H2_STREAMS, uris=tuple("/static/" + f for f in STATIC_H2_FILES)),  # fmt: skip
+    Test("unary-grpc", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="h2c-http", streams=H2_STREAMS, grpc=True),
+    Test("unary-grpc-tls", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="tls", streams=H2_STREAMS, grpc=True),
 ]
 DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
 WS_TESTS = ("echo-ws", "echo-ws-pipeline", "echo-ws-limited")
+H2_TESTS = ("baseline-h2", "baseline-h2c", "static-h2")
+GRPC_TESTS = ("unary-grpc", "unary-grpc-tls")
 GROUPS = {
-    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS + WS_TESTS],
+    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS + WS_TESTS + H2_TESTS + GRPC_TESTS],
+    "arena-h2": list(H2_TESTS + GRPC_TESTS),
     "arena-db": list(DB_TESTS),
     "arena-ws": list(WS_TESTS),
 }
@@ -90,6 +112,7 @@ LEVELS = {
     "echo-ws": [512, 4096],
     "echo-ws-pipeline": [512, 4096],
     "echo-ws-limited": [512, 4096],
+    **dict.fromkeys(H2_TESTS + GRPC_TESTS, [64, 256]),
 }
 
 KEPT_OPEN_NOTE = (

@@ -127,6 +127,8 @@ class ServerSpec:
     command: str  # the command line, or the anchor's binary
     port: int
     tls_port: int = None  # where it serves TLS, if it does
+    h2c_port: int = None  # where it serves h2c by prior knowledge, if it does
+    h2_tls_port: int = None  # where it serves h2 over TLS, if it does
     anchor: Anchor = None
     tests: tuple = None  # the tests it serves, if not all (an anchor: its own)
     one_worker_command: str = None  # the command line for the one-worker tests, if it has one
@@ -161,17 +163,19 @@ def server_specs(args):
         if anchor:
             name = name or anchor.name
             spec = ServerSpec(name, str(anchor.path(anchors_dir, args.httparena_dir)), ANCHOR_PORT, anchor.tls_port,
-                              anchor, anchor.tests)  # fmt: skip
+                              anchor.h2c_port, anchor.h2_tls_port, anchor, anchor.tests)  # fmt: skip
         else:
             name = name or (program_name(command) if role == "server" else "baseline")
             port = args.port if role == "server" else args.baseline_port
             # A command that names no TLS port serves no TLS test (and gets no certificate).
             tls_port = port + TLS_PORT_OFFSET if "{tls_port}" in command else None
             command = command.replace("{port}", str(port)).replace("{tls_port}", str(tls_port))
-            command = command.replace("{h2c_port}", str(port + H2C_PORT_OFFSET))
-            command = command.replace("{h2_tls_port}", str(port + H2_TLS_PORT_OFFSET))
+            h2c_port = port + H2C_PORT_OFFSET if "{h2c_port}" in command else None
+            h2_tls_port = port + H2_TLS_PORT_OFFSET if "{h2_tls_port}" in command else None
+            command = command.replace("{h2c_port}", str(h2c_port)).replace("{h2_tls_port}", str(h2_tls_port))
             # The one-worker tests run it with --threads 1, as gnosis takes it.
-            spec = ServerSpec(name, command, port, tls_port, one_worker_command=f"{command} --threads 1")
+            spec = ServerSpec(name, command, port, tls_port, h2c_port, h2_tls_port,
+                              one_worker_command=f"{command} --threads 1")  # fmt: skip
         if spec.name in taken:  # the same program twice: keep the labels apart
             number = 2
             while f"{spec.name} #{number}" in taken:

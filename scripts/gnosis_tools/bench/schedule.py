@@ -3,13 +3,15 @@ round by round, side by side or taking turns on a shared port."""
 
 import http.client
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from ..system import SetupError
+from .httparena import GRPC_SUM_FRAME
 from .load import run_gcannon, run_wrk
-from .pace import run_h2load
+from .pace import h2_command, h2load_counts, run_h2, run_h2load
 from .report import format_latency
 from .servers import probe, probe_upgrade
 
@@ -71,6 +73,8 @@ def probe_server(test, server, path, record, log):
         port, _ = endpoint(test, server)
         if test.websocket:
             status, length = probe_upgrade(server.host, port, path)
+        elif test.h2:
+            status, length = probe_h2(test, server, port, path)
         else:
             body = os.urandom(test.body_bytes) if test.body_bytes else None
             status, length = probe(server.host, port, path, test.accept, tls=test.tls, body=body)
@@ -85,17 +89,43 @@ def probe_server(test, server, path, record, log):
     return True
 
 
+def probe_h2(test, server, port, path):
+    """(200 or what went wrong, 0): one HTTP/2 request by h2load, as the test sends it."""
+    scheme = endpoint(test, server)[1]
+    grpc = run_file("grpc-sum.bin", lambda: GRPC_SUM_FRAME) if test.grpc else None
+    url = f"{scheme}://{server.host}:{port}{path}"
+    command = h2_command(url, 1, 1, None, 1, grpc_body_file=grpc, h2c=scheme == "http", requests=1)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    counts = h2load_counts(result.stdout)
+    return (200 if counts.get("2xx") == 1 else f"h2load: {counts or result.stderr.strip()[-200:]}"), 0
+
+
 def endpoint(test, server):
     """(port, scheme) of `server` that `test` goes to."""
+    if test.h2:
+        ports = {"tls": (server.h2_tls_port, "https"), "h2c": (server.h2c_port, "http")}
+        return ports.get(test.h2, (server.port, "http"))
     return (server.tls_port, "https") if test.tls else (server.port, "http")
 
 
 def body_file(size):
     """A file of `size` random bytes, the body of a test's POSTs, made once per run of the tool."""
-    path = Path(tempfile.gettempdir()) / f"bench-body-{os.getpid()}-{size}.bin"
+    return run_file(f"body-{size}.bin", lambda: os.urandom(size))
+
+
+def run_file(name, content):
+    """A file of this run of the tool, written once from `content()`."""
+    path = Path(tempfile.gettempdir()) / f"bench-{os.getpid()}-{name}"
     if not path.exists():
-        path.write_bytes(os.urandom(size))
+        data = content()
+        path.write_bytes(data) if isinstance(data, bytes) else path.write_text(data)
     return path
+
+
+def uri_file(test, base):
+    """h2load -i's list: `test`'s URIs at `base` (scheme, host and port of one server)."""
+    port = base.rsplit(":", 1)[1]
+    return run_file(f"{test.name}-{port}-uris.txt", lambda: "".join(f"{base}{uri}\n" for uri in test.uris))
 
 
 def measure(test, server, record, args, log, phase, level, round_no):
@@ -116,7 +146,12 @@ def measure(test, server, record, args, log, phase, level, round_no):
     threads = min(connections, args.threads)
     port, scheme = endpoint(test, server)
     url = f"{scheme}://{server.host}:{port}{path}"
-    if test.websocket:
+    if test.h2:
+        base = f"{scheme}://{server.host}:{port}"
+        uris = uri_file(test, base) if test.uris else None
+        grpc = run_file("grpc-sum.bin", lambda: GRPC_SUM_FRAME) if test.grpc else None
+        run = run_h2(server, url, connections, threads, duration, test.streams, uris, grpc, h2c=scheme == "http")
+    elif test.websocket:
         run = run_gcannon(server, url, connections, duration, pipelined, test.close_every)
     elif test.rate:
         body = body_file(test.body_bytes) if test.body_bytes else None

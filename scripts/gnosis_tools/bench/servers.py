@@ -25,12 +25,15 @@ class Server:
     """
 
     def __init__(self, name, command, host, port, log_path, anchor=None, env=None, tests=None, one_worker_command=None,
-                 tls_port=None):  # fmt: skip
+                 tls_port=None, h2c_port=None, h2_tls_port=None):  # fmt: skip
         self.name = name
         self.command = command.replace("{port}", str(port))
         self.host = host
         self.port = port
         self.tls_port = tls_port or (anchor and anchor.tls_port)  # where it serves HTTP/1.1 over TLS, if it does
+        # Where it serves h2c by prior knowledge and h2 over TLS (ALPN), if it does.
+        self.h2c_port = h2c_port or (anchor and anchor.h2c_port)
+        self.h2_tls_port = h2_tls_port or (anchor and anchor.h2_tls_port)
         self.log_path = log_path
         self.anchor = anchor
         self.env = env  # added to the inherited environment
@@ -45,6 +48,8 @@ class Server:
 
     def serves(self, test):
         if test.one_worker and not self.one_worker_command or test.tls and not self.tls_port:
+            return False
+        if test.h2 == "tls" and not self.h2_tls_port or test.h2 == "h2c" and not self.h2c_port:
             return False
         return self.tests is None or test.name in self.tests
 
@@ -245,7 +250,8 @@ def preflight(servers):
                 f"anchor {server.name}: no executable {server.command} (see ../shared/anchors/README.md beside "
                 "the checkout, or --anchors-dir, --httparena-dir, GNOSIS_SHARED_DIR)"
             )
-    ports = {s: s.anchor.ports if s.anchor else (s.port, s.tls_port) if s.tls_port else (s.port,) for s in servers}
+    ports = {s: s.anchor.ports if s.anchor else tuple(p for p in (s.port, s.tls_port, s.h2c_port, s.h2_tls_port) if p)
+             for s in servers}  # fmt: skip
     for port in sorted({p for used in ports.values() for p in used}):
         owner = port_in_use(port)
         if owner:

@@ -51,7 +51,7 @@ def run(args):
 
 def measure_all(args):
     ensure_installed("wrk", "wrk")
-    if any(TESTS[t].rate for t in args.tests):
+    if any(TESTS[t].rate or TESTS[t].h2 for t in args.tests):
         ensure_installed("h2load", "nghttp2-client")
     if any(TESTS[t].websocket for t in args.tests) and not GCANNON.exists():
         raise SetupError(f"the WebSocket tests need gcannon, HttpArena's load generator: not at {GCANNON}")
@@ -152,7 +152,9 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
     # The TLS tests: HttpArena's test certificate (its copy beside the anchors), unless TLS_CERT says.
     certificate = (os.environ.get("TLS_CERT") or str(shared_path(*TEST_CERT, "server.crt")),
                    os.environ.get("TLS_KEY") or str(shared_path(*TEST_CERT, "server.key")))  # fmt: skip
-    command_env = dict(client_env, DATASET_PATH=dataset)
+    # The static files of HttpArena's static-h2, which gnosis serves from STATIC_DIR.
+    static_dir = str(shared_path("anchors", "httparena", "data", "static"))
+    command_env = dict(client_env, DATASET_PATH=dataset, STATIC_DIR=static_dir)
     # Only to a server whose command names its TLS port: another would open its default one.
     tls_env = dict(command_env, TLS_CERT=certificate[0], TLS_KEY=certificate[1])
     if bars_dir:
@@ -172,11 +174,17 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
             meta[f"{spec.name}_config"] = (Path(bars_dir) / conf).read_text()
         servers.append(
             Server(spec.name, command, LOOPBACK, spec.port, out_dir / log_name.replace(" ", "_").replace("/", "_"),
-                   anchor=spec.anchor, env=None if spec.anchor else tls_env if spec.tls_port else command_env,
-                   tests=spec.tests,
-                   one_worker_command=one_worker_command, tls_port=spec.tls_port)
+                   anchor=spec.anchor, env=anchor_env(spec.anchor, certificate) if spec.anchor else
+                   tls_env if spec.tls_port or spec.h2_tls_port else command_env,
+                   tests=spec.tests, one_worker_command=one_worker_command, tls_port=spec.tls_port,
+                   h2c_port=spec.h2c_port, h2_tls_port=spec.h2_tls_port)
         )  # fmt: skip
     return servers
+
+
+def anchor_env(anchor, certificate):
+    """An anchor runs in the tool's environment, with the run's certificate if it serves TLS only given one."""
+    return dict(TLS_CERT=certificate[0], TLS_KEY=certificate[1]) if anchor.wants_certificate else None
 
 
 def write_results(out_dir, meta, records, names):

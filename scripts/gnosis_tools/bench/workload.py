@@ -27,6 +27,13 @@ class Test:
     # Loaded by gcannon --ws (HttpArena's WebSocket profiles): every message echoed; a level is
     # connections, "pipelined" sends 16 at once, `close_every` is messages per connection.
     websocket: bool = False
+    # Loaded by h2load over HTTP/2 (HttpArena's H2 and gRPC profiles): to the server's h2 TLS port
+    # ("tls", ALPN h2), its h2c port ("h2c", prior knowledge) or h2c on its HTTP port ("h2c-http");
+    # `streams` in flight per connection (h2load -m), the URIs in turn if `uris`, gRPC's framed body.
+    h2: str = ""
+    streams: int = 0
+    uris: tuple = ()
+    grpc: bool = False
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -60,6 +67,12 @@ def load_description(test):
         if test.close_every:
             notes.append(f"a new connection and handshake every {test.close_every} messages")
         return "; ".join(notes)[:1].upper() + "; ".join(notes)[1:]
+    if test.h2:
+        over = {"tls": "h2 over TLS (ALPN), the server's h2 TLS port", "h2c": "h2c by prior knowledge, the server's "
+                "h2c port", "h2c-http": "h2c by prior knowledge on the server's HTTP port"}[test.h2]  # fmt: skip
+        what = f"the {len(test.uris)} files of HttpArena's static-h2 list in turn" if test.uris else f"`{test.path}`"
+        grpc = " (a gRPC GetSum, 9-byte frame, `te: trailers`)" if test.grpc else ""
+        return f"h2load, {over}: {what}{grpc}, {test.streams} streams in flight per connection"
     if test.requests:
         notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
     if test.close_every:

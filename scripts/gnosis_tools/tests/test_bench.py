@@ -352,7 +352,8 @@ class AnchorsOnTheCommandLine(unittest.TestCase):
 class AnchorUrls(unittest.TestCase):
     def server(self, anchor=None):
         return Server(anchor.name if anchor else "gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), anchor,
-                      tls_port=None if anchor else 9080)  # fmt: skip
+                      tls_port=None if anchor else 9080, h2c_port=None if anchor else 10080,
+                      h2_tls_port=None if anchor else 11080)  # fmt: skip
 
     def test_url_mapping(self):
         t = catalog.TESTS
@@ -373,19 +374,22 @@ class AnchorUrls(unittest.TestCase):
         everything_but_cached = {"json", "plaintext", "db", "queries", "updates", "fortunes"}
         h1 = {"baseline", "pipelined", "limited-conn", "latency-1m", "latency-10k"}
         ws = {"echo-ws", "echo-ws-pipeline", "echo-ws-limited"}
+        h2 = {"baseline-h2", "baseline-h2c", "static-h2", "unary-grpc", "unary-grpc-tls"}
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
                                   "vortex": everything_but_cached, "faf": {"plaintext"},
-                                  "rust-epoll": h1, "tokio": h1, "hyper": h1, "may-minihttp-arena": h1,
-                                  "sark": h1 | ws | {"arena-json", "json-tls", "async-db", "arena-fortunes"},
+                                  "rust-epoll": h1, "tokio": h1, "hyper": h1 | {"baseline-h2"}, "may-minihttp-arena": h1,
+                                  "sark": h1 | ws | h2 | {"arena-json", "json-tls", "async-db", "arena-fortunes"},
+                                  "tonic-grpc": {"unary-grpc"},
                                   "tokio-ws": ws, "tokio-uring-ws": ws, "wtx-ws": ws})  # fmt: skip
         # A command line serves everything but the one-worker tests, unless it can run with one.
         self.assertEqual({t for t in catalog.TESTS if not self.server().serves(catalog.TESTS[t])}, {"plaintext-single-1worker"})
         one_worker = Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1",
-                            tls_port=2)  # fmt: skip
+                            tls_port=2, h2c_port=3, h2_tls_port=4)  # fmt: skip
         self.assertTrue(all(one_worker.serves(t) for t in catalog.TESTS.values()))
-        # Without a TLS port, the TLS tests are left out.
+        # Without a TLS port, the TLS tests are left out; without h2 ports, all but gRPC on the HTTP port.
         no_tls = Server("other", "x", "127.0.0.1", 1, Path(os.devnull))
         self.assertEqual({t for t in catalog.TESTS if catalog.TESTS[t].tls and no_tls.serves(catalog.TESTS[t])}, set())
+        self.assertEqual({t for t in h2 if no_tls.serves(catalog.TESTS[t])}, {"unary-grpc"})
         self.assertFalse(anchors.ANCHORS["faf"].needs_database)
         self.assertTrue(anchors.ANCHORS["vortex"].needs_database)
         # sark's database is HttpArena's (DATABASE_URL), not TFB's tfb-database.
@@ -820,8 +824,8 @@ class HttpArenaRuns(unittest.TestCase):
         args = bench_args("--tests", "httparena,nginx", "--anchors", "httparena", "--nginx", "--httparena-dir", "/h")
         self.assertEqual(args.tests, catalog.TEST_GROUPS["httparena"] + catalog.TEST_GROUPS["nginx"])
         names = [s.name for s in args.specs]
-        self.assertEqual(names, ["gnosis", "rust-epoll", "tokio", "hyper", "may-minihttp-arena", "sark", "tokio-ws",
-                                 "tokio-uring-ws", "wtx-ws", "nginx"])  # fmt: skip
+        self.assertEqual(names, ["gnosis", "rust-epoll", "tokio", "hyper", "may-minihttp-arena", "sark", "tonic-grpc",
+                                 "tokio-ws", "tokio-uring-ws", "wtx-ws", "nginx"])  # fmt: skip
         by_name = {s.name: s for s in args.specs}
         self.assertEqual(by_name["may-minihttp-arena"].command, "/h/bin/may-minihttp")
         self.assertEqual(by_name["sark"].command, "/h/bin/sark")
@@ -830,6 +834,9 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertTrue(by_name["gnosis"].one_worker_command.endswith(
             "--port 8083 --tls-port 9083 --h2c-port 10083 --h2-tls-port 11083 --threads 1"))
         self.assertEqual((by_name["gnosis"].tls_port, by_name["sark"].tls_port), (9083, 8081))
+        self.assertEqual((by_name["gnosis"].h2c_port, by_name["gnosis"].h2_tls_port), (10083, 11083))
+        self.assertEqual((by_name["sark"].h2c_port, by_name["sark"].h2_tls_port, by_name["hyper"].h2_tls_port),
+                         (8082, 8443, 8443))  # fmt: skip
         self.assertIn("nginx-1worker.conf", by_name["nginx"].one_worker_command)
         self.assertEqual(catalog.expand_tests("baseline,tfb,json"), ["baseline"] + catalog.TEST_GROUPS["tfb"])
         self.assertEqual([a.name for a in anchors.parse_anchor_list("tfb,faf")], ["may-minihttp", "xitca-web", "vortex", "faf"])
@@ -1183,7 +1190,7 @@ status codes: 1590 2xx, 0 3xx, 8 4xx, 0 5xx
         self.assertEqual(summary["requests"], 1590)
         self.assertEqual(summary["requests_per_s"], 795)
         self.assertEqual(summary["socket_errors"], 13)
-        self.assertEqual(summary["non_2xx"], 10)
+        self.assertEqual(summary["non_2xx"], 8)  # the 4xx; `done` less 2xx would be 10
         self.assertEqual(summary["latency_us"], {"p50": 150, "p75": 175, "p90": 190, "p99": 199, "mean": 150})
         with self.assertRaises(ValueError):
             pace.parse_h2load_output("h2load: connection refused\n", [], 2)
@@ -1197,6 +1204,55 @@ status codes: 1590 2xx, 0 3xx, 8 4xx, 0 5xx
         table = report.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
         self.assertIn("| mean latency | share of the offered rate | server CPU µs per request |", table)
         self.assertIn("| 1.50 ms | 97.7% | 40.0 |", table)
+
+
+class H2Runs(unittest.TestCase):
+    """HttpArena's H2 and gRPC profiles: h2load's command line as its scripts/lib/tools/h2load.sh
+    builds it, to the port of each server that serves the test."""
+
+    def gnosis(self):
+        return Server("gnosis", "x", "127.0.0.1", 8083, Path(os.devnull), tls_port=9083, h2c_port=10083,
+                      h2_tls_port=11083)  # fmt: skip
+
+    def test_the_command_of_each_h2_test(self):
+        base = ["h2load", "-c", "64", "-m", "100", "-t", "2", "-D", "4", "--warm-up-time", "1"]
+        url = "https://127.0.0.1:11083/baseline2?a=1&b=1"
+        self.assertEqual(pace.h2_command(url, 64, 2, 4, 100), base + [url])
+        h2c = "http://127.0.0.1:10083/baseline2?a=1&b=1"
+        self.assertEqual(pace.h2_command(h2c, 64, 2, 4, 100, h2c=True), base + ["-p", "h2c", h2c])
+        grpc = pace.h2_command("http://h:1/g", 64, 2, 4, 100, grpc_body_file="/f", h2c=True)
+        self.assertEqual(grpc[len(base):], ["-p", "h2c", "-d", "/f", "-H", "content-type: application/grpc",
+                                            "-H", "te: trailers", "http://h:1/g"])  # fmt: skip
+        static = pace.h2_command(None, 64, 2, 4, 32, uri_file="/u")
+        self.assertEqual(static[-4:], ["-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/u"])
+        self.assertEqual(pace.h2_command(url, 1, 1, None, 1, requests=1), ["h2load", "-c", "1", "-m", "1", "-t", "1",
+                                                                           "-n", "1", url])  # fmt: skip
+        self.assertEqual(httparena.GRPC_SUM_FRAME, bytes([0, 0, 0, 0, 4, 8, 1, 16, 2]))
+        self.assertEqual(len(httparena.STATIC_H2_FILES), 20)
+        t = catalog.TESTS
+        self.assertEqual([t[n].streams for n in catalog.TEST_GROUPS["arena-h2"]], [100, 100, 32, 100, 100])
+
+    def test_each_test_goes_to_its_port(self):
+        t, gnosis = catalog.TESTS, self.gnosis()
+        ports = {n: schedule.endpoint(t[n], gnosis) for n in catalog.TEST_GROUPS["arena-h2"]}
+        self.assertEqual(ports, {"baseline-h2": (11083, "https"), "baseline-h2c": (10083, "http"),
+                                 "static-h2": (11083, "https"), "unary-grpc": (8083, "http"),
+                                 "unary-grpc-tls": (11083, "https")})  # fmt: skip
+        sark = Server("sark", "x", "127.0.0.1", 8080, Path(os.devnull), anchors.ANCHORS["sark"])
+        self.assertEqual(schedule.endpoint(t["baseline-h2c"], sark), (8082, "http"))
+        self.assertEqual(schedule.endpoint(t["static-h2"], sark), (8443, "https"))
+        uris = schedule.uri_file(t["static-h2"], "https://127.0.0.1:11083").read_text().splitlines()
+        self.assertEqual(uris[:2], ["https://127.0.0.1:11083/static/reset.css", "https://127.0.0.1:11083/static/layout.css"])
+        self.assertEqual(len(uris), 20)
+
+    def test_http2_output_makes_the_same_summary(self):
+        output = """finished in 4.00s, 50000.00 req/s, 3.00MB/s
+requests: 200000 total, 200100 started, 200000 done, 200000 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 200000 2xx, 0 3xx, 0 4xx, 0 5xx
+"""
+        summary = pace.parse_h2load_output(output, [f"1\t200\t{us}\n" for us in range(1, 101)], 4)
+        self.assertEqual((summary["requests"], summary["requests_per_s"], summary["non_2xx"]), (200000, 50000, 0))
+        self.assertEqual(pace.h2load_counts(output)["2xx"], 200000)
 
 
 class Gcannon(unittest.TestCase):
