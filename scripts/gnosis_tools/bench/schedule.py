@@ -70,11 +70,11 @@ def probe_server(test, server, path, record, log):
     failed (but not the run)."""
     expected = 101 if test.websocket else 200
     try:
-        port, _ = endpoint(test, server)
+        port, scheme = endpoint(test, server)
         if test.websocket:
             status, length = probe_upgrade(server.host, port, path)
         elif test.h2:
-            status, length = probe_h2(test, server, port, path)
+            status, length = probe_h2(test, f"{scheme}://{server.host}:{port}{path}")
         else:
             body = os.urandom(test.body_bytes) if test.body_bytes else None
             status, length = probe(server.host, port, path, test.accept, tls=test.tls, body=body)
@@ -89,12 +89,9 @@ def probe_server(test, server, path, record, log):
     return True
 
 
-def probe_h2(test, server, port, path):
+def probe_h2(test, url):
     """(200 or what went wrong, 0): one HTTP/2 request by h2load, as the test sends it."""
-    scheme = endpoint(test, server)[1]
-    grpc = run_file("grpc-sum.bin", lambda: GRPC_SUM_FRAME) if test.grpc else None
-    url = f"{scheme}://{server.host}:{port}{path}"
-    command = h2_command(url, 1, 1, None, 1, grpc_body_file=grpc, h2c=scheme == "http", requests=1)
+    command = h2_command(url, 1, 1, None, 1, grpc_body_file=grpc_file(test), h2c=url.startswith("http:"), requests=1)
     result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     counts = h2load_counts(result.stdout)
     return (200 if counts.get("2xx") == 1 else f"h2load: {counts or result.stderr.strip()[-200:]}"), 0
@@ -106,6 +103,11 @@ def endpoint(test, server):
         ports = {"tls": (server.h2_tls_port, "https"), "h2c": (server.h2c_port, "http")}
         return ports.get(test.h2, (server.port, "http"))
     return (server.tls_port, "https") if test.tls else (server.port, "http")
+
+
+def grpc_file(test):
+    """The gRPC request frame every gRPC test sends, as a file for h2load -d; None for others."""
+    return run_file("grpc-sum.bin", lambda: GRPC_SUM_FRAME) if test.grpc else None
 
 
 def body_file(size):
@@ -149,8 +151,8 @@ def measure(test, server, record, args, log, phase, level, round_no):
     if test.h2:
         base = f"{scheme}://{server.host}:{port}"
         uris = uri_file(test, base) if test.uris else None
-        grpc = run_file("grpc-sum.bin", lambda: GRPC_SUM_FRAME) if test.grpc else None
-        run = run_h2(server, url, connections, threads, duration, test.streams, uris, grpc, h2c=scheme == "http")
+        run = run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
+                     h2c=scheme == "http")  # fmt: skip
     elif test.websocket:
         run = run_gcannon(server, url, connections, duration, pipelined, test.close_every)
     elif test.rate:
