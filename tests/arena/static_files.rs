@@ -3,7 +3,6 @@
 //! request, HEAD, pipelined and large answers, and nothing outside the directory served
 //! (`..` plain or percent-encoded, absolute paths, NUL, a symbolic link out of it).
 
-use std::io::Read;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
@@ -102,13 +101,7 @@ fn files_are_read_from_disk_on_every_request_with_their_types(binary: &str) {
     // HEAD: the same head, no body: read the raw head, then the response after it.
     client.send(b"HEAD /static/reset.css HTTP/1.1\r\nHost: a\r\n\r\n");
     client.send(b"GET /static/manifest.json HTTP/1.1\r\nHost: a\r\n\r\n");
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        client.stream().read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
+    let head = client.raw_head();
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(
         head.contains("Content-Type: text/css\r\nContent-Length: 100\r\n"),

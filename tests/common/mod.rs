@@ -385,6 +385,18 @@ impl Client {
         }
     }
 
+    /// The next response's head, read byte by byte up to its blank line: for the answer to
+    /// a HEAD, whose Content-Length announces a body that is not sent.
+    pub fn raw_head(&mut self) -> String {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            self.stream().read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        String::from_utf8(head).unwrap()
+    }
+
     pub fn stream(&self) -> &TcpStream {
         self.reader.get_ref()
     }
