@@ -1,13 +1,16 @@
 //! Header blocks: a request's decoded (HPACK, RFC 7541) and checked as RFC 9113 section 8
 //! says, an answer's encoded.
 //!
-//! Decoding is `loona-hpack`'s. Of the HPACK crates, it is the one still kept (2024: the
-//! fork of the `hpack` crate that the loona server runs h2spec with; `hpack` itself has not
-//! had a release since 2016, `httlib-hpack` since 2021), it decodes a whole block with a
-//! callback per field, borrowing the bytes of indexed and raw literal fields instead of
-//! allocating (only Huffman-coded strings and dynamic-table insertions allocate), and it
-//! checks what RFC 7541 asks (Huffman padding and EOS, table size updates, indexes). A
-//! field is seen once, in the callback, and only what the server keeps is copied: the
+//! Decoding is ours (`decoder`, with `huffman` and `table`): a field is handed to a
+//! callback borrowed from the block, the tables or one scratch buffer, Huffman-coded
+//! strings are decoded four bits a step through a table built at compile time, and the
+//! dynamic table keeps its fields' bytes in one bounded buffer, so that decoding a block
+//! allocates nothing. It replaced `loona-hpack`, which built a `HashMap` of the Huffman code
+//! for every Huffman-coded string it decoded: under h2load (whose header values are
+//! Huffman-coded, as browsers' are) that was about 78% of the server's CPU, and HTTP/2 cost
+//! 6-8x sark's CPU per request (docs/BENCHMARKS.md has the measures before and after).
+//! `loona-hpack` stays as a dev-dependency: the tests' independent encoder.
+//! A field is seen once, in the callback, and only what the server keeps is copied: the
 //! pseudo-headers, `content-type` and `grpc-encoding`, into one buffer per request.
 //!
 //! Encoding is ours, and stateless: answers are written with the static table's names and
@@ -20,19 +23,14 @@ use std::ops::Range;
 use super::frame::{ErrorCode, H2Error};
 use crate::http::{HttpDate, Method};
 
-/// The dynamic table size of RFC 7541 (SETTINGS_HEADER_TABLE_SIZE's default); the server
-/// never advertises another, so a peer's table size update beyond it is an error.
-const DYNAMIC_TABLE_SIZE: usize = 4096;
+mod decoder;
+mod huffman;
+mod table;
 
-/// What a decoder's dynamic table holds at its fullest: the fields' bytes, and for each
-/// field (one per 32 bytes of table at most, RFC 7541 4.1) its name's and value's vectors.
-pub const DECODER_HELD: usize =
-    DYNAMIC_TABLE_SIZE + DYNAMIC_TABLE_SIZE / 32 * 2 * std::mem::size_of::<Vec<u8>>();
+pub use decoder::Decoder;
 
-/// The HPACK decoder of one connection: its dynamic table lives as long as the connection.
-pub struct Decoder {
-    inner: loona_hpack::Decoder<'static>,
-}
+/// What a decoder holds at most: its dynamic table at its fullest and its scratch buffer.
+pub const DECODER_HELD: usize = decoder::HELD;
 
 /// Why a decoded header block is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,13 +175,8 @@ fn connection_specific(name: &[u8]) -> bool {
     )
 }
 
+/// What HTTP/2 asks of a decoded block (RFC 9113, 8), beside the decoding itself.
 impl Decoder {
-    pub fn new() -> Self {
-        let mut inner = loona_hpack::Decoder::new();
-        inner.set_max_allowed_table_size(DYNAMIC_TABLE_SIZE);
-        Decoder { inner }
-    }
-
     /// Decodes a request's header block into its head. The whole block is always decoded,
     /// so that the dynamic table stays as the peer's encoder has it, however the request is
     /// refused; a list past `max_list` (counted as SETTINGS_MAX_HEADER_LIST_SIZE counts:
@@ -198,7 +191,7 @@ impl Decoder {
         let mut list_size = 0;
         let mut error = None;
         let mut regular_seen = false;
-        let decoded = self.inner.decode_with_cb(block, |name, value| {
+        let decoded = self.decode(block, |name, value| {
             list_size += name.len() + value.len() + 32;
             if error.is_some() {
                 return;
@@ -207,7 +200,7 @@ impl Decoder {
                 error = Some(BlockError::TooLarge);
                 return;
             }
-            if let Err(refused) = take_field(&mut head, &name, &value, &mut regular_seen) {
+            if let Err(refused) = take_field(&mut head, name, value, &mut regular_seen) {
                 error = Some(refused);
             }
         });
@@ -233,11 +226,11 @@ impl Decoder {
     pub fn trailers(&mut self, block: &[u8], max_list: usize) -> Result<(), BlockError> {
         let mut list_size = 0;
         let mut error = None;
-        let decoded = self.inner.decode_with_cb(block, |name, value| {
+        let decoded = self.decode(block, |name, value| {
             list_size += name.len() + value.len() + 32;
             if error.is_none() && list_size > max_list {
                 error = Some(BlockError::TooLarge);
-            } else if !valid_name(&name) || !valid_value(&value) || connection_specific(&name) {
+            } else if !valid_name(name) || !valid_value(value) || connection_specific(name) {
                 error = error.or(Some(BlockError::Malformed));
             }
         });
@@ -378,3 +371,6 @@ fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
     }
     out.push(rest as u8);
 }
+
+#[cfg(test)]
+mod tests;
