@@ -148,13 +148,13 @@ impl DynamicTable {
     /// The field at `index` of the index space (RFC 7541, 2.3.3); none for 0 or an index
     /// past both tables.
     pub fn get(&self, index: usize) -> Option<Field> {
-        match index {
-            0 => None,
-            1..=61 => {
-                let (name, value) = STATIC[index - 1];
-                Some(Field::Static(name, value))
-            }
-            _ => self.entries.get(index - 62).copied().map(Field::Dynamic),
+        if index == 0 {
+            None
+        } else if let Some(&(name, value)) = STATIC.get(index - 1) {
+            Some(Field::Static(name, value))
+        } else {
+            let newest_first = index - 1 - STATIC.len();
+            self.entries.get(newest_first).copied().map(Field::Dynamic)
         }
     }
 
