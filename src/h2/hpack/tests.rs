@@ -49,7 +49,12 @@ fn table_of(decoder: &Decoder) -> (Fields, usize) {
 
 /// An example block, the fields it decodes to, and the dynamic table after it (newest
 /// first) with its size.
-type Example<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], usize);
+type Example<'a> = (
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a [(&'a str, &'a str)],
+    usize,
+);
 
 /// Decodes the blocks in turn with one decoder, checking each block's fields and the
 /// dynamic table after it.
