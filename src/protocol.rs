@@ -29,8 +29,8 @@ impl Protocol {
             return;
         }
         let peer_eof = conn.peer_eof();
-        let (generation, input, output, sent) = conn.hand_over();
-        let mut session = Session::new(generation, input, output, sent, now);
+        let (generation, input, output) = conn.hand_over();
+        let mut session = Session::new(generation, input, output, now);
         if peer_eof {
             session.peer_closed();
         }
@@ -65,7 +65,7 @@ impl Protocol {
             return;
         };
         let peer_eof = conn.peer_eof();
-        let (generation, input, _, _) = conn.hand_over();
+        let (generation, input, _) = conn.hand_over();
         let mut h2 = h2::Connection::new(limits, now);
         h2.take_input(input);
         if peer_eof {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::frame::ErrorCode;
-use crate::http::{lent, BufferPool};
+use crate::http::{BufferPool, SendBuffer};
 
 /// Unsent output above which no frame is read and no DATA written: a client that does not
 /// read cannot make the connection hold more than this, plus one answer's frames.
@@ -13,36 +13,29 @@ pub const HIGH_WATER: usize = 256 * 1024;
 /// connection ends with ENHANCE_YOUR_CALM (a client that floods them and never reads).
 const MAX_UNSENT_CONTROL: u32 = 1000;
 
+/// The connection's frames to send, and the acknowledgements among them.
 #[derive(Default)]
 pub struct Output {
-    /// Frames to send; `bytes[..sent]` went already.
-    bytes: Vec<u8>,
-    sent: usize,
-    /// Bytes sent since the connection began.
-    sent_total: u64,
-    /// Everything unsent at `owed_since` must be sent (`sent_total` reach `owed_mark`)
-    /// within the send timeout; `None` while nothing is unsent.
-    owed_since: Option<Instant>,
-    owed_mark: u64,
+    frames: SendBuffer,
     /// Acknowledgements written since the output was last sent up to the last of them
     /// (`control_end`, in bytes written since the connection began).
     control_unsent: u32,
-    control_end: u64,
+    control_end: u32,
 }
 
 impl Output {
     /// Gives the output a buffer from `buffers` if it has none, for what is written next.
     pub fn lend(&mut self, buffers: &mut BufferPool) {
-        lent(&mut self.bytes, buffers);
+        self.frames.lend(buffers);
     }
 
     /// The buffer frames are appended to.
     pub fn frames(&mut self) -> &mut Vec<u8> {
-        &mut self.bytes
+        self.frames.bytes()
     }
 
     pub fn unsent(&self) -> &[u8] {
-        &self.bytes[self.sent..]
+        self.frames.unsent()
     }
 
     /// How much more may be written before the high-water mark.
@@ -52,40 +45,26 @@ impl Output {
 
     /// `len` bytes of [`Output::unsent`] went.
     pub fn sent(&mut self, len: usize, now: Instant) {
-        let len = len.min(self.unsent().len());
-        self.sent += len;
-        self.sent_total += len as u64;
-        if self.sent == self.bytes.len() {
-            self.bytes.clear();
-            self.sent = 0;
-        }
-        if self.sent_total >= self.control_end {
+        self.frames.sent(len, now);
+        if self.frames.reached(self.control_end) {
             self.control_unsent = 0;
-        }
-        if self.owed_since.is_some() && self.sent_total >= self.owed_mark {
-            self.owed_since = None;
-            self.owe_progress(now);
         }
     }
 
     /// Starts the clock on what is unsent now, unless it already runs.
     pub fn owe_progress(&mut self, now: Instant) {
-        if self.owed_since.is_none() && !self.unsent().is_empty() {
-            self.owed_since = Some(now);
-            self.owed_mark = self.sent_total + self.unsent().len() as u64;
-        }
+        self.frames.owe_progress(now);
     }
 
     /// Whether what was unsent at some instant has taken longer than `limit` to go.
     pub fn late(&self, now: Instant, limit: Duration) -> bool {
-        self.owed_since
-            .is_some_and(|since| now.duration_since(since) > limit)
+        self.frames.late(now, limit)
     }
 
     /// Counts the acknowledgement just written: too many unsent is a flood.
     pub fn count_control(&mut self) -> Result<(), ErrorCode> {
         self.control_unsent += 1;
-        self.control_end = self.sent_total + self.unsent().len() as u64;
+        self.control_end = self.frames.mark();
         if self.control_unsent > MAX_UNSENT_CONTROL {
             return Err(ErrorCode::EnhanceYourCalm);
         }
@@ -93,20 +72,16 @@ impl Output {
     }
 
     pub fn capacity(&self) -> usize {
-        self.bytes.capacity()
+        self.frames.capacity()
     }
 
     /// Gives the buffer back if all of it is sent.
     pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
-        if self.bytes.is_empty() && self.bytes.capacity() > 0 {
-            buffers.give_back(std::mem::take(&mut self.bytes));
-        }
+        self.frames.give_back_idle(buffers);
     }
 
     /// Gives the buffer back, sent or not: the connection is closed.
     pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
-        buffers.give_back(std::mem::take(&mut self.bytes));
-        self.sent = 0;
-        self.owed_since = None;
+        self.frames.give_back_all(buffers);
     }
 }

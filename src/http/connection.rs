@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::{
-    lent, parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, Status,
+    lent, parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, SendBuffer,
+    Status,
 };
 
 /// How a request was answered by the `handle` given to [`Connection::process`], which
@@ -61,7 +62,7 @@ pub struct Connection {
     /// Received bytes not answered yet; without a buffer (capacity 0) while empty.
     input: Vec<u8>,
     /// Responses to send; without a buffer while everything is sent.
-    output: Vec<u8>,
+    output: SendBuffer,
     /// Responses that cannot go to `output` yet; the front one has sequence number `front_seq`.
     queue: VecDeque<Queued>,
     front_seq: u32,
@@ -69,14 +70,6 @@ pub struct Connection {
     /// (u32: a connection's slot stays small, and the line holds far less than 4 GiB).
     queued_len: u32,
     queued_capacity: u32,
-    /// How much of `output` has been sent.
-    sent: usize,
-    /// Bytes sent since the connection opened, wrapping.
-    sent_total: u32,
-    /// The progress owed: everything unsent at `owed_since` must be sent (`sent_total`
-    /// reach `owed_mark`) within [`Timeouts::send`]; `None` while nothing is unsent.
-    owed_since: Option<Instant>,
-    owed_mark: u32,
     /// No further requests will be answered: the last response closes the connection.
     closing: bool,
     /// A `101` was written: the bytes after its request belong to the next protocol.
@@ -104,15 +97,11 @@ impl Connection {
             slot,
             generation: 0,
             input: Vec::new(),
-            output: Vec::new(),
+            output: SendBuffer::default(),
             queue: VecDeque::new(),
             front_seq: 0,
             queued_len: 0,
             queued_capacity: 0,
-            sent: 0,
-            sent_total: 0,
-            owed_since: None,
-            owed_mark: 0,
             closing: false,
             upgrading: false,
             peer_eof: false,
@@ -128,14 +117,12 @@ impl Connection {
     /// from its output.
     pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
         buffers.give_back(std::mem::take(&mut self.input));
-        buffers.give_back(std::mem::take(&mut self.output));
+        self.output.give_back_all(buffers);
         for queued in self.queue.drain(..) {
             buffers.give_back(queued.bytes);
         }
         (self.queued_len, self.queued_capacity) = (0, 0);
         self.chunked = Chunked::default();
-        self.sent = 0;
-        self.owed_since = None;
     }
 
     /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer.
@@ -149,7 +136,7 @@ impl Connection {
         self.waiting_since = None;
         self.last_active = now;
         // Counted from the new peer's first byte (`first_bytes` looks for none sent).
-        self.sent_total = 0;
+        self.output = SendBuffer::default();
     }
 
     /// The buffer that received bytes are appended to, lent from `buffers` if the
@@ -164,9 +151,7 @@ impl Connection {
         if self.input.is_empty() && self.input.capacity() > 0 {
             buffers.give_back(std::mem::take(&mut self.input));
         }
-        if self.output.is_empty() && self.output.capacity() > 0 {
-            buffers.give_back(std::mem::take(&mut self.output));
-        }
+        self.output.give_back_idle(buffers);
     }
 
     /// Answers every complete request in the input, in order, as long as the client keeps
@@ -212,7 +197,7 @@ impl Connection {
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
                     let reply = if self.queue.is_empty() {
-                        let output = lent(&mut self.output, buffers);
+                        let output = self.output.lend(buffers);
                         let reply = handle(&request, response, ticket, output);
                         if reply == Reply::Later {
                             // No buffer until the response comes: a request held for
@@ -261,7 +246,8 @@ impl Connection {
                 }
                 Parsed::ExpectsContinue => {
                     if !self.continued && self.queue.is_empty() {
-                        lent(&mut self.output, buffers)
+                        self.output
+                            .lend(buffers)
                             .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
                         self.continued = true;
                     }
@@ -297,7 +283,7 @@ impl Connection {
             true => self.waiting_since.or(Some(now)),
         };
         self.full = !self.has_room(high_water);
-        self.owe_progress(now);
+        self.output.owe_progress(now);
     }
 
     /// Puts a response in line: in the works (`done` false, no buffer), or written.
@@ -311,19 +297,10 @@ impl Connection {
         });
     }
 
-    /// Starts the clock on what is unsent now, unless it already runs.
-    fn owe_progress(&mut self, now: Instant) {
-        if self.owed_since.is_none() && self.sent < self.output.len() {
-            let unsent = (self.output.len() - self.sent) as u32;
-            self.owed_since = Some(now);
-            self.owed_mark = self.sent_total.wrapping_add(unsent);
-        }
-    }
-
     /// Answers with an error status and closes once it is sent.
     fn fail(&mut self, status: Status, date: &HttpDate, buffers: &mut BufferPool) {
         if self.queue.is_empty() {
-            Response::closing().write_error(lent(&mut self.output, buffers), date, status);
+            Response::closing().write_error(self.output.lend(buffers), date, status);
         } else {
             let mut bytes = buffers.take();
             Response::closing().write_error(&mut bytes, date, status);
@@ -371,21 +348,14 @@ impl Connection {
     pub fn collect(&mut self, buffers: &mut BufferPool, share: usize) {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         while self.queue.front().is_some_and(|queued| queued.done)
-            && self.output.len() - self.sent < high_water
+            && self.output.unsent().len() < high_water
         {
             let Some(queued) = self.queue.pop_front() else {
                 break;
             };
             self.queued_len -= queued.bytes.len() as u32;
             self.queued_capacity -= queued.bytes.capacity() as u32;
-            if self.output.is_empty() {
-                // The response's buffer becomes the output: no copy.
-                let emptied = std::mem::replace(&mut self.output, queued.bytes);
-                buffers.give_back(emptied);
-            } else {
-                self.output.extend_from_slice(&queued.bytes);
-                buffers.give_back(queued.bytes);
-            }
+            self.output.append(queued.bytes, buffers);
             self.front_seq = self.front_seq.wrapping_add(1);
         }
     }
@@ -416,30 +386,20 @@ impl Connection {
     }
 
     pub fn unsent(&self) -> &[u8] {
-        &self.output[self.sent..]
+        self.output.unsent()
     }
 
     /// `n` bytes of [`Connection::unsent`] went out; the kernel is done with them.
     pub fn mark_sent(&mut self, n: usize, now: Instant) {
-        self.sent += n;
-        self.sent_total = self.sent_total.wrapping_add(n as u32);
+        self.output.sent(n, now);
         if n > 0 {
             self.last_active = now;
-        }
-        if self.sent == self.output.len() {
-            self.output.clear();
-            self.sent = 0;
-        }
-        // What was owed is paid: the clock starts again on what is unsent now.
-        if self.owed_since.is_some() && self.sent_total.wrapping_sub(self.owed_mark) as i32 >= 0 {
-            self.owed_since = None;
-            self.owe_progress(now);
         }
     }
 
     /// Whether more responses may be produced now: the client is reading them.
     fn has_room(&self, high_water: usize) -> bool {
-        self.output.len() - self.sent + (self.queued_len as usize) < high_water
+        self.output.unsent().len() + (self.queued_len as usize) < high_water
             && self.queue.len() < MAX_QUEUED
     }
 
@@ -464,19 +424,19 @@ impl Connection {
     /// The bytes received, while nothing was answered or sent yet: the first bytes of a
     /// connection, which may be HTTP/2's preface instead of a request.
     pub fn first_bytes(&self) -> Option<&[u8]> {
-        let untouched = self.sent_total == 0 && self.output.is_empty() && self.queue.is_empty();
+        let untouched =
+            self.output.none_sent() && self.output.is_drained() && self.queue.is_empty();
         untouched.then_some(&self.input[..])
     }
 
     /// Hands over, for the protocol switched to: the generation, the input (the bytes after
-    /// the handshake), the output and how much of it is sent. The connection is done with.
-    pub fn hand_over(&mut self) -> (u32, Vec<u8>, Vec<u8>, usize) {
+    /// the handshake) and the output. The connection is done with.
+    pub fn hand_over(&mut self) -> (u32, Vec<u8>, SendBuffer) {
         let (input, output) = (
             std::mem::take(&mut self.input),
             std::mem::take(&mut self.output),
         );
-        let sent = std::mem::take(&mut self.sent);
-        (self.generation, input, output, sent)
+        (self.generation, input, output)
     }
 
     /// A connection for the slot's next peer after one that switched protocols: its
@@ -499,7 +459,7 @@ impl Connection {
 
     /// Everything is answered and sent and no more will be read.
     pub fn is_finished(&self) -> bool {
-        self.closing && self.queue.is_empty() && self.sent == self.output.len()
+        self.closing && self.queue.is_empty() && self.output.is_drained()
     }
 
     /// Whether the client took too long to send a request it began, or to read what was
@@ -507,10 +467,8 @@ impl Connection {
     /// moved in either direction for too long (an idle keep-alive connection). A connection
     /// that waits for an answer the server owes it (a timer, the database) is not idle.
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
-        if let Some(since) = self.owed_since {
-            if now.duration_since(since) > limits.send {
-                return true;
-            }
+        if self.output.late(now, limits.send) {
+            return true;
         }
         if let Some(since) = self.waiting_since {
             return now.duration_since(since) > limits.request;

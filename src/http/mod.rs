@@ -8,6 +8,7 @@ mod connection;
 mod date;
 mod request;
 mod response;
+mod send_buffer;
 mod status;
 
 pub use buffers::{lent, BufferPool};
@@ -18,4 +19,5 @@ pub use request::{
     LARGEST_MAX_BODY, MAX_BODY, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };
 pub use response::{ContentType, Response, StreamAnswer, Trailers, MAX_TRAILERS};
+pub use send_buffer::SendBuffer;
 pub use status::Status;

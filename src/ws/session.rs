@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::frame::{self, Decoded, Opcode, Utf8};
-use crate::http::{lent, BufferPool, Timeouts};
+use crate::http::{lent, BufferPool, SendBuffer, Timeouts};
 
 /// Unsent output above which no more frames are read (as an HTTP connection's high-water
 /// mark): a client that does not read its echoes stops being read.
@@ -51,17 +51,10 @@ pub struct Session {
     state: State,
     /// Received bytes not taken yet (a partial frame); no buffer while empty.
     input: Vec<u8>,
-    output: Vec<u8>,
-    /// How much of `output` has been sent.
-    sent: usize,
+    output: SendBuffer,
     /// The fragments of the message being gathered.
     message: Vec<u8>,
     peer_eof: bool,
-    /// Bytes sent since the switch, wrapping; everything unsent at `owed_since` must be sent
-    /// (`sent_total` reach `owed_mark`) within the send timeout.
-    sent_total: u32,
-    owed_since: Option<Instant>,
-    owed_mark: u32,
     /// The last time a frame came in or a byte went out.
     last_active: Instant,
     /// The output reached the high-water mark at the last [`Session::process`]: reading
@@ -71,31 +64,18 @@ pub struct Session {
 
 impl Session {
     /// Takes over an HTTP connection's input (the bytes after the handshake) and its
-    /// unsent output (the `101`, after any answers before it), `sent` bytes of which are
-    /// out already.
-    pub fn new(
-        generation: u32,
-        input: Vec<u8>,
-        output: Vec<u8>,
-        sent: usize,
-        now: Instant,
-    ) -> Self {
-        let mut session = Session {
+    /// output (the `101` unsent, after any answers before it), with the clock on it.
+    pub fn new(generation: u32, input: Vec<u8>, output: SendBuffer, now: Instant) -> Self {
+        Session {
             generation,
             state: State::Open,
             input,
             output,
-            sent,
             message: Vec::new(),
             peer_eof: false,
-            sent_total: 0,
-            owed_since: None,
-            owed_mark: 0,
             last_active: now,
             full: false,
-        };
-        session.owe_progress(now);
-        session
+        }
     }
 
     pub fn generation(&self) -> u32 {
@@ -123,7 +103,7 @@ impl Session {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut input = std::mem::take(&mut self.input);
         let mut consumed = 0;
-        while self.state != State::Closed && self.output.len() - self.sent < high_water {
+        while self.state != State::Closed && self.output.unsent().len() < high_water {
             let rest = &mut input[consumed..];
             let header = match frame::decode(rest, max_message) {
                 Decoded::Frame(header) => header,
@@ -150,13 +130,13 @@ impl Session {
             input.clear();
         }
         self.input = input;
-        self.full = self.output.len() - self.sent >= high_water;
+        self.full = self.output.unsent().len() >= high_water;
         if self.peer_eof && self.state != State::Closed {
             // The peer left without a close frame: nothing can be answered any more.
             self.state = State::Closed;
             self.input.clear();
         }
-        self.owe_progress(now);
+        self.output.owe_progress(now);
     }
 
     /// Takes one whole frame; the close code if it breaks the protocol.
@@ -170,7 +150,7 @@ impl Session {
     ) -> Result<(), u16> {
         match (header.opcode, &mut self.state) {
             (Opcode::Ping, _) => {
-                frame::write(lent(&mut self.output, buffers), Opcode::Pong, payload);
+                frame::write(self.output.lend(buffers), Opcode::Pong, payload);
             }
             (Opcode::Pong, _) => {}
             (Opcode::Close, _) => {
@@ -185,7 +165,7 @@ impl Session {
                     opcode: header.opcode,
                     payload,
                 };
-                on_message(message, lent(&mut self.output, buffers));
+                on_message(message, self.output.lend(buffers));
             }
             (opcode @ (Opcode::Text | Opcode::Binary), State::Open) => {
                 let mut utf8 = Utf8::default();
@@ -213,7 +193,7 @@ impl Session {
                         opcode,
                         payload: &self.message,
                     };
-                    on_message(message, lent(&mut self.output, buffers));
+                    on_message(message, self.output.lend(buffers));
                     self.message.clear();
                     self.state = State::Open;
                 }
@@ -228,39 +208,21 @@ impl Session {
     /// Writes our close frame with `code`; nothing more is read.
     fn close(&mut self, code: u16, buffers: &mut BufferPool) {
         if self.state != State::Closed {
-            frame::write_close(lent(&mut self.output, buffers), code);
+            frame::write_close(self.output.lend(buffers), code);
             self.state = State::Closed;
         }
         buffers.give_back(std::mem::take(&mut self.message));
     }
 
-    /// Starts the clock on what is unsent now, unless it already runs.
-    fn owe_progress(&mut self, now: Instant) {
-        if self.owed_since.is_none() && self.sent < self.output.len() {
-            let unsent = (self.output.len() - self.sent) as u32;
-            self.owed_since = Some(now);
-            self.owed_mark = self.sent_total.wrapping_add(unsent);
-        }
-    }
-
     pub fn unsent(&self) -> &[u8] {
-        &self.output[self.sent..]
+        self.output.unsent()
     }
 
     /// `n` bytes of [`Session::unsent`] went out.
     pub fn mark_sent(&mut self, n: usize, now: Instant) {
-        self.sent += n;
-        self.sent_total = self.sent_total.wrapping_add(n as u32);
+        self.output.sent(n, now);
         if n > 0 {
             self.last_active = now;
-        }
-        if self.sent == self.output.len() {
-            self.output.clear();
-            self.sent = 0;
-        }
-        if self.owed_since.is_some() && self.sent_total.wrapping_sub(self.owed_mark) as i32 >= 0 {
-            self.owed_since = None;
-            self.owe_progress(now);
         }
     }
 
@@ -281,7 +243,7 @@ impl Session {
     pub fn wants_input(&self) -> bool {
         self.state != State::Closed
             && !self.peer_eof
-            && self.output.len() - self.sent < OUTPUT_HIGH_WATER
+            && self.output.unsent().len() < OUTPUT_HIGH_WATER
     }
 
     /// Whether advancing again once the output has drained may do more: take the frames
@@ -292,17 +254,14 @@ impl Session {
 
     /// Closed and everything sent: the connection may close.
     pub fn is_finished(&self) -> bool {
-        self.state == State::Closed && self.sent == self.output.len()
+        self.state == State::Closed && self.output.is_drained()
     }
 
     /// The client took too long to read what was unsent at some instant, or nothing moved
     /// either way for the idle timeout (which also bounds how long a frame may take to
     /// arrive once begun).
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
-        let owed_late = self
-            .owed_since
-            .is_some_and(|since| now.duration_since(since) > limits.send);
-        owed_late || now.duration_since(self.last_active) > limits.idle
+        self.output.late(now, limits.send) || now.duration_since(self.last_active) > limits.idle
     }
 
     /// The buffer memory it holds.
@@ -312,7 +271,8 @@ impl Session {
 
     /// Gives back the buffers that are empty.
     pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
-        for buffer in [&mut self.input, &mut self.output, &mut self.message] {
+        self.output.give_back_idle(buffers);
+        for buffer in [&mut self.input, &mut self.message] {
             if buffer.is_empty() && buffer.capacity() > 0 {
                 buffers.give_back(std::mem::take(buffer));
             }
@@ -321,10 +281,10 @@ impl Session {
 
     /// Gives every buffer back: the connection is closed.
     pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
-        for buffer in [&mut self.input, &mut self.output, &mut self.message] {
+        self.output.give_back_all(buffers);
+        for buffer in [&mut self.input, &mut self.message] {
             buffers.give_back(std::mem::take(buffer));
         }
-        self.sent = 0;
     }
 }
 

@@ -37,7 +37,7 @@ fn close(code: u16) -> Vec<u8> {
 fn echo(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
     let now = Instant::now();
     let mut buffers = BufferPool::default();
-    let mut session = Session::new(0, Vec::new(), Vec::new(), 0, now);
+    let mut session = Session::new(0, Vec::new(), SendBuffer::default(), now);
     let mut sent = Vec::new();
     for chunk in chunks {
         session.input(&mut buffers).extend_from_slice(chunk);
@@ -126,7 +126,7 @@ fn protocol_errors_close_with_their_code_and_nothing_after_is_read() {
 fn a_client_that_does_not_read_stops_being_read_and_holds_bounded_buffers() {
     let now = Instant::now();
     let mut buffers = BufferPool::default();
-    let mut session = Session::new(0, Vec::new(), Vec::new(), 0, now);
+    let mut session = Session::new(0, Vec::new(), SendBuffer::default(), now);
     let frame = client(0x82, &[9; 900]);
     let on_message = |message: Message<'_>, out: &mut Vec<u8>| {
         frame::write(out, message.opcode, message.payload)
@@ -170,7 +170,11 @@ fn an_idle_session_holds_no_buffer_and_times_out() {
     let (sent, finished) = echo(&[&client(0x81, b"x")]);
     assert!(!finished && !sent.is_empty());
     let mut buffers = BufferPool::default();
-    let mut session = Session::new(0, Vec::new(), b"HTTP/1.1 101 ...".to_vec(), 0, now);
+    let mut output = SendBuffer::default();
+    output
+        .lend(&mut buffers)
+        .extend_from_slice(b"HTTP/1.1 101 ...");
+    let mut session = Session::new(0, Vec::new(), output, now);
     session.mark_sent(16, now);
     session.give_back_idle(&mut buffers);
     assert_eq!(session.held(), 0);
@@ -183,7 +187,12 @@ fn an_idle_session_holds_no_buffer_and_times_out() {
 fn the_peer_leaving_without_a_close_finishes_the_session() {
     let now = Instant::now();
     let mut buffers = BufferPool::default();
-    let mut session = Session::new(0, client(0x81, b"last").to_vec(), Vec::new(), 0, now);
+    let mut session = Session::new(
+        0,
+        client(0x81, b"last").to_vec(),
+        SendBuffer::default(),
+        now,
+    );
     session.peer_closed();
     let on_message = |message: Message<'_>, out: &mut Vec<u8>| {
         frame::write(out, message.opcode, message.payload)
