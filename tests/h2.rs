@@ -126,6 +126,7 @@ test_both_binaries!(gnosis, gnosis_uring;
     the_h2c_port_passes_every_case,
     h2_over_tls_passes_every_case_where_alpn_offers_it,
     grpc_get_sum_answers_over_h2c_and_tls,
+    large_answers_past_the_budget_all_arrive,
 );
 
 /// On the HTTP/1.1 port, a connection whose first bytes are HTTP/2's preface speaks
@@ -196,6 +197,42 @@ fn h2_over_tls_passes_every_case_where_alpn_offers_it(binary: &str) {
     assert_eq!(answered(&["-k", "--http2", &h2_tls]), "2");
     assert_eq!(answered(&["-k", "--http1.1", &h2_tls]), "1.1");
     assert_eq!(answered(&["-k", "--http2", &url(server.tls_port)]), "1.1");
+}
+
+/// h2load fetches a 300 KiB file 400 times, 16 streams at once on each of 4 connections,
+/// over TLS and h2c, from one worker whose budget (1 MB) that overruns many times over: its
+/// connections are paused for the budget, and every answer still arrives (what a paused
+/// connection has written goes on being sealed and sent, and the answers waiting behind it
+/// follow).
+fn large_answers_past_the_budget_all_arrive(binary: &str) {
+    let name = std::path::Path::new(binary).file_name().unwrap();
+    let file = common::BigFile::new(&format!("h2-{}", name.to_str().unwrap()));
+    let pair = test_pair();
+    let env = [
+        ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
+        ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
+        ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
+        file.env(),
+    ];
+    let extra = ["--threads", "1", "--max-buffered", "1000000"];
+    let server = common::Server::start_with_env(binary, &extra, &env);
+    for url in [
+        format!("https://127.0.0.1:{}/static/big.bin", server.h2_tls_port),
+        format!("http://127.0.0.1:{}/static/big.bin", server.h2c_port),
+    ] {
+        let output = Command::new("timeout")
+            .args(["60", "h2load", "-c", "4", "-m", "16", "-n", "400", &url])
+            .output()
+            .expect("h2load runs (scripts/test.sh installs nghttp2-client)");
+        let report = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            report.contains("400 succeeded, 0 failed"),
+            "{url}: {report}"
+        );
+        // h2load's traffic line: "..., <size> (<bytes>) data".
+        let data = format!("({}) data", 400 * common::BigFile::LEN);
+        assert!(report.contains(&data), "{url}: {report}");
+    }
 }
 
 /// Runs curl with `args` (and a 10 s limit); returns the HTTP version it spoke and the body.

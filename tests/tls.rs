@@ -253,6 +253,30 @@ fn upgrades_to_websocket_and_echoes(binary: &str) {
     }
 }
 
+/// 40 pipelined GETs of a 300 KiB file on one worker whose budget (100 KB) one answer
+/// overruns: the connection is paused for the budget, and what it has written goes on being
+/// sealed and sent, so every answer arrives, whole and in order.
+fn pipelined_answers_past_the_budget_all_arrive(binary: &str) {
+    let name = std::path::Path::new(binary).file_name().unwrap();
+    let file = common::BigFile::new(&format!("tls-{}", name.to_str().unwrap()));
+    let env = [
+        ("TLS_CERT", cert().to_string()),
+        ("TLS_KEY", key().to_string()),
+        ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
+        file.env(),
+    ];
+    let extra = ["--threads", "1", "--max-buffered", "100000"];
+    let server = Server::start_with_env(binary, &extra, &env);
+    let mut client = TlsClient::connect(server.tls_port, tls13(&[b"http/1.1"])).unwrap();
+    client.send(common::get_request("/static/big.bin").repeat(40).as_bytes());
+    let expected = std::fs::read(file.dir.join("big.bin")).unwrap();
+    for answer in 0..40 {
+        let response = client.response();
+        assert_eq!(response.status, 200, "answer {answer}");
+        assert!(response.body == expected, "answer {answer}");
+    }
+}
+
 fn echoes_bodies_byte_for_byte(binary: &str) {
     let server = TlsServer::start(binary, &[]);
     let mut client = server.connect();
@@ -468,6 +492,7 @@ test_both_binaries!(gnosis, gnosis_uring;
     silent_and_stalled_handshakes_are_closed,
     garbage_is_closed_without_a_log_line,
     the_cap_holds_under_a_handshake_flood,
+    pipelined_answers_past_the_budget_all_arrive,
 );
 
 // The session without sockets.

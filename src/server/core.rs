@@ -423,7 +423,7 @@ impl<S: Service, K> Core<S, K> {
     /// then nothing is added to it.
     pub fn advance(&mut self, index: usize, may_write: bool) -> Next {
         let paused = self.hold_back(index);
-        let next = match self.answer(index, may_write && !paused) {
+        let next = match self.answer(index, may_write, paused) {
             Next::Keep { .. } => Next::Keep {
                 read: self.may_read(index),
             },
@@ -435,8 +435,11 @@ impl<S: Service, K> Core<S, K> {
         next
     }
 
-    /// Answers what can be answered; `Keep` leaves whether to read to the caller.
-    fn answer(&mut self, index: usize, may_write: bool) -> Next {
+    /// Answers what can be answered; `Keep` leaves whether to read to the caller. A
+    /// connection `paused` for the budget answers nothing new, but what it has written
+    /// still goes out: over TLS it is sealed here (HTTP/2's answers waiting for room follow
+    /// it), which is how a paused connection gets back under its share.
+    fn answer(&mut self, index: usize, may_write: bool, paused: bool) -> Next {
         let share = self.share();
         let Core {
             service,
@@ -458,7 +461,7 @@ impl<S: Service, K> Core<S, K> {
                 false => Next::Keep { read: true },
             };
         }
-        if may_write {
+        if may_write && !paused {
             if let Transport::Tls(tls) = &slot.transport {
                 if tls.chose_h2() {
                     slot.protocol.start_h2(h2_limits(service), *now);
@@ -497,6 +500,8 @@ impl<S: Service, K> Core<S, K> {
                 };
                 session.process(on_message, max_message, *now, buffers, share);
             }
+        }
+        if may_write {
             if let Transport::Tls(tls) = &mut slot.transport {
                 let taken = tls.seal(slot.protocol.unsent(), buffers);
                 slot.protocol.mark_sent(taken, *now);

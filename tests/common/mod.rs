@@ -57,6 +57,34 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A folder for a server's `STATIC_DIR` holding `big.bin`, 300 KiB (HttpArena's largest
+/// static file is that size); removed when dropped.
+pub struct BigFile {
+    pub dir: std::path::PathBuf,
+}
+
+impl BigFile {
+    pub const LEN: usize = 300 * 1024;
+
+    pub fn new(name: &str) -> BigFile {
+        let dir = std::env::temp_dir().join(format!("gnosis-big-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bytes: Vec<u8> = (0..Self::LEN).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.join("big.bin"), bytes).unwrap();
+        BigFile { dir }
+    }
+
+    pub fn env(&self) -> (&'static str, String) {
+        ("STATIC_DIR", self.dir.to_str().unwrap().to_string())
+    }
+}
+
+impl Drop for BigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The ports of a server's listeners beside `--port`, each free.
 pub struct OtherPorts {
     pub h2c: u16,
