@@ -201,9 +201,10 @@ fn h2_over_tls_passes_every_case_where_alpn_offers_it(binary: &str) {
 
 /// h2load fetches a 300 KiB file 400 times, 16 streams at once on each of 4 connections,
 /// over TLS and h2c, from one worker whose budget (1 MB) that overruns many times over: its
-/// connections are paused for the budget, and every answer still arrives (what a paused
-/// connection has written goes on being sealed and sent, and the answers waiting behind it
-/// follow).
+/// connections are paused for the budget, and every answer still arrives: what a paused
+/// connection has written goes on being sealed and sent, and it reads on, so that with
+/// RFC 9113's default windows (64 KiB, `-w 16 -W 16`) the WINDOW_UPDATEs that let its
+/// answers go are read.
 fn large_answers_past_the_budget_all_arrive(binary: &str) {
     let name = std::path::Path::new(binary).file_name().unwrap();
     let file = common::BigFile::new(&format!("h2-{}", name.to_str().unwrap()));
@@ -216,22 +217,25 @@ fn large_answers_past_the_budget_all_arrive(binary: &str) {
     ];
     let extra = ["--threads", "1", "--max-buffered", "1000000"];
     let server = common::Server::start_with_env(binary, &extra, &env);
-    for url in [
+    let urls = [
         format!("https://127.0.0.1:{}/static/big.bin", server.h2_tls_port),
         format!("http://127.0.0.1:{}/static/big.bin", server.h2c_port),
-    ] {
+    ];
+    let windows = [&["-w", "30", "-W", "30"], &["-w", "16", "-W", "16"]];
+    for (url, windows) in urls.iter().flat_map(|url| windows.map(|bits| (url, bits))) {
         let output = Command::new("timeout")
-            .args(["60", "h2load", "-c", "4", "-m", "16", "-n", "400", &url])
+            .args(["60", "h2load", "-c", "4", "-m", "16", "-n", "400", url])
+            .args(windows)
             .output()
             .expect("h2load runs (scripts/test.sh installs nghttp2-client)");
         let report = String::from_utf8_lossy(&output.stdout);
         assert!(
             report.contains("400 succeeded, 0 failed"),
-            "{url}: {report}"
+            "{url} {windows:?}: {report}"
         );
         // h2load's traffic line: "..., <size> (<bytes>) data".
         let data = format!("({}) data", 400 * common::BigFile::LEN);
-        assert!(report.contains(&data), "{url}: {report}");
+        assert!(report.contains(&data), "{url} {windows:?}: {report}");
     }
 }
 

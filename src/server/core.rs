@@ -232,11 +232,14 @@ impl<S: Service, K> Core<S, K> {
     }
 
     /// Whether the server should read from slot `index` now (a lingering one only waits
-    /// for the EOF).
+    /// for the EOF). HTTP/2 reads on while paused for the budget, taking no new request:
+    /// its peer's WINDOW_UPDATEs are what let the answers it holds go.
     fn may_read(&mut self, index: usize) -> bool {
+        let paused = self.hold_back(index);
         let slot = &self.slots[index];
         let wanted = slot.lingering_since.is_some() || slot.protocol.wants_input();
-        !self.hold_back(index) && wanted
+        let reads_paused = matches!(slot.protocol, Protocol::Http2(..));
+        wanted && (!paused || reads_paused)
     }
 
     /// Takes a new connection, of a listener of `listening`, into a slot and returns
@@ -438,7 +441,8 @@ impl<S: Service, K> Core<S, K> {
     /// Answers what can be answered; `Keep` leaves whether to read to the caller. A
     /// connection `paused` for the budget answers nothing new, but what it has written
     /// still goes out: over TLS it is sealed here (HTTP/2's answers waiting for room follow
-    /// it), which is how a paused connection gets back under its share.
+    /// it), and HTTP/2 still reads its frames (windows, resets, pings); that is how a
+    /// paused connection gets back under its share.
     fn answer(&mut self, index: usize, may_write: bool, paused: bool) -> Next {
         let share = self.share();
         let Core {
@@ -460,6 +464,9 @@ impl<S: Service, K> Core<S, K> {
                 true => Next::Close,
                 false => Next::Keep { read: true },
             };
+        }
+        if let (true, Protocol::Http2(conn, _)) = (may_write && paused, &mut slot.protocol) {
+            conn.process(date, *now, buffers);
         }
         if may_write && !paused {
             if let Transport::Tls(tls) = &slot.transport {
