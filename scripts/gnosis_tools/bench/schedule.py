@@ -1,8 +1,11 @@
 """The order of a test's runs: primer, warm-up and levels of each server, the servers alternating
 round by round, side by side or taking turns on a shared port."""
 
+import atexit
+import functools
 import http.client
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -115,9 +118,17 @@ def body_file(size):
     return run_file(f"body-{size}.bin", lambda: os.urandom(size))
 
 
+@functools.cache
+def run_dir():
+    """This run's folder for its files, removed when the tool exits."""
+    path = Path(tempfile.mkdtemp(prefix="bench-files-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def run_file(name, content):
     """A file of this run of the tool, written once from `content()`."""
-    path = Path(tempfile.gettempdir()) / f"bench-{os.getpid()}-{name}"
+    path = run_dir() / name
     if not path.exists():
         data = content()
         path.write_bytes(data) if isinstance(data, bytes) else path.write_text(data)
