@@ -66,6 +66,10 @@ pub struct Connection {
     peer_eof: bool,
     /// The last time a frame arrived or a byte went.
     last_active: Instant,
+    /// Since when answers have waited for the peer's window with nothing else unsent and
+    /// no DATA written: past the send timeout the connection ends, so that a peer that
+    /// never opens its window cannot hold them forever.
+    window_stalled_since: Option<Instant>,
 }
 
 impl Connection {
@@ -91,6 +95,7 @@ impl Connection {
             resets: 0,
             peer_eof: false,
             last_active: now,
+            window_stalled_since: None,
         }
     }
 
@@ -134,6 +139,18 @@ impl Connection {
             self.input.drain(..at);
         }
         self.output.owe_progress(now);
+        self.watch_window(now);
+    }
+
+    /// Starts the clock on answers that wait for the peer's window alone (nothing unsent),
+    /// or stops it.
+    fn watch_window(&mut self, now: Instant) {
+        let waiting = self.output.unsent().is_empty()
+            && self.streams.iter().any(|stream| stream.data_left() > 0);
+        self.window_stalled_since = match waiting {
+            true => self.window_stalled_since.or(Some(now)),
+            false => None,
+        };
     }
 
     /// Reads the frame at the front of `input` and acts on it; returns its length, or 0
@@ -526,6 +543,7 @@ impl Connection {
         self.output.lend(buffers);
         self.respond(index, answer, false, date);
         self.output.owe_progress(now);
+        self.watch_window(now);
     }
 
     /// The connection's own answer to a request it refuses (413, 431).
@@ -609,7 +627,12 @@ impl Connection {
         let room = self.output.room();
         let out = self.output.frames();
         let window = &mut self.send_window;
-        let done = self.streams[index].write_answer(out, window, self.peer.max_frame, room);
+        let stream = &mut self.streams[index];
+        let left = stream.data_left();
+        let done = stream.write_answer(out, window, self.peer.max_frame, room);
+        if stream.data_left() < left {
+            self.window_stalled_since = None;
+        }
         if done {
             self.finish(index);
         }
@@ -705,6 +728,7 @@ impl Connection {
         if !matches!(self.phase, Phase::Failed) {
             self.flush();
             self.output.owe_progress(now);
+            self.watch_window(now);
         }
     }
 
@@ -775,13 +799,17 @@ impl Connection {
             }
     }
 
-    /// The client took too long to read what was unsent at some instant, or nothing moved
-    /// either way for the idle timeout while the server owed it no answer.
+    /// The client took too long to read what was unsent at some instant, or to open its
+    /// window to answers waiting for it, or nothing moved either way for the idle timeout
+    /// while the server owed it no answer.
     pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
         let owes = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
         let idle =
             !self.streams.iter().any(owes) && now.duration_since(self.last_active) > limits.idle;
-        self.output.late(now, limits.send) || idle
+        let window_stalled = self
+            .window_stalled_since
+            .is_some_and(|since| now.duration_since(since) > limits.send);
+        self.output.late(now, limits.send) || window_stalled || idle
     }
 
     /// Gives back the buffers that are empty: the input once every frame in it is read, the

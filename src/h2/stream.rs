@@ -164,6 +164,14 @@ impl Stream {
         true
     }
 
+    /// The answer's DATA bytes still to write.
+    pub fn data_left(&self) -> usize {
+        match &self.state {
+            State::Sending { data, at, .. } => data.len() - at,
+            _ => 0,
+        }
+    }
+
     /// The bytes this stream holds in its buffers.
     pub fn held(&self) -> usize {
         match &self.state {

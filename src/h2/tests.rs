@@ -921,6 +921,42 @@ fn answers_beyond_the_window_wait_for_window_updates() {
 }
 
 #[test]
+fn answers_held_by_a_window_that_never_opens_time_out() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    client.answer(1, &[b'a'; 25]);
+    let frames = client.read();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].kind, HEADERS);
+    let limits = crate::http::TIMEOUTS;
+    let late = |client: &Client, after: Duration| {
+        client.connection.timed_out(Instant::now() + after, &limits)
+    };
+    assert!(!late(&client, limits.send / 2));
+    assert!(late(&client, limits.send + Duration::from_secs(1)));
+    // A window that opens is progress: the clock starts again from the DATA it let go.
+    client.send(&raw(WINDOW_UPDATE, 0, 1, &[0, 0, 0, 10]));
+    assert_eq!(client.read()[0].payload.len(), 10);
+    assert!(!late(&client, limits.send / 2));
+    assert!(late(&client, limits.send + Duration::from_secs(1)));
+    // Once all of it is written nothing waits, and only the idle timeout is left.
+    client.send(&raw(WINDOW_UPDATE, 0, 1, &[0, 0, 0, 15]));
+    assert_eq!(client.read()[0].flags, END_STREAM);
+    assert!(!late(&client, limits.send + Duration::from_secs(1)));
+    // The connection's own window (65,535 by default) holds answers back the same way.
+    let mut client = Client::new(Limits::default());
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    client.answer(1, &vec![b'b'; 70_000]);
+    client.read();
+    assert!(late(&client, limits.send + Duration::from_secs(1)));
+}
+
+#[test]
 fn the_connection_window_is_shared_and_frames_keep_to_the_peer_frame_size() {
     let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20)];
     let mut client = Client::with_settings(Limits::default(), &settings);
