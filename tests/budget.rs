@@ -213,9 +213,11 @@ fn clients_that_never_read_cost_no_more_than_the_budget(binary: &str) {
     // Until the hogs are refused the worker answers what they sent (this is a debug build,
     // on two shared cores), one read's worth each per turn of its loop: a steady client
     // waits for turns, not for the hogs to be done. How long a turn takes depends on what
-    // else the machine runs, and so does the flood's length: the bound is a share of it.
+    // else the machine runs, and so does the flood's length: the bound is a share of it,
+    // half (a loaded machine has made one turn take 0.42 of it): a steady client that
+    // waited for the hogs to be done would wait for all of it.
     assert!(
-        slowest < Duration::from_secs(3).max(flood / 3),
+        slowest < Duration::from_secs(3).max(flood / 2),
         "a steady client waited {slowest:?} during a flood of {flood:?} (of {answered} \
          requests)"
     );
