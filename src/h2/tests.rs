@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
-use super::hpack::{self, BlockError, Decoder};
+use super::hpack::{self, hex, BlockError, Decoder};
 use proptest::prelude::*;
 
 use super::{Answer, Connection, Limits, PREFACE};
@@ -349,17 +349,6 @@ fn a_header_block_larger_than_a_frame_goes_on_in_continuation_frames() {
 }
 
 // HPACK.
-
-fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text
-        .bytes()
-        .filter(|byte| !byte.is_ascii_whitespace())
-        .collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
-}
 
 /// RFC 7541 Appendix C.3 (literals) and C.4 (Huffman-coded): three requests on one
 /// connection, each later one using the dynamic table the earlier ones filled.

@@ -376,3 +376,16 @@ fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
 
 #[cfg(test)]
 mod tests;
+
+/// Bytes from hex digits, whitespace ignored: RFC 7541's examples, as the tests write them.
+#[cfg(test)]
+pub(crate) fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text
+        .bytes()
+        .filter(|byte| !byte.is_ascii_whitespace())
+        .collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+        .collect()
+}

@@ -4,19 +4,9 @@
 use proptest::prelude::*;
 
 use super::decoder::{DecodeError, Decoder};
+use super::hex;
 use super::huffman::HuffmanError;
 use super::table;
-
-fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text
-        .bytes()
-        .filter(|byte| !byte.is_ascii_whitespace())
-        .collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
-}
 
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 

@@ -1,17 +1,7 @@
 use proptest::prelude::*;
 
 use super::{codes, decode, HuffmanError, CODE_LENGTHS, EOS};
-
-fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text
-        .bytes()
-        .filter(|byte| !byte.is_ascii_whitespace())
-        .collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
-}
+use crate::h2::hpack::hex;
 
 /// Huffman-codes `bytes` with the codes of `codes()`, padded with ones: the test's encoder
 /// (the server never Huffman-codes).
