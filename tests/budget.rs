@@ -2,10 +2,12 @@
 //! and never read cost no more than `--max-buffered` while others are served; a client that
 //! reads too slowly is closed after `--send-timeout`; beyond `--max-conns` accepts pause
 //! until a connection closes; an idle upgraded WebSocket connection costs less than 4 KiB
-//! (issue #29). Both binaries, over real sockets.
+//! (issue #29), and so does an idle HTTP/2 one (issue #30). Both binaries, over real
+//! sockets.
 
 mod common;
 
+use std::any::Any;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::FromRawFd;
@@ -13,7 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ::gnosis::transport::test_pair;
+use common::tls::tls13;
 use common::{cpu_seconds, rss_kib, Client, Server};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConnection, StreamOwned};
 
 /// Taken by each test: they measure a server's memory and latency under a flood, which
 /// another test's flood on the same two cores would distort.
@@ -375,9 +381,180 @@ fn an_idle_upgraded_connection_costs_less_than_4_kib(binary: &str) {
     drop((warm, idle));
 }
 
+/// HPACK fields for an HTTP/2 request header block (RFC 7541, 6.2): a literal whose name
+/// is a static table entry below 15, not indexed, which leaves the server's dynamic table
+/// empty.
+fn not_indexed(block: &mut Vec<u8>, name_index: u8, value: &[u8]) {
+    block.extend_from_slice(&[name_index, value.len() as u8]);
+    block.extend_from_slice(value);
+}
+
+/// A literal with its own name, with incremental indexing: the server's dynamic table keeps
+/// it, as real clients' encoders (nghttp2's, curl's, browsers') have it keep theirs.
+fn indexed(block: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    block.extend_from_slice(&[0x40, name.len() as u8]);
+    block.extend_from_slice(name);
+    block.push(value.len() as u8);
+    block.extend_from_slice(value);
+}
+
+/// `GET /baseline2?a=1&b=2` as an HTTP/2 header block: `:method GET` and `:scheme http`
+/// from the static table, `:path` and `:authority` literals not indexed, then `extra`.
+fn baseline2_block(extra: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86];
+    not_indexed(&mut block, 4, b"/baseline2?a=1&b=2");
+    not_indexed(&mut block, 1, b"localhost");
+    for (name, value) in extra {
+        indexed(&mut block, name, value);
+    }
+    block
+}
+
+/// An HTTP/2 connection: the preface and an empty SETTINGS, the server's SETTINGS
+/// acknowledged, and one request (`block`, on stream 1) answered with "3"; then it is left
+/// idle.
+fn idle_h2<S: Read + Write>(mut stream: S, block: &[u8]) -> S {
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    let len = (block.len() as u32).to_be_bytes();
+    // HEADERS with END_STREAM and END_HEADERS.
+    hello.extend_from_slice(&[len[1], len[2], len[3], 0x01, 0x05, 0, 0, 0, 1]);
+    hello.extend_from_slice(block);
+    stream.write_all(&hello).unwrap();
+    let (mut settings_acked, mut body, mut answered) = (false, Vec::new(), false);
+    while !(settings_acked && answered) {
+        let mut head = [0u8; 9];
+        stream.read_exact(&mut head).unwrap();
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let (kind, flags) = (head[3], head[4]);
+        let mut payload = vec![0; len];
+        stream.read_exact(&mut payload).unwrap();
+        match (kind, flags & 0x01 != 0) {
+            // The server's SETTINGS, acknowledged; then its ACK of ours.
+            (0x04, false) => stream.write_all(b"\0\0\0\x04\x01\0\0\0\0").unwrap(),
+            (0x04, true) => settings_acked = true,
+            (0x00, end_stream) => {
+                body.extend_from_slice(&payload);
+                answered = end_stream;
+            }
+            (0x01, end_stream) => answered = end_stream,
+            other => panic!("unexpected frame {other:?}: {payload:?}"),
+        }
+    }
+    assert_eq!(body, b"3");
+    stream
+}
+
+fn connected(port: u16) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// An idle h2c connection by prior knowledge (see [`idle_h2`]).
+fn idle_h2c(port: u16, block: &[u8]) -> Box<dyn Any> {
+    Box::new(idle_h2(connected(port), block))
+}
+
+/// An idle HTTP/2 connection over TLS 1.3, `h2` chosen by ALPN (see [`idle_h2`]).
+fn idle_h2_tls(port: u16, block: &[u8]) -> Box<dyn Any> {
+    let name = ServerName::try_from("localhost").unwrap();
+    let session = ClientConnection::new(tls13(&[b"h2"]), name).unwrap();
+    let stream = idle_h2(StreamOwned::new(session, connected(port)), block);
+    assert_eq!(stream.conn.alpn_protocol(), Some(&b"h2"[..]));
+    Box::new(stream)
+}
+
+/// Idle HTTP/2 connections, after SETTINGS and one request, hold no buffer: an h2c one
+/// costs its slot and its boxed connection, less than 4 KiB, while the client's HPACK table
+/// is empty (measured: about 0.8 KiB). One whose client indexed a few fields (as h2load's
+/// nghttp2 does) holds that table too (about 1.1 KiB in all), and one whose client filled it
+/// (4 KiB of fields) the table's whole buffer (9.6 KiB); over TLS the session's state comes
+/// on top (8.7 KiB). Printed with
+/// `cargo test --release --test budget idle_h2 -- --nocapture` (docs/BENCHMARKS.md).
+fn an_idle_h2_connection_holds_no_buffer(binary: &str) {
+    const CONNECTIONS: usize = 2000;
+    let _alone = one_at_a_time();
+    common::raise_open_files_limit(4 * CONNECTIONS as u64 + 256);
+    let pair = test_pair();
+    let env = [
+        ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
+        ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
+        no_database()[0].clone(),
+    ];
+    let server = Server::start_with_env(binary, &[], &env);
+    let like_h2load: &[(&[u8], &[u8])] = &[(b"user-agent", b"h2load nghttp2/1.52.0")];
+    let filler = [b'x'; 100];
+    let names: Vec<String> = (0..40).map(|i| format!("x-field-{i:02}")).collect();
+    let filled: Vec<(&[u8], &[u8])> = names
+        .iter()
+        .map(|name| (name.as_bytes(), &filler[..]))
+        .collect();
+    type Connect = fn(u16, &[u8]) -> Box<dyn Any>;
+    let (h2c, tls) = (server.h2c_port, server.h2_tls_port);
+    let cases: [(&str, Connect, u16, Vec<u8>); 4] = [
+        (
+            "h2c, empty HPACK table",
+            idle_h2c,
+            h2c,
+            baseline2_block(&[]),
+        ),
+        (
+            "h2c, h2load's fields indexed",
+            idle_h2c,
+            h2c,
+            baseline2_block(like_h2load),
+        ),
+        (
+            "h2c, a full HPACK table",
+            idle_h2c,
+            h2c,
+            baseline2_block(&filled),
+        ),
+        (
+            "TLS, h2load's fields indexed",
+            idle_h2_tls,
+            tls,
+            baseline2_block(like_h2load),
+        ),
+    ];
+    // Warm up: the threads' pools and first buffers are not the idle connections' doing,
+    // nor gnosis-uring's receive buffers (1,024 of 4 KiB a thread, touched one receive at
+    // a time).
+    let warm: Vec<Box<dyn Any>> = cases
+        .iter()
+        .flat_map(|(_, connect, port, block)| (0..32).map(|_| connect(*port, block)))
+        .collect();
+    for mut client in (0..32).map(|_| server.connect()) {
+        for _ in 0..128 {
+            assert_eq!(client.get("/plaintext").status, 200);
+        }
+    }
+    let mut idle = Vec::new();
+    let mut costs = Vec::new();
+    for (case, connect, port, block) in &cases {
+        let rss_before = rss_kib(server.pid());
+        idle.extend((0..CONNECTIONS).map(|_| connect(*port, block)));
+        let per_connection =
+            rss_kib(server.pid()).saturating_sub(rss_before) * 1024 / CONNECTIONS as u64;
+        eprintln!("{binary}: {per_connection} bytes per idle HTTP/2 connection, {case}");
+        costs.push(per_connection);
+    }
+    assert!(costs[0] < 4096, "{} bytes each, empty table", costs[0]);
+    // A few fields indexed: a few hundred bytes more.
+    assert!(costs[1] < 4096, "{} bytes each, h2load's fields", costs[1]);
+    // The table's bytes and fields, at most 10 KiB, on top.
+    assert!(costs[2] < 4096 + 10 * 1024, "{} bytes each, full", costs[2]);
+    // What rustls keeps of a session at rest (about 7.6 KiB, src/transport/tls.rs) on top.
+    assert!(costs[3] < 4096 + 8 * 1024, "{} bytes each, TLS", costs[3]);
+    drop((warm, idle));
+}
+
 test_both_binaries! {
     gnosis, gnosis_uring;
     an_idle_upgraded_connection_costs_less_than_4_kib,
+    an_idle_h2_connection_holds_no_buffer,
     clients_that_never_read_cost_no_more_than_the_budget,
     a_reader_that_makes_no_progress_is_closed,
     accepts_pause_at_the_connection_cap,

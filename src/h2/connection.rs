@@ -46,8 +46,6 @@ pub struct Connection {
     /// Received bytes not yet read as frames.
     input: Vec<u8>,
     output: Output,
-    /// A scratch buffer for an answer's header block.
-    block: Vec<u8>,
     decoder: Decoder,
     peer: PeerSettings,
     /// What the server may send on the connection.
@@ -83,7 +81,6 @@ impl Connection {
             phase: Phase::Preface,
             input: Vec::new(),
             output,
-            block: Vec::new(),
             decoder: Decoder::new(),
             peer: PeerSettings::default(),
             send_window: DEFAULT_WINDOW,
@@ -119,6 +116,7 @@ impl Connection {
             return;
         }
         self.output.lend(buffers);
+        self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);
         let mut at = 0;
         while self.output.room() > 0 {
@@ -577,17 +575,11 @@ impl Connection {
         data.clear();
         let body = if head_only { &[][..] } else { answer.body };
         let end_stream = body.is_empty() && answer.trailers.is_empty();
-        self.block.clear();
-        let (status, content_type) = (answer.status, answer.content_type);
-        hpack::encode_answer(
-            &mut self.block,
-            status,
-            content_type,
-            answer.body.len(),
-            date,
-        );
+        let (status, content_type, len) = (answer.status, answer.content_type, answer.body.len());
         let out = self.output.frames();
-        frame::write_headers(out, id, &self.block, end_stream, self.peer.max_frame);
+        frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
+            hpack::encode_answer(block, status, content_type, len, date)
+        });
         let mut trailers = Vec::new();
         hpack::encode_trailers(&mut trailers, answer.trailers);
         // What the windows let go at once is written from the answer itself; only the rest
@@ -760,18 +752,17 @@ impl Connection {
     }
 
     /// What the connection holds in memory, for the worker's budget: its buffers, its
-    /// streams' and the HPACK decoder's dynamic table at its fullest.
+    /// streams' and the HPACK decoder's.
     pub fn held(&self) -> usize {
         self.input.capacity()
             + self.output.capacity()
-            + self.block.capacity()
             + self
                 .pending_block
                 .as_ref()
                 .map_or(0, |block| block.bytes.capacity())
             + self.streams.capacity() * std::mem::size_of::<Stream>()
             + self.streams.iter().map(Stream::held).sum::<usize>()
-            + hpack::DECODER_HELD
+            + self.decoder.held()
     }
 
     /// Whether the connection takes more bytes now: not once it failed, nor while it holds
@@ -813,17 +804,23 @@ impl Connection {
     }
 
     /// Gives back the buffers that are empty: the input once every frame in it is read, the
-    /// output once all of it is sent.
+    /// output once all of it is sent, the decoder's scratch (empty between blocks), and the
+    /// streams' list once no stream is open, so that an idle connection holds none.
     pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
         if self.input.is_empty() && self.input.capacity() > 0 {
             buffers.give_back(std::mem::take(&mut self.input));
         }
         self.output.give_back_idle(buffers);
+        self.decoder.give_back(buffers);
+        if self.streams.is_empty() {
+            self.streams = Vec::new();
+        }
     }
 
     /// Gives every buffer back: the connection is closed.
     pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
         buffers.give_back(std::mem::take(&mut self.input));
         self.output.give_back_all(buffers);
+        self.decoder.give_back(buffers);
     }
 }

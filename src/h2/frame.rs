@@ -260,9 +260,13 @@ pub fn valid_max_frame_size(value: u32) -> bool {
 }
 
 pub fn write_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
-    out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-    out.extend_from_slice(&[kind, flags]);
-    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(&head(len, kind, flags, stream));
+}
+
+fn head(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEAD_LEN] {
+    let [_, len @ ..] = (len as u32).to_be_bytes();
+    let [s0, s1, s2, s3] = stream.to_be_bytes();
+    [len[0], len[1], len[2], kind, flags, s0, s1, s2, s3]
 }
 
 pub fn write_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
@@ -329,6 +333,31 @@ pub fn write_headers(
         }
         (kind, flags) = (CONTINUATION, 0);
     }
+}
+
+/// Writes a header block that `encode` appends to `out`, in HEADERS (and CONTINUATION
+/// frames if it is longer than `max_frame`): the block is encoded in place after its frame
+/// head, so that a connection keeps no buffer for it; only a block too long for one frame
+/// is copied out to be split.
+pub fn write_encoded_headers(
+    out: &mut Vec<u8>,
+    stream: u32,
+    end_stream: bool,
+    max_frame: usize,
+    encode: impl FnOnce(&mut Vec<u8>),
+) {
+    let head_at = out.len();
+    write_head(out, 0, HEADERS, 0, stream);
+    encode(out);
+    let len = out.len() - head_at - HEAD_LEN;
+    if len > max_frame {
+        let block = out.split_off(head_at + HEAD_LEN);
+        out.truncate(head_at);
+        write_headers(out, stream, &block, end_stream, max_frame);
+        return;
+    }
+    let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };
+    out[head_at..head_at + HEAD_LEN].copy_from_slice(&head(len, HEADERS, flags, stream));
 }
 
 /// The error codes the server sends (RFC 9113, section 7).

@@ -223,26 +223,31 @@ pub fn write_data(
     at
 }
 
-/// The streams closed lately, and whether by the server's RST_STREAM.
+/// Marks a remembered stream as reset by the server: stream identifiers have 31 bits.
+const BY_RESET: u32 = 1 << 31;
+
+/// The streams closed lately, each with [`BY_RESET`] if the server's RST_STREAM closed it
+/// (one word each: this is in every connection).
 #[derive(Default)]
 pub struct Closed {
-    streams: [(u32, bool); RECENTLY_CLOSED],
-    next: usize,
+    streams: [u32; RECENTLY_CLOSED],
+    next: u8,
 }
 
 impl Closed {
     pub fn remember(&mut self, stream: u32, by_reset: bool) {
-        self.streams[self.next] = (stream, by_reset);
-        self.next = (self.next + 1) % RECENTLY_CLOSED;
+        let mark = if by_reset { BY_RESET } else { 0 };
+        self.streams[self.next as usize] = stream | mark;
+        self.next = (self.next + 1) % RECENTLY_CLOSED as u8;
     }
 
     /// Whether the server reset `stream` lately.
     pub fn by_reset(&self, stream: u32) -> bool {
-        self.streams.contains(&(stream, true))
+        self.streams.contains(&(stream | BY_RESET))
     }
 
     /// Whether `stream` closed lately otherwise (both ends done, or the peer's reset).
     pub fn otherwise(&self, stream: u32) -> bool {
-        self.streams.contains(&(stream, false))
+        self.streams.contains(&stream)
     }
 }

@@ -323,6 +323,19 @@ fn each_frame_type_checks_its_stream_and_size() {
 }
 
 #[test]
+fn a_header_block_encoded_in_place_is_framed_as_one_written_whole() {
+    for (len, max_frame) in [(0, 10), (10, 10), (25, 10), (25, 16_384)] {
+        let mut whole = b"before".to_vec();
+        frame::write_headers(&mut whole, 3, &vec![7; len], false, max_frame);
+        let mut in_place = b"before".to_vec();
+        frame::write_encoded_headers(&mut in_place, 3, false, max_frame, |out| {
+            out.extend(std::iter::repeat_n(7, len))
+        });
+        assert_eq!(in_place, whole, "{len} bytes, frames of {max_frame}");
+    }
+}
+
+#[test]
 fn a_header_block_larger_than_a_frame_goes_on_in_continuation_frames() {
     let mut out = Vec::new();
     frame::write_headers(&mut out, 3, &[7; 25], true, 10);
@@ -1043,8 +1056,33 @@ fn an_idle_connection_holds_little_after_a_large_answer() {
     client.answer(1, &[b'a'; 200_000]);
     assert!(client.connection.held() > 200_000);
     while !client.read().is_empty() {}
+    // Its client indexed no field: nothing at all.
+    assert_eq!(client.connection.held(), 0);
+}
+
+#[test]
+fn an_idle_connection_holds_only_the_fields_its_client_indexed() {
+    let mut client = Client::new(Limits::default());
+    let fields = [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        (":authority", "a"),
+        // Not in the static table: the encoder indexes it.
+        ("x-client", "gnosis-test"),
+    ];
+    let request = client.headers(1, &fields, true);
+    client.send(&request);
+    client.answer_next();
+    client.read();
     let held = client.connection.held();
-    assert!(held < 16 * 1024, "{held}");
+    assert!(held > 0 && held <= 512, "{held}");
+    // The same again: the table does not grow.
+    let request = client.headers(3, &fields, true);
+    client.send(&request);
+    client.answer_next();
+    client.read();
+    assert_eq!(client.connection.held(), held);
 }
 
 #[test]
@@ -1399,4 +1437,12 @@ proptest! {
             client.read();
         }
     }
+}
+
+/// Every HTTP/2 connection, idle or not, is boxed in its slot (132 bytes more before its list
+/// of recently closed streams took one word a stream).
+#[test]
+fn a_connection_is_small_to_keep() {
+    let size = std::mem::size_of::<Connection>();
+    assert!(size <= 512, "{size} bytes");
 }

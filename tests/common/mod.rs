@@ -543,6 +543,7 @@ pub mod cluster;
 pub mod fake_pg;
 pub mod pg;
 pub mod proxy;
+pub mod tls;
 
 /// The CPU time (user + system) process `pid` has used, in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {

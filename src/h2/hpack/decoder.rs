@@ -1,19 +1,13 @@
 //! The HPACK decoder of one connection (RFC 7541): a header block in, each field out to a
 //! callback as a name and a value borrowed from the block, the tables, or the decoder's
-//! scratch buffer (Huffman-coded strings, decoded there): nothing is allocated per field.
+//! scratch buffer (Huffman-coded strings, decoded there; lent from the worker's pool while
+//! the connection reads): nothing is allocated per field.
 
 use std::ops::Range;
 
 use super::huffman::{self, HuffmanError};
 use super::table::{self, DynamicTable, Field, Name};
-
-/// The scratch buffer's capacity kept between blocks; one grown past it by a long string is
-/// dropped.
-const SCRATCH_KEPT: usize = 1024;
-
-/// What a decoder holds at most between blocks: its dynamic table at its fullest and its
-/// scratch buffer.
-pub const HELD: usize = table::HELD + SCRATCH_KEPT;
+use crate::http::{lent, BufferPool};
 
 /// Why a header block cannot be decoded; the decoder's state is then lost (RFC 7541, 2.3
 /// and 5-6): a connection error (COMPRESSION_ERROR, RFC 9113 4.3).
@@ -135,21 +129,25 @@ impl Decoder {
         }
     }
 
+    /// Gives the decoder a scratch buffer from `buffers` if it has none, for the blocks
+    /// decoded next (without one, it allocates its own).
+    pub fn lend(&mut self, buffers: &mut BufferPool) {
+        lent(&mut self.scratch, buffers);
+    }
+
+    /// Gives the scratch buffer back: it holds nothing between blocks.
+    pub fn give_back(&mut self, buffers: &mut BufferPool) {
+        buffers.give_back(std::mem::take(&mut self.scratch));
+    }
+
+    /// What the decoder holds: its dynamic table's buffers and its scratch buffer.
+    pub fn held(&self) -> usize {
+        self.table.held() + self.scratch.capacity()
+    }
+
     /// Decodes a header block, handing each field to `field` in order. On an error the
     /// fields before it have been handed out, and the decoder is of no further use.
     pub fn decode(
-        &mut self,
-        block: &[u8],
-        field: impl FnMut(&[u8], &[u8]),
-    ) -> Result<(), DecodeError> {
-        let decoded = self.decode_fields(block, field);
-        if self.scratch.capacity() > SCRATCH_KEPT {
-            self.scratch = Vec::new();
-        }
-        decoded
-    }
-
-    fn decode_fields(
         &mut self,
         block: &[u8],
         mut field: impl FnMut(&[u8], &[u8]),

@@ -4,8 +4,9 @@
 //! Decoding is ours (`decoder`, with `huffman` and `table`): each field is handed to a
 //! callback borrowed from the block, the tables or one scratch buffer, Huffman-coded
 //! strings are decoded four bits a step through a table built at compile time, and the
-//! dynamic table keeps its fields' bytes in one bounded buffer: decoding a block allocates
-//! nothing. Why ours: the HPACK crate used before, `loona-hpack` (the one still kept),
+//! dynamic table keeps its fields' bytes in one bounded buffer, which grows (by doubling,
+//! to at most 8 KiB) only as fields are added to it: decoding a block allocates nothing
+//! else, and a connection whose client indexes nothing holds no table. Why ours: the HPACK crate used before, `loona-hpack` (the one still kept),
 //! built a `HashMap` of the Huffman code for every Huffman-coded string it decoded, about
 //! 78% of the server's CPU under h2load, whose header values are Huffman-coded as
 //! browsers' are. Measured under `h2load -c 64 -m 100` h2c (docs/BENCHMARKS.md, issue
@@ -30,9 +31,6 @@ mod huffman;
 mod table;
 
 pub use decoder::Decoder;
-
-/// What a decoder holds at most: its dynamic table at its fullest and its scratch buffer.
-pub const DECODER_HELD: usize = decoder::HELD;
 
 /// Why a decoded header block is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,9 +5,10 @@
 //! The dynamic table keeps its fields' bytes in one buffer, oldest first, and the fields
 //! themselves (where their bytes start, their lengths) in a ring, newest at the front.
 //! Evicting a field only drops it from the ring; its bytes go when the buffer is full and
-//! what is still live moves to its start. The buffer is twice the largest table, so that
-//! this happens at most once per table's worth of bytes added (a field is copied once on
-//! the way in and at most once more).
+//! what is still live moves to its start. The buffer grows with what is added, up to twice
+//! the largest table, so that moving happens at most once per table's worth of bytes added
+//! (a field is copied once on the way in and at most once more). A table nothing was added
+//! to holds nothing, and one of a few fields (what clients' encoders index) little.
 
 use std::collections::VecDeque;
 
@@ -20,13 +21,19 @@ pub const ALLOWED_SIZE: usize = 4096;
 const FIELD_OVERHEAD: usize = 32;
 
 /// The most fields a table of `ALLOWED_SIZE` holds: empty names and values.
+#[cfg(test)]
 const MOST_FIELDS: usize = ALLOWED_SIZE / FIELD_OVERHEAD;
 
-/// The buffer of the fields' bytes: the live bytes (below `ALLOWED_SIZE`) and a field being
-/// added (below it too) always fit.
+/// The buffer of the fields' bytes at its largest: the live bytes (below `ALLOWED_SIZE`) and
+/// a field being added (below it too) always fit.
 const BYTES_CAPACITY: usize = 2 * ALLOWED_SIZE;
 
-/// What a dynamic table holds at its fullest: its bytes and its ring of fields.
+/// The buffer's first capacity: a few fields' worth.
+const FIRST_BYTES_CAPACITY: usize = 256;
+
+/// What a dynamic table holds at its fullest: its bytes and its ring of fields (which grows
+/// by doubling to at most `MOST_FIELDS`).
+#[cfg(test)]
 pub const HELD: usize = BYTES_CAPACITY + MOST_FIELDS * std::mem::size_of::<Entry>();
 
 /// RFC 7541, Appendix A.
@@ -190,13 +197,7 @@ impl DynamicTable {
             self.evict_down_to(0);
             return;
         }
-        if self.bytes.capacity() == 0 {
-            self.bytes.reserve_exact(BYTES_CAPACITY);
-            self.entries.reserve_exact(MOST_FIELDS);
-        }
-        if self.bytes.len() + name_len + value.len() > BYTES_CAPACITY {
-            self.move_live_bytes_to_start();
-        }
+        self.make_room(name_len + value.len());
         let start = self.base + self.bytes.len();
         // The name is copied before anything is evicted: it may be an evicted field's.
         match name {
@@ -227,6 +228,25 @@ impl DynamicTable {
         }
     }
 
+    /// Makes room in the buffer for `added` more bytes: once it is full, the live bytes move
+    /// to its start, and it doubles (up to [`BYTES_CAPACITY`]) if they and the new ones
+    /// would take more than half of it, so that it fills again only after at least as many
+    /// bytes as were moved were added.
+    fn make_room(&mut self, added: usize) {
+        let capacity = self.bytes.capacity();
+        if self.bytes.len() + added <= capacity {
+            return;
+        }
+        self.move_live_bytes_to_start();
+        let needed = self.bytes.len() + added;
+        if 2 * needed > capacity && capacity < BYTES_CAPACITY {
+            let capacity = (2 * needed)
+                .next_power_of_two()
+                .clamp(FIRST_BYTES_CAPACITY, BYTES_CAPACITY);
+            self.bytes.reserve_exact(capacity - self.bytes.len());
+        }
+    }
+
     /// Drops the bytes of evicted fields, moving the live ones to the buffer's start.
     fn move_live_bytes_to_start(&mut self) {
         let live_from = self
@@ -253,7 +273,6 @@ impl DynamicTable {
     }
 
     /// The bytes this table holds.
-    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.bytes.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>()
     }

@@ -380,6 +380,35 @@ fn any_blocks() -> impl Strategy<Value = Vec<Vec<(Vec<u8>, Vec<u8>)>>> {
     proptest::collection::vec(proptest::collection::vec(field, 0..16), 1..12)
 }
 
+#[test]
+fn a_table_holds_nothing_until_a_field_is_added_and_grows_with_its_fields() {
+    let mut decoder = Decoder::new();
+    // :method GET indexed, :path literal not indexed: nothing enters the table.
+    let block = hex("82 04 01 2f");
+    assert_eq!(
+        decode(&mut decoder, &block),
+        Ok(owned(&[(":method", "GET"), (":path", "/")]))
+    );
+    assert_eq!(decoder.table().held(), 0);
+    // One field indexed (RFC 7541, C.2.1): a few fields' worth, not the largest table's.
+    let block = hex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572");
+    decode(&mut decoder, &block).unwrap();
+    let small = decoder.table().held();
+    assert!(small > 0 && small <= 512, "{small}");
+    // Filled, and filled again many times over: at most the largest table's.
+    let value = [b'v'; 100];
+    for round in 0..200u32 {
+        let mut block = vec![0x40, 4];
+        block.extend_from_slice(format!("k{:03}", round % 1000).as_bytes());
+        block.push(value.len() as u8);
+        block.extend_from_slice(&value);
+        decode(&mut decoder, &block).unwrap();
+        assert!(decoder.table().held() <= table::HELD);
+    }
+    assert!(decoder.table().size() > table::ALLOWED_SIZE - 140);
+    assert!(decoder.table().held() > table::ALLOWED_SIZE);
+}
+
 proptest! {
     #[test]
     fn blocks_of_an_independent_encoder_decode_as_encoded(blocks in any_blocks()) {
