@@ -1440,9 +1440,9 @@ proptest! {
 }
 
 /// Every HTTP/2 connection, idle or not, is boxed in its slot (132 bytes more before its list
-/// of recently closed streams took one word a stream).
+/// of recently closed streams took one word a stream; 16 of it the window's stall clock).
 #[test]
 fn a_connection_is_small_to_keep() {
     let size = std::mem::size_of::<Connection>();
-    assert!(size <= 512, "{size} bytes");
+    assert!(size <= 528, "{size} bytes");
 }
