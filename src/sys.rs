@@ -3,13 +3,13 @@
 //! rustix gives each call a safe, typed signature (borrowed descriptors, checked buffers,
 //! `Errno` results) and on Linux makes it directly, without libc's wrapper: the same calls
 //! as before (`send` is one `sendto`, reads are `read` and `recvfrom`), and no `unsafe`
-//! here. Two names differ under strace: epoll's wait is `epoll_pwait` with no signal mask
+//! here but for the one option rustix lacks (`set_receive_low_water`). Two names differ under strace: epoll's wait is `epoll_pwait` with no signal mask
 //! and the start-up client's poll is `ppoll`, which the kernel runs as `epoll_wait` and
 //! `poll` (with a nanosecond timeout).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -100,6 +100,28 @@ pub fn read_into(fd: impl AsFd, buf: &mut Vec<u8>, min_spare: usize) -> io::Resu
     // Never no room: a read into none returns 0, which would look like end of stream.
     buf.reserve(min_spare.max(1));
     Ok(rustix::io::read(fd, spare_capacity(buf))?)
+}
+
+/// Asks the kernel not to report `socket` readable, nor to complete a receive waiting on
+/// it, before `bytes` have arrived (`SO_RCVLOWAT`); its EOF and errors are reported
+/// whatever the mark. rustix has no call for this option: libc's is the one `unsafe` here.
+pub fn set_receive_low_water(socket: impl AsFd, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor is borrowed for the call, and the option's value is a live
+    // `c_int` whose size is the length given.
+    let done = unsafe {
+        libc::setsockopt(
+            socket.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    match done {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
 }
 
 /// Sends what it can of `data`; never raises SIGPIPE.

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from . import __doc__ as overview
-from . import bench, certificate, dataset, dockerfile_check, export, soak
+from . import bench, certificate, dataset, dockerfile_check, export, soak, syscalls
 from .verify import httparena, tfb
 
 
@@ -33,6 +33,7 @@ def parser():
     command(commands, "dockerfile-check", dockerfile_check)
     command(commands, "bench", bench)
     command(commands, "soak", soak)
+    command(commands, "syscalls", syscalls)
     command(commands, "dataset", dataset)
     command(commands, "certificate", certificate)
     return top

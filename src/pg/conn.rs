@@ -22,7 +22,7 @@ use self::startup::Handshake;
 use super::protocol;
 use super::target::Target;
 
-pub use self::session::{Event, QueryError, Row, Sink};
+pub use self::session::{Event, Floors, QueryError, Row, Sink};
 pub use self::setup::{Options, Statement, DEFAULT_TIMEOUT, MAX_ROWS};
 pub use super::error::DbError;
 pub use super::protocol::Param;
@@ -328,6 +328,25 @@ impl PgConn {
     /// queries (of the available statements).
     pub fn is_ready(&self) -> bool {
         matches!(self.phase, Phase::Ready(_))
+    }
+
+    /// The fewest bytes the socket must still deliver before the oldest request's queries
+    /// are all answered, and in all (what is buffered undecoded counted as delivered); `None`
+    /// while nothing is awaited, 1 while the connection starts up. A mover may ask the kernel
+    /// not to wake it for fewer (`SO_RCVLOWAT`), but never for more than is owed.
+    pub fn read_low_water(&self) -> Option<Floors> {
+        let buffered = self.read_end - self.read_start;
+        let less_buffered = |floor: usize| floor.saturating_sub(buffered).max(1);
+        match &self.phase {
+            Phase::Ready(session) => session.answer_floors(&self.setup).map(|floors| Floors {
+                request: less_buffered(floors.request),
+                owed: less_buffered(floors.owed),
+            }),
+            _ => Some(Floors {
+                request: 1,
+                owed: 1,
+            }),
+        }
     }
 
     /// Queries held, not answered yet.

@@ -45,6 +45,8 @@ pub struct Link {
     /// socket closed: the kernel may be reading them (io_uring).
     out: Vec<u8>,
     sent: usize,
+    /// The socket's receive low-water mark as last ordered (a new socket's is 1).
+    low_water: usize,
 }
 
 impl Link {
@@ -55,6 +57,7 @@ impl Link {
             socket: Socket::None,
             out: Vec::with_capacity(64 * 1024),
             sent: 0,
+            low_water: 1,
         }
     }
 
@@ -107,6 +110,7 @@ impl Link {
         match result {
             Ok(()) => {
                 self.socket = Socket::Open(generation);
+                self.low_water = 1;
                 self.conn.connected(now);
             }
             Err(error) => self
@@ -179,6 +183,27 @@ impl Link {
             self.conn.take_output(&mut self.out);
         }
         &self.out[self.sent..]
+    }
+
+    /// The receive low-water mark the mover should give the socket now (`SO_RCVLOWAT`: the
+    /// kernel reports it readable once that many bytes are in, or at its EOF or an error), if
+    /// it should change: asked before each wait. PostgreSQL flushes each query's answer on its
+    /// own (a Sync each), so without a mark a worker waiting on a request's 20 queries wakes
+    /// for every two or three answers. The mark never exceeds the bytes sure to come before
+    /// the oldest request is answered; it is raised only to twice or more, and lowered only
+    /// when it would exceed all that is owed (never holding back an answer owed), so that a
+    /// busy link, whose later requests' answers are coming anyway, does not pay a system call
+    /// per wake-up.
+    pub fn low_water_order(&mut self) -> Option<usize> {
+        if !self.is_current() {
+            return None;
+        }
+        let floors = self.conn.read_low_water()?;
+        let change = self.low_water > floors.owed || floors.request >= 2 * self.low_water;
+        change.then(|| {
+            self.low_water = floors.request;
+            floors.request
+        })
     }
 
     /// Whether there are bytes to send, for a mover that waits for room to send them; unlike

@@ -663,6 +663,12 @@ impl<S: Service, K> Core<S, K> {
         self.pool.link_mut(index).unsent()
     }
 
+    /// The receive low-water mark to give link `index`'s socket before waiting, if it should
+    /// change (see `Link::low_water_order`).
+    pub fn link_low_water(&mut self, index: usize) -> Option<usize> {
+        self.pool.link_mut(index).low_water_order()
+    }
+
     /// Whether the link has bytes to send, for a backend that waits for room to send them;
     /// unlike [`Core::link_unsent`], it changes nothing.
     pub fn link_has_unsent(&self, index: usize) -> bool {

@@ -4,6 +4,8 @@
 //! An iteration: wait for events; read and answer HTTP requests (database requests queue
 //! their queries); read PostgreSQL answers, whose finished responses go to their HTTP
 //! connections; then send every queued query with one write per PostgreSQL connection.
+//! Before waiting, each PostgreSQL socket gets the receive low-water mark its link asks for,
+//! so that the answers to a request's queries wake the worker a few times, not once each.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -337,7 +339,7 @@ impl<S: Service> Worker<S> {
     }
 
     /// Opens and closes the links' sockets as the core orders, and keeps epoll watching
-    /// each for what it waits on.
+    /// each for what it waits on, from the receive low-water mark the core asks for.
     fn sync_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
             // A socket closed at once may be followed by the connect of the next.
@@ -377,6 +379,13 @@ impl<S: Service> Worker<S> {
                 _ => self.epoll.modify(socket, interest, token)?,
             }
             link.interest = interest;
+            if !link.connecting {
+                if let Some(bytes) = self.core.link_low_water(index) {
+                    if let Err(err) = sys::set_receive_low_water(socket, bytes) {
+                        self.core.link_failed(index, err);
+                    }
+                }
+            }
         }
         Ok(())
     }

@@ -543,7 +543,8 @@ impl<S: Service> Worker<S> {
     // The PostgreSQL links: the core orders, this moves the bytes.
 
     /// Opens and closes the links' sockets as the core orders. A new socket is polled for
-    /// its connect to end; a closing one is closed once nothing names it any more.
+    /// its connect to end; a closing one is closed once nothing names it any more. Each
+    /// open one gets the receive low-water mark the core asks for before the wait.
     fn sync_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
             // A socket closed at once may be followed by the connect of the next.
@@ -573,6 +574,14 @@ impl<S: Service> Worker<S> {
                     LinkOrder::Close => {
                         self.links[index].closing = true;
                         self.close_link(index)?;
+                    }
+                }
+            }
+            let link = &self.links[index];
+            if let (Some(socket), false, false) = (&link.socket, link.connecting, link.closing) {
+                if let Some(bytes) = self.core.link_low_water(index) {
+                    if let Err(err) = sys::set_receive_low_water(socket, bytes) {
+                        self.core.link_failed(index, err);
                     }
                 }
             }

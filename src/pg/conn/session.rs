@@ -12,6 +12,34 @@ use super::startup::{ColumnTypes, Repreparation};
 use crate::pg::error::DbError;
 use crate::pg::protocol::{self, ColumnValue, DataRow, EncodeError, Message, Param};
 
+/// ReadyForQuery's bytes: the end of every query's answer.
+const READY_FOR_QUERY: usize = 6;
+/// How many pending queries [`Session::answer_floors`] looks at, at most.
+const FLOOR_SPAN: usize = 64;
+
+/// Bytes sure to come: before the oldest request is answered, and in all (at least).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Floors {
+    pub request: usize,
+    pub owed: usize,
+}
+
+/// The fewest bytes a Bind/Execute/Sync of `sql` can be answered with. A SELECT, UPDATE,
+/// INSERT or DELETE: BindComplete (5), a CommandComplete whose tag is at least `SELECT 0`
+/// (14) and ReadyForQuery; an error instead is longer (an ErrorResponse carries at least its
+/// severity twice, its code and a message: 29 bytes). Anything else: ReadyForQuery and one
+/// 5-byte message (an EmptyQueryResponse, a short tag).
+fn least_answer(sql: &str) -> usize {
+    let verb = sql.trim_start().get(..6).unwrap_or("");
+    match ["SELECT", "UPDATE", "INSERT", "DELETE"]
+        .iter()
+        .any(|known| verb.eq_ignore_ascii_case(known))
+    {
+        true => 5 + 14 + READY_FOR_QUERY,
+        false => 5 + READY_FOR_QUERY,
+    }
+}
+
 /// What happens to one query: zero or more `Row`s, then exactly one `Done` or `Failed`.
 /// Rows stream as they arrive, so a query that fails after sending rows (rare: an error at
 /// the implicit commit) delivers those rows before `Failed`; discard them then.
@@ -138,6 +166,38 @@ impl Session {
 
     pub fn queued(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The fewest bytes still to come before the oldest request's queries (those at the
+    /// front that share its token) are all answered, and before the first [`FLOOR_SPAN`]
+    /// queries are (a floor of what all of them are owed); `None` with nothing pending. The
+    /// front query may be answered but for its ReadyForQuery; a statement prepared again
+    /// leaves no floor (1: what it answers is not counted).
+    pub fn answer_floors(&self, setup: &Setup) -> Option<Floors> {
+        let front = self.pending.front()?;
+        let Some(token) = front.token else {
+            return Some(Floors {
+                request: 1,
+                owed: 1,
+            });
+        };
+        let mut floors = Floors {
+            request: READY_FOR_QUERY,
+            owed: READY_FOR_QUERY,
+        };
+        let mut same_request = true;
+        for query in self.pending.iter().skip(1).take(FLOOR_SPAN - 1) {
+            let Some(query_token) = query.token else {
+                break;
+            };
+            let least = least_answer(setup.statements[query.statement].sql);
+            same_request &= query_token == token;
+            if same_request {
+                floors.request += least;
+            }
+            floors.owed += least;
+        }
+        Some(floors)
     }
 
     pub fn is_proven(&self) -> bool {

@@ -652,6 +652,51 @@ fn pipelined_queries_are_answered_in_order_and_an_error_fails_only_its_query() {
     assert_eq!(s.conn.queued(), 0);
 }
 
+/// The floors of the receive low-water mark never ask for more bytes than are sure to come,
+/// before the oldest request is answered and in all, wherever the answers are cut, even when
+/// they are the least there can be (no row, a Bind refused with an error).
+#[test]
+fn the_low_water_floors_never_exceed_what_is_owed() {
+    let mut s = Script::new("");
+    s.start();
+    assert_eq!(s.conn.read_low_water(), None, "nothing awaited: no mark");
+    for token in [7, 7, 7, 8] {
+        s.query(PAIR, 1, token);
+    }
+    s.output();
+    let empty = || {
+        let tag = script::command_complete("SELECT 0");
+        [script::bind_complete(), tag, script::ready()].concat()
+    };
+    let refused = [script::error("ERROR", "22P02", ""), script::ready()].concat();
+    let first = [empty(), refused, empty()].concat();
+    let all = [first.clone(), empty()].concat();
+    let floors = s.conn.read_low_water().expect("request 7 is awaited");
+    assert!(
+        floors.request > first.len() / 2,
+        "the mark is worth having: {floors:?} for {} bytes",
+        first.len()
+    );
+    for (i, byte) in all.iter().enumerate() {
+        let floors = s.conn.read_low_water().expect("awaited");
+        let owed_first = first.len().saturating_sub(i);
+        if owed_first > 0 {
+            assert!(
+                floors.request <= owed_first,
+                "{floors:?}, {owed_first} owed"
+            );
+        }
+        assert!(
+            floors.owed <= all.len() - i,
+            "{floors:?}, {} owed",
+            all.len() - i
+        );
+        s.receive(&[*byte]);
+    }
+    assert_eq!(s.take_events().len(), 4, "every query answered");
+    assert_eq!(s.conn.read_low_water(), None);
+}
+
 #[test]
 fn a_fatal_error_loses_every_query_and_the_connection() {
     let mut s = Script::new("");
