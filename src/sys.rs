@@ -3,9 +3,10 @@
 //! rustix gives each call a safe, typed signature (borrowed descriptors, checked buffers,
 //! `Errno` results) and on Linux makes it directly, without libc's wrapper: the same calls
 //! as before (`send` is one `sendto`, reads are `read` and `recvfrom`), and no `unsafe`
-//! here but for the one option rustix lacks (`set_receive_low_water`). Two names differ under strace: epoll's wait is `epoll_pwait` with no signal mask
-//! and the start-up client's poll is `ppoll`, which the kernel runs as `epoll_wait` and
-//! `poll` (with a nanosecond timeout).
+//! here but for the one option rustix lacks (`set_receive_low_water`). Two names differ
+//! under strace: epoll's wait is `epoll_pwait` with no signal mask and the start-up client's
+//! poll is `ppoll`, which the kernel runs as `epoll_wait` and `poll` (with a nanosecond
+//! timeout).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};

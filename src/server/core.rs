@@ -474,16 +474,16 @@ impl<S: Service, K> Core<S, K> {
                     slot.protocol.start_h2(h2_limits(service), *now);
                 }
             }
+            let mut cx = Context {
+                date,
+                now: *now,
+                db: pool,
+                timers,
+            };
             let http1 = slot.protocol.switch_to_h2(h2_limits(service), *now);
             if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
                 conn.collect(buffers, share);
                 let max_body = service.max_body();
-                let mut cx = Context {
-                    date,
-                    now: *now,
-                    db: pool,
-                    timers,
-                };
                 let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
                     service.handle(request, response, ticket, out, &mut cx)
                 };
@@ -491,14 +491,7 @@ impl<S: Service, K> Core<S, K> {
             }
             slot.protocol.switch_when_ready(*now);
             if let Protocol::Http2(conn, generation) = &mut slot.protocol {
-                let mut cx = Context {
-                    date,
-                    now: *now,
-                    db: pool,
-                    timers,
-                };
-                let slot_index = index as u32;
-                streams::answer(conn, slot_index, *generation, service, &mut cx, buffers);
+                streams::answer(conn, index as u32, *generation, service, &mut cx, buffers);
             }
             if let Protocol::WebSocket(session) = &mut slot.protocol {
                 let max_message = service.max_message();
@@ -663,8 +656,7 @@ impl<S: Service, K> Core<S, K> {
         self.pool.link_mut(index).unsent()
     }
 
-    /// The receive low-water mark to give link `index`'s socket before waiting, if it should
-    /// change (see `Link::low_water_order`).
+    /// The receive low-water mark for link `index`'s socket, if it changes (`Link::low_water_order`).
     pub fn link_low_water(&mut self, index: usize) -> Option<usize> {
         self.pool.link_mut(index).low_water_order()
     }
