@@ -39,7 +39,7 @@ def add_arguments(p):
     p.add_argument("--httparena-dir", default=str(DEFAULT_HTTPARENA_DIR), help="where HttpArena's engines are, "
                    "in bin/ ($GNOSIS_SHARED_DIR/anchors/httparena, default: %(default)s)")
     p.add_argument("--nginx", action="store_true", help="one more server: Debian's nginx (nginx-light), "
-                   f"configured here, on the nginx tests and json-tls ({', '.join(BAR_TESTS)})")
+                   f"configured here, on the nginx tests, json-tls and the H2 tests ({', '.join(BAR_TESTS)})")
     p.add_argument("--h2o", action="store_true", help="one more server: Debian's h2o, configured here, on the "
                    "same tests as --nginx")
     p.add_argument("--port", type=int, help=f"port of --server (default: 8080, or the first port above "
@@ -187,7 +187,8 @@ def server_specs(args):
             ("h2o", args.h2o, args.h2o_port, h2o_command, H2O_CONF, H2O_ONE_WORKER_CONF)]  # fmt: skip
     for name, wanted, port, command, conf, one_worker_conf in bars:
         if wanted:
-            specs.append(ServerSpec(name, command(conf), port, port + TLS_PORT_OFFSET, tests=BAR_TESTS,
+            specs.append(ServerSpec(name, command(conf), port, port + TLS_PORT_OFFSET, port + H2C_PORT_OFFSET,
+                                    port + H2_TLS_PORT_OFFSET, tests=BAR_TESTS,
                                     one_worker_command=command(one_worker_conf)))  # fmt: skip
     return specs
 

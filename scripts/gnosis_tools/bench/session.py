@@ -169,7 +169,7 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
         command, one_worker_command = spec.command, spec.one_worker_command
         if bars_dir and BARS_DIR in command:
             write_configs, conf = bar_configs[spec.name]
-            write_configs(bars_dir, spec.port, spec.tls_port, certificate)
+            write_configs(bars_dir, spec.port, spec.tls_port, certificate, spec.h2c_port, spec.h2_tls_port, static_dir)
             command, one_worker_command = (c.replace(BARS_DIR, bars_dir) for c in (command, one_worker_command))
             meta[f"{spec.name}_config"] = (Path(bars_dir) / conf).read_text()
         servers.append(

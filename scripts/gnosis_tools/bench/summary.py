@@ -6,7 +6,8 @@ import statistics
 from .anchors import ANCHORS
 from .catalog import TESTS
 from .httparena import KEPT_OPEN_NOTE
-from .nginx import FIXED_ANSWERS_NOTE
+from .h2o import STATIC_CACHE_NOTE
+from .nginx import FIXED_ANSWER_NOTES
 
 BARS = ("nginx", "h2o")  # the servers configured here (nginx.py, h2o.py)
 
@@ -174,8 +175,10 @@ def rule_breakers(record, meta):
         reason = anchor and anchor.not_a_legal_bar.get(record["test"])
         if reason:
             breakers.append((name, reason))
-        elif name in BARS and record["test"] == "json-tls":
-            breakers.append((name, FIXED_ANSWERS_NOTE))
+        elif name in BARS and record["test"] in FIXED_ANSWER_NOTES:
+            breakers.append((name, FIXED_ANSWER_NOTES[record["test"]]))
+        elif name == "h2o" and record["test"] == "static-h2":
+            breakers.append((name, STATIC_CACHE_NOTE))
     close_every = TESTS[record["test"]].close_every
     if close_every and has_numbers(record):
         for (name, level), row in summarize(record).items():

@@ -838,6 +838,9 @@ class HttpArenaRuns(unittest.TestCase):
         self.assertEqual((by_name["sark"].h2c_port, by_name["sark"].h2_tls_port, by_name["hyper"].h2_tls_port),
                          (8082, 8443, 8443))  # fmt: skip
         self.assertIn("nginx-1worker.conf", by_name["nginx"].one_worker_command)
+        # nginx's h2 ports are its port's twins, as a command's are.
+        self.assertEqual((by_name["nginx"].tls_port, by_name["nginx"].h2c_port, by_name["nginx"].h2_tls_port),
+                         (9085, 10085, 11085))  # fmt: skip
         self.assertEqual(catalog.expand_tests("baseline,tfb,json"), ["baseline"] + catalog.TEST_GROUPS["tfb"])
         self.assertEqual([a.name for a in anchors.parse_anchor_list("tfb,faf")], ["may-minihttp", "xitca-web", "vortex", "faf"])
 
@@ -916,6 +919,20 @@ class HttpArenaRuns(unittest.TestCase):
                          ["async / old: 0 socket errors, 0 non-2xx/3xx responses, 1 runs without an answer"])  # fmt: skip
         self.assertEqual(summary.ratios(record, "gnosis", "old", summary.rate), {})
         self.assertTrue(summary.run_has_errors(empty))
+
+    def test_the_bars_fixed_answers_and_h2o_s_file_cache_are_said(self):
+        def record(test):
+            servers = {name: {"runs": [dict(fake_run(10_000), phase="level", level=64, round=1)], "probe": None}
+                       for name in ("gnosis", "nginx", "h2o")}  # fmt: skip
+            return {"test": test, "level_name": "connections", "levels": [64], "skipped": {}, "servers": servers}
+
+        notes = {test: dict(summary.rule_breakers(record(test), {"anchors": {}}))
+                 for test in ("json-tls", "baseline-h2", "baseline-h2c", "static-h2")}  # fmt: skip
+        for test in ("baseline-h2", "baseline-h2c"):
+            self.assertEqual(notes[test], {"nginx": nginx.BASELINE2_NOTE, "h2o": nginx.BASELINE2_NOTE})
+        self.assertEqual(notes["json-tls"], {"nginx": nginx.FIXED_ANSWERS_NOTE, "h2o": nginx.FIXED_ANSWERS_NOTE})
+        # nginx opens a file for every request (no open_file_cache); h2o 2.2.5 cannot be made to.
+        self.assertEqual(notes["static-h2"], {"h2o": h2o.STATIC_CACHE_NOTE})
 
     def test_a_server_that_ignores_connection_close_is_no_bar(self):
         def run(name, opened):
@@ -1067,32 +1084,54 @@ class MemoryOfAServer(unittest.TestCase):
 
 class Bars(unittest.TestCase):
     """nginx and h2o as configured here: each configuration checked by the server itself, /plaintext
-    in the clear, and json-tls's answers over TLS 1.3, the same bytes as gnosis writes."""
+    in the clear, json-tls's answers over TLS 1.3, the same bytes as gnosis writes, and HttpArena's
+    H2 tests over h2c by prior knowledge and h2 over TLS (curl): /baseline2's sum and static-h2's
+    files, the bytes on disk."""
 
     CERTIFICATE = (str(anchors.shared_path("anchors", "httparena", "data", "certs", "server.crt")),
                    str(anchors.shared_path("anchors", "httparena", "data", "certs", "server.key")))  # fmt: skip
+    STATIC_DIR = anchors.shared_path("anchors", "httparena", "data", "static")
 
     def serve(self, name, write_configs, command, conf, one_worker_conf, workers_line):
         if not shutil.which(name):
             self.skipTest(f"{name} is not installed")
-        if not Path(self.CERTIFICATE[0]).exists():
-            self.skipTest("no HttpArena test certificate beside the checkout")
+        if not Path(self.CERTIFICATE[0]).exists() or not self.STATIC_DIR.is_dir():
+            self.skipTest("no HttpArena test certificate or static files beside the checkout")
+        if not shutil.which("curl"):
+            self.skipTest("curl is not installed")
         with tempfile.TemporaryDirectory() as tmp:
-            port, tls_port = free_port(), free_port()
+            port, tls_port, h2c_port, h2_tls_port = (free_port() for _ in range(4))
             nginx.write_json_answers(tmp, session.DATASET)
-            write_configs(tmp, port, tls_port, self.CERTIFICATE)  # raises if the server rejects one
+            # raises if the server rejects one
+            write_configs(tmp, port, tls_port, self.CERTIFICATE, h2c_port, h2_tls_port, str(self.STATIC_DIR))
             config = (Path(tmp) / conf).read_text()
             self.assertIn(workers_line.format(len(os.sched_getaffinity(0))), config)
             self.assertIn(workers_line.format(1), (Path(tmp) / one_worker_conf).read_text())
             server = Server(name, command.replace(nginx.BARS_DIR, tmp), "127.0.0.1", port, Path(tmp) / "log",
-                            tests=nginx.BAR_TESTS, tls_port=tls_port)  # fmt: skip
+                            tests=nginx.BAR_TESTS, tls_port=tls_port, h2c_port=h2c_port,
+                            h2_tls_port=h2_tls_port)  # fmt: skip
+            static = [f"/static/{f}" for f in ("vendor.js", "reset.css", "hero.webp")]
             try:
                 server.start(timeout=20)
                 plaintext = probe_body(port, "/plaintext")
                 answers = {count: probe_body(tls_port, f"/json/{count}?m={m}", tls=True) for count, m in httparena.JSON_PAIRS}
+                h2 = {(scheme, path): h2_get(f"{scheme}://127.0.0.1:{h2_port}{path}")
+                      for scheme, h2_port in (("http", h2c_port), ("https", h2_tls_port))
+                      for path in ["/baseline2?a=1&b=1"] + static}  # fmt: skip
                 processes = server.processes()
             finally:
                 server.stop()
+        for scheme in ("http", "https"):
+            self.assertEqual(h2[scheme, "/baseline2?a=1&b=1"], ("2", 200, "text/plain", b"2"))
+            for path in static:
+                version, status, _, body = h2[scheme, path]
+                self.assertEqual((version, status), ("2", 200))
+                self.assertEqual(body, (self.STATIC_DIR / path.rsplit("/", 1)[1]).read_bytes())
+        self.assertEqual(h2["https", "/static/vendor.js"][2], "application/javascript")
+        self.assertEqual(h2["https", "/static/reset.css"][2], "text/css")
+        for test in ("baseline-h2", "baseline-h2c", "static-h2"):
+            self.assertTrue(server.serves(catalog.TESTS[test]))
+        self.assertFalse(server.serves(catalog.TESTS["unary-grpc"]))
         self.assertEqual(plaintext[:2], (200, "text/plain"))
         self.assertEqual(plaintext[2], b"Hello, World!")
         expected = nginx.json_answers(session.DATASET)
@@ -1122,6 +1161,19 @@ class Bars(unittest.TestCase):
         item = first["items"][0]
         self.assertEqual(item["total"], item["price"] * item["quantity"] * 3)
         self.assertEqual(list(item)[-1], "total")
+
+
+def h2_get(url):
+    """(HTTP version, status, Content-Type, body) of one GET by curl over HTTP/2: h2c by prior
+    knowledge for http://, ALPN h2 for https:// (any certificate); as static-h2 asks, with
+    Accept-Encoding br and gzip."""
+    h2 = "--http2-prior-knowledge" if url.startswith("http:") else "--http2"
+    with tempfile.NamedTemporaryFile() as body:
+        done = subprocess.run(["curl", "-sk", h2, "-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-o", body.name,
+                               "-w", "%{http_version} %{http_code} %{content_type}", url],
+                              capture_output=True, text=True, timeout=20, check=True)  # fmt: skip
+        version, status, content_type = (done.stdout.split(" ", 2) + [""])[:3]
+        return version, int(status), content_type.split(";")[0], Path(body.name).read_bytes()
 
 
 def probe_body(port, path, tls=False):
