@@ -80,8 +80,13 @@ fn items(response: &HttpResponse) -> Vec<Value> {
 
 /// Waits (polling, up to 20 s) until async-db answers rows.
 fn wait_for_rows(server: &Server) -> Duration {
+    wait_for_rows_on(&mut server.connect())
+}
+
+/// [`wait_for_rows`] on `client`'s own connection, whose worker thread has database
+/// connections of its own: another connection's rows say nothing of this one's.
+fn wait_for_rows_on(client: &mut crate::common::Client) -> Duration {
     let started = Instant::now();
-    let mut client = server.connect();
     while items(&client.get("/async-db?limit=5")).is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -96,8 +101,8 @@ fn wait_for_rows(server: &Server) -> Duration {
 /// reads for its id; the count psql finds when fewer match; an empty range's fallback body.
 fn async_db_answers_the_documented_items(binary: &str) {
     let server = start(binary, arena_url(&crate::common::pg::port()), &[]);
-    wait_for_rows(&server);
     let mut client = server.connect();
+    wait_for_rows_on(&mut client);
     let mut rng = fastrand::Rng::with_seed(20);
     let mut ranges = vec![(5, 80, 7), (20, 150, 18), (100, 400, 33), (10, 50, 50)];
     ranges.extend((0..6).map(|_| {
@@ -257,7 +262,7 @@ fn database_down_at_start_then_up(binary: &str) {
         assert_eq!(client.get("/fortunes").status, 503);
     }
     proxy.set_refusing(false);
-    wait_for_rows(&server);
+    wait_for_rows_on(&mut client);
     assert_eq!(items(&client.get("/async-db?limit=10")).len(), 10);
 }
 
