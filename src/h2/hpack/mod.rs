@@ -6,8 +6,9 @@
 //! strings are decoded four bits a step through a table built at compile time, and the
 //! dynamic table keeps its fields' bytes in one bounded buffer, which grows (by doubling,
 //! to at most 8 KiB) only as fields are added to it: decoding a block allocates nothing
-//! else, and a connection whose client indexes nothing holds no table. Why ours: the HPACK crate used before, `loona-hpack` (the one still kept),
-//! built a `HashMap` of the Huffman code for every Huffman-coded string it decoded, about
+//! else, and a connection whose client indexes nothing holds no table. Why ours: the HPACK
+//! crate used before, `loona-hpack` (the one still kept), built a `HashMap` of the Huffman
+//! code for every Huffman-coded string it decoded, about
 //! 78% of the server's CPU under h2load, whose header values are Huffman-coded as
 //! browsers' are. Measured under `h2load -c 64 -m 100` h2c (docs/BENCHMARKS.md, issue
 //! #30): 35.6 µs of server CPU per request with it, 1.26 with ours (sark: 3.7).
