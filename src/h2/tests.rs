@@ -170,6 +170,15 @@ impl Client {
             .answer(stream, &answer, date, Instant::now(), buffers);
     }
 
+    /// Sends `GET /` on stream 1, takes it and answers it with `body`: what the windows hold
+    /// back waits in the connection.
+    fn get_answered(&mut self, body: &[u8]) {
+        let request = self.get(1, "/");
+        self.send(&request);
+        self.connection.take_request().unwrap();
+        self.answer(1, body);
+    }
+
     /// Takes the next request and answers it with its path as the body.
     fn answer_next(&mut self) -> u32 {
         let request = self.connection.take_request().expect("a request");
@@ -899,10 +908,7 @@ fn trailers_must_end_the_stream_and_carry_no_pseudo_header() {
 fn answers_beyond_the_window_wait_for_window_updates() {
     let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)];
     let mut client = Client::with_settings(Limits::default(), &settings);
-    let request = client.get(1, "/");
-    client.send(&request);
-    client.connection.take_request().unwrap();
-    client.answer(1, &[b'a'; 25]);
+    client.get_answered(&[b'a'; 25]);
     let frames = client.read();
     assert_eq!(frames.len(), 2);
     assert_eq!((frames[1].kind, frames[1].payload.len()), (DATA, 10));
@@ -926,10 +932,7 @@ fn answers_beyond_the_window_wait_for_window_updates() {
 fn answers_held_by_a_window_that_never_opens_time_out() {
     let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)];
     let mut client = Client::with_settings(Limits::default(), &settings);
-    let request = client.get(1, "/");
-    client.send(&request);
-    client.connection.take_request().unwrap();
-    client.answer(1, &[b'a'; 25]);
+    client.get_answered(&[b'a'; 25]);
     let frames = client.read();
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].kind, HEADERS);
@@ -950,10 +953,7 @@ fn answers_held_by_a_window_that_never_opens_time_out() {
     assert!(!late(&client, limits.send + Duration::from_secs(1)));
     // The connection's own window (65,535 by default) holds answers back the same way.
     let mut client = Client::new(Limits::default());
-    let request = client.get(1, "/");
-    client.send(&request);
-    client.connection.take_request().unwrap();
-    client.answer(1, &vec![b'b'; 70_000]);
+    client.get_answered(&vec![b'b'; 70_000]);
     client.read();
     assert!(late(&client, limits.send + Duration::from_secs(1)));
 }
@@ -1050,10 +1050,7 @@ fn an_idle_connection_holds_little_after_a_large_answer() {
     let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20)];
     let mut client = Client::with_settings(Limits::default(), &settings);
     client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 0x10, 0, 0]));
-    let request = client.get(1, "/");
-    client.send(&request);
-    client.connection.take_request().unwrap();
-    client.answer(1, &[b'a'; 200_000]);
+    client.get_answered(&[b'a'; 200_000]);
     assert!(client.connection.held() > 200_000);
     while !client.read().is_empty() {}
     // Its client indexed no field: nothing at all.
