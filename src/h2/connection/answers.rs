@@ -11,7 +11,8 @@ use crate::http::{BufferPool, HttpDate, Method};
 
 impl Connection {
     /// Starts the clock on answers that wait for the peer's window alone (nothing unsent),
-    /// or stops it.
+    /// or stops it. Called last by whatever may write: DATA written leaves the output
+    /// unsent, which stops the clock, so progress restarts it.
     pub(super) fn watch_window(&mut self, now: Instant) {
         let waiting = self.output.unsent().is_empty()
             && self.streams.iter().any(|stream| stream.data_left() > 0);
@@ -128,12 +129,7 @@ impl Connection {
         let room = self.output.room();
         let out = self.output.frames();
         let window = &mut self.send_window;
-        let stream = &mut self.streams[index];
-        let left = stream.data_left();
-        let done = stream.write_answer(out, window, self.peer.max_frame, room);
-        if stream.data_left() < left {
-            self.window_stalled_since = None;
-        }
+        let done = self.streams[index].write_answer(out, window, self.peer.max_frame, room);
         if done {
             self.finish(index);
         }
