@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use self::failure::{failure_kind, Backoff, FailureLog, MIN_ATTEMPT_GAP};
-use self::session::Session;
+use self::session::{least_answer, Session};
 use self::setup::Setup;
 use self::startup::Handshake;
 use super::protocol;
@@ -103,6 +103,7 @@ impl PgConn {
             setup: Setup {
                 target,
                 statements,
+                least_answers: statements.iter().map(|s| least_answer(s.sql)).collect(),
                 options,
                 logging: true,
             },

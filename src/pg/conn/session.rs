@@ -29,7 +29,7 @@ pub struct Floors {
 /// (14) and ReadyForQuery; an error instead is longer (an ErrorResponse carries at least its
 /// severity twice, its code and a message: 29 bytes). Anything else: ReadyForQuery and one
 /// 5-byte message (an EmptyQueryResponse, a short tag).
-fn least_answer(sql: &str) -> usize {
+pub(super) fn least_answer(sql: &str) -> usize {
     let verb = sql.trim_start().get(..6).unwrap_or("");
     match ["SELECT", "UPDATE", "INSERT", "DELETE"]
         .iter()
@@ -190,7 +190,7 @@ impl Session {
             let Some(query_token) = query.token else {
                 break;
             };
-            let least = least_answer(setup.statements[query.statement].sql);
+            let least = setup.least_answers[query.statement];
             same_request &= query_token == token;
             if same_request {
                 floors.request += least;

@@ -75,6 +75,9 @@ pub(super) static LOGGED_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 pub(super) struct Setup {
     pub target: Arc<Target>,
     pub statements: &'static [Statement],
+    /// The fewest bytes each statement's query is answered with (`session::least_answer`),
+    /// read from its SQL once, not at every wait.
+    pub least_answers: Vec<usize>,
     pub options: Options,
     /// Whether failures and recoveries are logged (see `PgConn::without_logging`).
     pub logging: bool,
