@@ -445,14 +445,22 @@ fn slow_steady_reader(
             }
         }
         let sent = written.load(Ordering::SeqCst);
-        if writer.is_none() && counter.answered >= sent {
-            break;
-        }
         if Instant::now() > deadline {
             return Err(failure(
                 &counter,
                 &format!("{sent} sent, the rest never answered"),
             ));
+        }
+        if counter.answered >= sent {
+            // Every request written is answered: done once the writer has finished the
+            // one under way (waiting for an answer now would wait for nothing).
+            match writer {
+                None => break,
+                Some(_) => {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+            }
         }
         match reader.read(&mut buf) {
             Ok(0) => return Err(failure(&counter, "closed by the server")),
