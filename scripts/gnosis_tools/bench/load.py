@@ -24,6 +24,11 @@ JSON_MARKER = "BENCH_JSON "
 WRK_TIMEOUT_S = 8
 
 
+class LoadHung(Exception):
+    """The load generator did not finish its run (Debian's h2load now and then never ends a run
+    against nginx over TLS): that run is void, not the whole session."""
+
+
 def wrk_command(url, connections, threads, duration, accept, pipelined, mix=None):
     """The command line of TFB's concurrency/pipeline/query scripts, plus our reporting script;
     with a `mix` (raw requests, close every N), mix.lua sends those requests in turn instead."""
@@ -133,7 +138,7 @@ def run_load(server, command, connections, threads, duration, parse):
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
-        raise SetupError(f"{command[0]} did not finish: {shlex.join(command)}") from None
+        raise LoadHung(f"{command[0]} did not finish within {duration + 60} s: {shlex.join(command)}") from None
     wall = time.monotonic() - started
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")

@@ -61,6 +61,10 @@ def render_markdown(meta, records, names):
         lines += [f"{note}.", ""] if (note := load_description(test)) else []
         for reason in record.get("skipped", {}).values():
             lines += [f"Left out: {reason}.", ""]
+        for name, data in record["servers"].items():
+            for void in data.get("void_runs", []):
+                lines += [f"Void run of {name} ({void['phase']}, level {void['level']}, round {void['round']}, left "
+                          f"out of the medians): {void['why']}.", ""]  # fmt: skip
         for name, reason in rule_breakers(record, meta):
             lines += [f"Note: {name} {reason}.", ""]
         if record.get("not_served"):

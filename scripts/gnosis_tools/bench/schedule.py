@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..system import SetupError
 from .httparena import GRPC_SUM_FRAME
-from .load import run_gcannon, run_wrk
+from .load import LoadHung, run_gcannon, run_wrk
 from .pace import h2_command, h2load_counts, run_h2, run_h2load
 from .report import format_latency
 from .servers import probe, probe_upgrade
@@ -159,20 +159,13 @@ def measure(test, server, record, args, log, phase, level, round_no):
     threads = min(connections, args.threads)
     port, scheme = endpoint(test, server)
     url = f"{scheme}://{server.host}:{port}{path}"
-    if test.h2:
-        base = f"{scheme}://{server.host}:{port}"
-        uris = uri_file(test, base) if test.uris else None
-        run = run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
-                     h2c=scheme == "http")  # fmt: skip
-    elif test.websocket:
-        run = run_gcannon(server, url, connections, duration, pipelined, test.close_every)
-    elif test.rate:
-        body = body_file(test.body_bytes) if test.body_bytes else None
-        run = run_h2load(server, url, connections, threads, duration, test.rate, body, "application/octet-stream")
-    else:
-        # A mix primes and warms up with itself: its requests are the test.
-        mix = (test.requests, test.close_every) if test.requests else None
-        run = run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
+    try:
+        run = start_run(test, server, url, connections, threads, duration, pipelined, scheme, port)
+    except LoadHung as hung:
+        log(f"!!! {test.name:9} {server.name:>12} {phase:7} c={connections:<5} void: {hung}")
+        record["servers"][server.name].setdefault("void_runs", []).append(
+            {"phase": phase, "level": level, "round": round_no, "why": str(hung)})
+        return
     run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
     record["servers"][server.name]["runs"].append(run)
     s = run["summary"]
@@ -183,6 +176,23 @@ def measure(test, server, record, args, log, phase, level, round_no):
         f"{s['requests_per_s']:>12,.0f} req/s  p99 {format_latency(s['latency_us']['p99']):>9}  "
         f"cpu {run['server_cpu_percent']:5.0f}%  errors {s['socket_errors']}  non-2xx {s['non_2xx']}"
     )
+
+
+def start_run(test, server, url, connections, threads, duration, pipelined, scheme, port):
+    """One run of the load generator `test` uses, measured."""
+    if test.h2:
+        base = f"{scheme}://{server.host}:{port}"
+        uris = uri_file(test, base) if test.uris else None
+        return run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
+                      h2c=scheme == "http")  # fmt: skip
+    if test.websocket:
+        return run_gcannon(server, url, connections, duration, pipelined, test.close_every)
+    if test.rate:
+        body = body_file(test.body_bytes) if test.body_bytes else None
+        return run_h2load(server, url, connections, threads, duration, test.rate, body, "application/octet-stream")
+    # A mix primes and warms up with itself: its requests are the test.
+    mix = (test.requests, test.close_every) if test.requests else None
+    return run_wrk(server, url, connections, threads, duration, test.accept, pipelined, mix=mix)
 
 
 def run_side_by_side(test, servers, levels, record, args, log, lineup):

@@ -473,6 +473,26 @@ class Scheduling(unittest.TestCase):
         self.assertIn("ratio: – (faf does not serve queries)", table)
         self.assertNotIn("WARNING", table)
 
+    def test_a_hung_load_generator_voids_its_run_alone(self):
+        seen = []
+
+        def run_wrk(server, url, connections, threads, duration, accept, pipelined, mix=None):
+            seen.append((server.name, url))
+            # xitca-web's second run at N=20 (round 2) never ends.
+            if url.endswith("q=20") and seen.count((server.name, url)) == 2:
+                raise load.LoadHung(f"wrk did not finish within 63 s: wrk {url}")
+            return fake_run(self.RATES[server.name])
+
+        with mock.patch.object(schedule, "run_wrk", run_wrk):
+            record = schedule.run_test(catalog.TESTS["queries"], self.servers[:2], self.args("queries", [1, 20]),
+                                       lambda m: None, RecordingLineup())  # fmt: skip
+        voids = record["servers"]["xitca-web"]["void_runs"]
+        self.assertEqual([(v["level"], v["round"]) for v in voids], [(20, 2)])
+        rows = summary.summarize(record)
+        self.assertEqual((rows[("xitca-web", 20)]["runs"], rows[("gnosis", 20)]["runs"]), (1, 2))
+        table = report.render_markdown(meta_for(["gnosis", "xitca-web"], rounds=2), [record], ["gnosis", "xitca-web"])
+        self.assertIn("Void run of xitca-web (level, level 20, round 2, left out of the medians): wrk did not finish", table)
+
     def test_servers_sharing_a_port_take_turns(self):
         lineup = RecordingLineup()
         record = schedule.run_test(catalog.TESTS["plaintext"], self.servers, self.args("plaintext", [256]), lambda m: None, lineup)
