@@ -119,7 +119,10 @@ fn export_writes_both_entries_with_exactly_their_files() {
         );
         assert!(dockerfile.contains("cargo build --release --locked --bin \"$BIN\"\n"));
         assert!(dockerfile.contains("target/release/${BIN} /server\n"));
-        assert!(dockerfile.contains("EXPOSE 8080\n") && dockerfile.contains("CMD [\"/server\"]\n"));
+        assert!(
+            dockerfile.contains("EXPOSE 8080 8081 8082 8443\n")
+                && dockerfile.contains("CMD [\"/server\"]\n")
+        );
         assert!(
             !dockerfile
                 .lines()
