@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use crate::h2;
-use crate::http::{BufferPool, Connection, Timeouts};
+use crate::http::{BufferPool, Connection, HttpDate, Timeouts};
 use crate::ws::Session;
 
 /// A connection's protocol. The WebSocket session and the HTTP/2 connection are boxed so
@@ -146,6 +146,25 @@ impl Protocol {
             Protocol::Http1(conn) => conn.wants_input(),
             Protocol::WebSocket(session) => session.wants_input(),
             Protocol::Http2(h2, _) => h2.wants_input(),
+        }
+    }
+
+    /// Whether it reads while paused for the worker's budget: HTTP/2 does, since its peer's
+    /// WINDOW_UPDATEs are what let the answers it holds go; HTTP/1.1 and WebSocket wait.
+    pub fn reads_while_paused(&self) -> bool {
+        matches!(self, Protocol::Http2(..))
+    }
+
+    /// What a connection paused for the budget still takes in: HTTP/2's frames (windows,
+    /// resets, pings), with no new request answered.
+    pub fn process_while_paused(
+        &mut self,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+    ) {
+        if let Protocol::Http2(h2, _) = self {
+            h2.process(date, now, buffers);
         }
     }
 

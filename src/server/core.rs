@@ -232,14 +232,12 @@ impl<S: Service, K> Core<S, K> {
     }
 
     /// Whether the server should read from slot `index` now (a lingering one only waits
-    /// for the EOF). HTTP/2 reads on while paused for the budget, taking no new request:
-    /// its peer's WINDOW_UPDATEs are what let the answers it holds go.
+    /// for the EOF; one paused for the budget as its protocol says).
     fn may_read(&mut self, index: usize) -> bool {
         let paused = self.hold_back(index);
         let slot = &self.slots[index];
         let wanted = slot.lingering_since.is_some() || slot.protocol.wants_input();
-        let reads_paused = matches!(slot.protocol, Protocol::Http2(..));
-        wanted && (!paused || reads_paused)
+        wanted && (!paused || slot.protocol.reads_while_paused())
     }
 
     /// Takes a new connection, of a listener of `listening`, into a slot and returns
@@ -465,8 +463,8 @@ impl<S: Service, K> Core<S, K> {
                 false => Next::Keep { read: true },
             };
         }
-        if let (true, Protocol::Http2(conn, _)) = (may_write && paused, &mut slot.protocol) {
-            conn.process(date, *now, buffers);
+        if may_write && paused {
+            slot.protocol.process_while_paused(date, *now, buffers);
         }
         if may_write && !paused {
             if let Transport::Tls(tls) = &slot.transport {
