@@ -168,6 +168,11 @@ impl Protocol {
         }
     }
 
+    /// Whether the client asked for the close and may send nothing more (HTTP/1.1 only).
+    pub fn close_asked(&self) -> bool {
+        matches!(self, Protocol::Http1(conn) if conn.close_asked())
+    }
+
     /// Input or answers wait for the output to drain.
     pub fn has_backlog(&self) -> bool {
         match self {

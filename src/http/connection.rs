@@ -72,6 +72,9 @@ pub struct Connection {
     queued_capacity: u32,
     /// No further requests will be answered: the last response closes the connection.
     closing: bool,
+    /// The client asked for the close (its last request said `Connection: close`, or was
+    /// HTTP/1.0 without keep-alive) and had sent nothing after that request.
+    close_asked: bool,
     /// A `101` was written: the bytes after its request belong to the next protocol.
     upgrading: bool,
     /// The peer sent its last byte; the requests already in `input` are still answered.
@@ -103,6 +106,7 @@ impl Connection {
             queued_len: 0,
             queued_capacity: 0,
             closing: false,
+            close_asked: false,
             upgrading: false,
             peer_eof: false,
             continued: false,
@@ -129,6 +133,7 @@ impl Connection {
     pub fn reset(&mut self, now: Instant) {
         self.generation = self.generation.wrapping_add(1);
         self.closing = false;
+        self.close_asked = false;
         self.upgrading = false;
         self.peer_eof = false;
         self.continued = false;
@@ -221,7 +226,10 @@ impl Connection {
                     };
                     match reply {
                         Reply::Upgrade => self.upgrading = true,
-                        _ => self.closing = !response.keep_alive(),
+                        _ => {
+                            self.closing = !response.keep_alive();
+                            self.close_asked = self.closing && consumed == self.input.len();
+                        }
                     }
                     self.chunked = Chunked::default();
                 }
@@ -367,6 +375,13 @@ impl Connection {
         if self.input.is_empty() {
             self.closing = true;
         }
+    }
+
+    /// Whether the client asked for the close and sent nothing after: RFC 9112 9.6 forbids
+    /// it to send more, so the connection may close at once instead of lingering for the
+    /// client's EOF (what nginx does too).
+    pub fn close_asked(&self) -> bool {
+        self.close_asked
     }
 
     /// Whether the peer has sent its last byte.

@@ -508,7 +508,11 @@ impl<S: Service, K> Core<S, K> {
                 }
             }
             if slot.protocol.is_finished() && slot.transport.is_closed() {
-                if slot.protocol.peer_eof() {
+                // No linger when the peer is done, or asked for the close with nothing
+                // after it in plaintext (over TLS its close_notify may follow, and closing
+                // with it unread would reset the connection under the last answer).
+                let plain = matches!(slot.transport, Transport::Plain);
+                if slot.protocol.peer_eof() || (plain && slot.protocol.close_asked()) {
                     return Next::Close;
                 }
                 slot.lingering_since = Some(*now);

@@ -1,7 +1,7 @@
 //! The HTTP behaviour every server binary shares, over real TCP against the real binary.
 //! `test_both_binaries!` (tests/common) runs the whole suite once per binary.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -202,6 +202,63 @@ fn a_half_closed_client_still_gets_its_answers(binary: &str) {
     assert_eq!(everything.matches("Hello, World!").count(), 3);
 }
 
+/// A client that asks for the close is closed at once, not after a linger for its EOF
+/// (RFC 9112 9.6: it may send nothing more): a byte it sends after our FIN is answered
+/// with a reset, where a lingering server would read and drop it for 2 s.
+fn a_client_that_asks_to_close_is_closed_at_once(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"GET /plaintext HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.ends_with("Hello, World!"), "{answer}");
+    let reset_by = Instant::now() + Duration::from_secs(1);
+    let reset = loop {
+        if let Err(err) = stream.write_all(b"x") {
+            break err;
+        }
+        assert!(Instant::now() < reset_by, "the server lingered");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        matches!(
+            reset.kind(),
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe
+        ),
+        "{reset}"
+    );
+}
+
+/// Requests pipelined after the one that asks for the close are dropped, and the server
+/// lingers rather than close with them unread, which would reset the connection under the
+/// answer the client has not read yet.
+fn requests_after_a_close_request_do_not_reset_its_answer(binary: &str) {
+    let server = Server::start(binary, &[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut requests = b"GET /plaintext HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".to_vec();
+    // More than one read takes: some is still in the kernel when the answer is out.
+    requests.extend_from_slice(get_request("/json").repeat(20_000).as_bytes());
+    let mut writer = stream.try_clone().unwrap();
+    let writing = std::thread::spawn(move || {
+        let _ = writer.write_all(&requests);
+        let _ = writer.shutdown(std::net::Shutdown::Write);
+    });
+    // Read only once the server has had time to close: a reset would drop the answer.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.ends_with("Hello, World!"), "{answer}");
+    writing.join().unwrap();
+}
+
 fn a_thousand_concurrent_keep_alive_connections(binary: &str) {
     let server = Server::start(binary, &[]);
     let mut clients: Vec<Client> = (0..1000).map(|_| server.connect()).collect();
@@ -390,6 +447,8 @@ fn a_connection_reads_again_after_an_answer_over_the_high_water_mark(binary: &st
 test_both_binaries! {
     gnosis, gnosis_uring;
     json_follows_the_spec,
+    a_client_that_asks_to_close_is_closed_at_once,
+    requests_after_a_close_request_do_not_reset_its_answer,
     a_connection_reads_again_after_an_answer_over_the_high_water_mark,
     an_idle_keep_alive_connection_is_closed_after_the_idle_timeout,
     the_idle_timeout_spares_a_connection_owed_an_answer,
