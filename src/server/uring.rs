@@ -49,8 +49,7 @@ const LINK_RECV: u64 = 6;
 const LINK_SEND: u64 = 7;
 const SHUTDOWN: u64 = 8;
 const CLOSE: u64 = 9;
-const CANCEL_ALL: u64 = 10;
-const LINK_CANCEL: u64 = 11;
+const LINK_CANCEL: u64 = 10;
 const GENERATION_MASK: u32 = 0xff_ffff;
 
 fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
@@ -77,8 +76,8 @@ struct SlotIo {
     /// A shutdown is under way. io_uring runs shutdowns on its worker threads, which look
     /// the socket's file-table entry up only when they get to it.
     shutting_down: bool,
-    /// The cancel of all its operations is under way.
-    cancelling: bool,
+    /// A cancel of the send was submitted (the connection is closing).
+    send_cancelled: bool,
     /// Being closed: waiting for its operations to end before the socket is closed.
     closing: bool,
     /// Queued to be brought up to date after the current batch of completions.
@@ -89,7 +88,7 @@ impl SlotIo {
     /// Whether an operation the kernel holds still names the socket's file-table entry:
     /// until none does, closing it could let the entry's next socket get that operation.
     fn in_flight(&self) -> bool {
-        self.recv_armed || self.sending || self.shutting_down || self.cancelling
+        self.recv_armed || self.sending || self.shutting_down
     }
 }
 
@@ -265,7 +264,7 @@ impl<S: Service> Worker<S> {
             ACCEPT => self.on_accept(index, result, flags),
             RECV => self.on_recv(index, generation, result, flags),
             SEND => self.on_send(index, generation, result),
-            SHUTDOWN | CANCEL_ALL => self.on_slot_op(kind, index, generation),
+            SHUTDOWN => self.on_shutdown(index, generation),
             LINK_CONNECT => self.on_link_connect(index, result),
             LINK_RECV => self.on_link_recv(index, result, flags),
             LINK_SEND => self.on_link_send(index, result),
@@ -434,16 +433,13 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    /// A shutdown or a cancel of all a connection's operations ended.
-    fn on_slot_op(&mut self, kind: u64, index: usize, generation: u32) -> io::Result<()> {
+    /// A connection's shutdown ended.
+    fn on_shutdown(&mut self, index: usize, generation: u32) -> io::Result<()> {
         if !self.live(index, generation) {
             return Ok(());
         }
         let io = &mut self.io[index];
-        match kind {
-            SHUTDOWN => io.shutting_down = false,
-            _ => io.cancelling = false,
-        }
+        io.shutting_down = false;
         if io.closing {
             self.mark_dirty(index);
         }
@@ -528,16 +524,24 @@ impl<S: Service> Worker<S> {
                 .user_data(user_data(CLOSE, generation, index));
             return self.ring.push_plain(entry);
         }
-        if io.cancelling || !(io.recv_armed || io.sending) {
-            // Cancelled already, or only a shutdown to wait for: the completions bring it
-            // back here.
-            return Ok(());
+        // Each operation is cancelled by its user data, a hash lookup: a cancel by
+        // descriptor walks every armed operation of the ring, thousands under load. Their
+        // completions bring it back here; a cancel itself names no descriptor.
+        let cancel = |op| {
+            opcode::AsyncCancel::new(user_data(op, generation, index))
+                .build()
+                .user_data(user_data(CANCEL, generation, index))
+        };
+        if io.recv_armed && !io.recv_cancelled {
+            io.recv_cancelled = true;
+            self.ring.push_plain(cancel(RECV))?;
         }
-        io.cancelling = true;
-        let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(socket).all())
-            .build()
-            .user_data(user_data(CANCEL_ALL, generation, index));
-        self.ring.push_plain(entry)
+        let io = &mut self.io[index];
+        if io.sending && !io.send_cancelled {
+            io.send_cancelled = true;
+            self.ring.push_plain(cancel(SEND))?;
+        }
+        Ok(())
     }
 
     // The PostgreSQL links: the core orders, this moves the bytes.
