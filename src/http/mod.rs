@@ -3,6 +3,7 @@
 //!
 //! Nothing here does I/O: the servers feed bytes in and take bytes out.
 
+mod accept_encoding;
 mod buffers;
 mod connection;
 mod date;
@@ -11,6 +12,7 @@ mod response;
 mod send_buffer;
 mod status;
 
+pub use accept_encoding::{AcceptEncoding, Coding};
 pub use buffers::{lent, BufferPool};
 pub use connection::{Connection, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
