@@ -20,6 +20,6 @@ pub use request::{
     longest_request, parse, Chunked, GrpcHeaders, Method, Parsed, Request, UpgradeHeaders,
     LARGEST_MAX_BODY, MAX_BODY, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };
-pub use response::{ContentType, Response, StreamAnswer, Trailers, MAX_TRAILERS};
+pub use response::{ContentType, Encoding, Response, StreamAnswer, Trailers, MAX_TRAILERS};
 pub use send_buffer::SendBuffer;
 pub use status::Status;
