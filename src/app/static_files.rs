@@ -93,16 +93,12 @@ impl StaticFiles {
         let vary = compresses(content_type);
         if vary && accept_encoding.is_some() {
             for coding in AcceptEncoding::parse(accept_encoding).preferred() {
+                let encoding = Encoding {
+                    coding: Some(coding),
+                    vary,
+                };
                 match self.open_regular(name, sidecar_suffix(coding), content_type) {
-                    Ok(file) => {
-                        return Ok((
-                            file,
-                            Encoding {
-                                coding: Some(coding),
-                                vary,
-                            },
-                        ))
-                    }
+                    Ok(file) => return Ok((file, encoding)),
                     // The file itself would fail alike.
                     Err(Status::ServiceUnavailable) => return Err(Status::ServiceUnavailable),
                     // None there, or none to serve: the next coding, or the file itself.
