@@ -13,10 +13,12 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk, nginx and h2o for the benchmark's own tests, perf and strace for the system-call counter's, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients"
+step "system packages: wrk, nginx (with brotli_static) and h2o for the benchmark's own tests, perf and strace for the system-call counter's, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
+# static-h2's sidecars as HttpArena's nginx serves them (brotli_static, scripts/gnosis_tools/bench/nginx.py).
+[ -e /usr/lib/nginx/modules/ngx_http_brotli_static_module.so ] || missing+=(libnginx-mod-http-brotli-static)
 command -v h2o >/dev/null || missing+=(h2o)
 command -v perf >/dev/null || missing+=(linux-perf)
 command -v strace >/dev/null || missing+=(strace)

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ::gnosis::h2::{Answer, Connection, Limits};
-use ::gnosis::http::{BufferPool, HttpDate};
+use ::gnosis::http::{BufferPool, Encoding, HttpDate};
 use ::gnosis::transport::test_pair;
 
 /// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
@@ -50,6 +50,7 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
             let answer = Answer {
                 status: 200,
                 content_type: b"text/plain",
+                encoding: Encoding::default(),
                 body: &body,
                 trailers: &[],
             };

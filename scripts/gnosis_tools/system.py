@@ -171,16 +171,26 @@ def ensure_tfb_database_host(log, hosts_file=HOSTS_FILE):
 
 def ensure_installed(command, package):
     """The command, installed from Debian's package if missing and this runs as root."""
-    if shutil.which(command):
+    install_unless(lambda: shutil.which(command), command, package)
+
+
+def ensure_file_installed(path, package):
+    """A file a package provides (an nginx module), installed as ensure_installed installs."""
+    install_unless(lambda: os.path.exists(path), path, package)
+
+
+def install_unless(present, what, package):
+    """Debian's `package`, installed with apt-get unless `present()` (as root only)."""
+    if present():
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise SetupError(f"{command} is missing: install it (Debian: apt-get install -y {package})")
-    print(f"{command} is missing: installing {package} with apt-get", flush=True)
+        raise SetupError(f"{what} is missing: install it (Debian: apt-get install -y {package})")
+    print(f"{what} is missing: installing {package} with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update"], check=True, env=env)
     subprocess.run(["apt-get", "install", "-y", package], check=True, env=env)
-    if not shutil.which(command):
-        raise SetupError(f"apt-get install {package} did not provide a {command} command")
+    if not present():
+        raise SetupError(f"apt-get install {package} did not provide {what}")
 
 
 def pg_sh(action, env=None, capture=True):

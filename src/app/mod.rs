@@ -244,7 +244,9 @@ impl Service for App {
             }
             Route::Static => {
                 let name = &request.path["/static/".len()..];
-                self.static_files.respond(name, response, out, cx.date);
+                let accepts = request.accept_encoding;
+                self.static_files
+                    .respond(name, accepts, response, out, cx.date);
             }
             Route::WebSocket => {
                 match handshake::check(&request.upgrade, request.http10) {

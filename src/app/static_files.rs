@@ -9,9 +9,24 @@
 //! pointing out of the directory, or anywhere, is not served), and only a regular file is
 //! served. Anything else, and a file that is not there, is 404.
 //!
+//! Precompressed sidecars, as nginx's `gzip_static` and `brotli_static` serve them: for a
+//! file of a type that compresses (text, JSON, SVG, XML, WASM, icons; not images, fonts or
+//! archives, which are compressed already, nor a file of unknown type, such as `X.br` asked
+//! for by its own name), a request whose `Accept-Encoding` prefers `br` or `gzip` gets
+//! `X.br` or `X.gz` beside `X` if that is a regular file (the same rules: a plain name,
+//! `O_NOFOLLOW`, read per request), with `Content-Encoding`, `X`'s Content-Type and its own
+//! length; the next coding accepted, else `X` itself, when it is not. Without the header,
+//! `X` as it is. A client that refuses identity (`identity;q=0`) and gets no sidecar gets
+//! `X` all the same: RFC 9110 would allow a 415, which helps no one. Every answer of such a
+//! type says `Vary: Accept-Encoding`, with a sidecar or not: whether one exists is not known
+//! without opening it (it may appear at any time), and a cache must not hand a compressed
+//! answer to a client that did not ask, nor keep the plain one for those that did; images
+//! and fonts are never negotiated, and say nothing.
+//!
 //! Per request: `openat`, `statx` (regular? how long?), one `read` straight into the
 //! response's buffer behind its head (no copy before, no zero-filling), `close`. HEAD skips
-//! the read.
+//! the read. A sidecar is tried only for a type that compresses and a request that accepts
+//! a coding: other requests pay no failed `openat`.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -19,7 +34,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::http::{ContentType, HttpDate, Response, Status};
+use crate::http::{AcceptEncoding, Coding, ContentType, Encoding, HttpDate, Response, Status};
 use crate::sys;
 
 /// Where HttpArena mounts its static files, unless `STATIC_DIR` says otherwise.
@@ -62,15 +77,50 @@ impl StaticFiles {
         StaticFiles { path, dir_len }
     }
 
-    /// Opens the file `name` names: 404 for a name that is not a plain file name or for
-    /// no regular file under it, 500 for one over [`MAX_FILE_LEN`], 503 when the worker is
-    /// out of descriptors.
-    pub fn open(&mut self, name: &str) -> Result<StaticFile, Status> {
+    /// Opens the file `name` names, or its sidecar in the coding `accept_encoding` prefers
+    /// (see the module's doc), with the encoding its answer says: 404 for a name that is
+    /// not a plain file name or for no regular file under it, 500 for one over
+    /// [`MAX_FILE_LEN`], 503 when the worker is out of descriptors.
+    pub fn open(
+        &mut self,
+        name: &str,
+        accept_encoding: Option<&[u8]>,
+    ) -> Result<(StaticFile, Encoding), Status> {
         if !is_plain_name(name) {
             return Err(Status::NotFound);
         }
+        let content_type = content_type(name);
+        let vary = compresses(content_type);
+        if vary && accept_encoding.is_some() {
+            for coding in AcceptEncoding::parse(accept_encoding).preferred() {
+                let encoding = Encoding {
+                    coding: Some(coding),
+                    vary,
+                };
+                match self.open_regular(name, sidecar_suffix(coding), content_type) {
+                    Ok(file) => return Ok((file, encoding)),
+                    // The file itself would fail alike.
+                    Err(Status::ServiceUnavailable) => return Err(Status::ServiceUnavailable),
+                    // None there, or none to serve: the next coding, or the file itself.
+                    Err(_) => {}
+                }
+            }
+        }
+        let file = self.open_regular(name, "", content_type)?;
+        Ok((file, Encoding { coding: None, vary }))
+    }
+
+    /// Opens `name` followed by `suffix` if it is a regular file of at most
+    /// [`MAX_FILE_LEN`], to be served as `content_type`.
+    fn open_regular(
+        &mut self,
+        name: &str,
+        suffix: &str,
+        content_type: ContentType,
+    ) -> Result<StaticFile, Status> {
         self.path.truncate(self.dir_len);
         self.path.extend_from_slice(name.as_bytes());
+        self.path.extend_from_slice(suffix.as_bytes());
         let file = OpenOptions::new()
             .read(true)
             // O_NONBLOCK: a FIFO in the directory must not block the worker in open.
@@ -88,19 +138,30 @@ impl StaticFiles {
             file,
             // Below MAX_FILE_LEN: fits.
             len: metadata.len() as usize,
-            content_type: content_type(name),
+            content_type,
         })
     }
 
-    /// Appends the whole answer to `GET /static/{name}` (or HEAD) to `out`.
-    pub fn respond(&mut self, name: &str, response: Response, out: &mut Vec<u8>, date: &HttpDate) {
+    /// Appends the whole answer to `GET /static/{name}` (or HEAD) to `out`, in the coding
+    /// `accept_encoding` prefers when there is a sidecar in it.
+    pub fn respond(
+        &mut self,
+        name: &str,
+        accept_encoding: Option<&[u8]>,
+        response: Response,
+        out: &mut Vec<u8>,
+        date: &HttpDate,
+    ) {
         let start = out.len();
-        let read = self.open(name).and_then(|file| {
-            match response.write_head(out, date, Status::Ok, file.content_type, file.len) {
-                true => file.read_into(out),
-                false => Ok(()),
-            }
-        });
+        let read = self
+            .open(name, accept_encoding)
+            .and_then(|(file, encoding)| {
+                let (content_type, len) = (file.content_type, file.len);
+                match response.write_head(out, date, Status::Ok, content_type, encoding, len) {
+                    true => file.read_into(out),
+                    false => Ok(()),
+                }
+            });
         if let Err(status) = read {
             out.truncate(start);
             response.write_error(out, date, status);
@@ -147,6 +208,23 @@ fn is_plain_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+}
+
+/// Whether files of this type may have precompressed sidecars: the types that compress.
+fn compresses(content_type: ContentType) -> bool {
+    use ContentType::*;
+    matches!(
+        content_type,
+        Plain | Json | Html | Css | JavaScript | Svg | Xml | Wasm | Icon
+    )
+}
+
+/// The sidecar of a file in `coding`: `X.br`, `X.gz`.
+fn sidecar_suffix(coding: Coding) -> &'static str {
+    match coding {
+        Coding::Br => ".br",
+        Coding::Gzip => ".gz",
+    }
 }
 
 /// The type of a file by its extension (ASCII case ignored); unknown: bytes.

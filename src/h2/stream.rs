@@ -4,7 +4,7 @@
 
 use super::frame::{self, ErrorCode, HEAD_LEN};
 use super::hpack::RequestHead;
-use crate::http::{self, Method};
+use crate::http::{self, Encoding, Method};
 
 /// Streams closed lately that are remembered: frames still in flight on one the server
 /// reset are ignored, and HEADERS on one closed otherwise is STREAM_CLOSED rather than a
@@ -25,6 +25,7 @@ pub struct Request<'a> {
     pub content_type: &'a [u8],
     /// gRPC's `grpc-encoding`, if the request has one.
     pub grpc_encoding: Option<&'a [u8]>,
+    pub accept_encoding: Option<&'a [u8]>,
     pub body: &'a [u8],
 }
 
@@ -39,6 +40,7 @@ impl<'a> Request<'a> {
             keep_alive: true,
             http10: false,
             upgrade: http::UpgradeHeaders::default(),
+            accept_encoding: self.accept_encoding,
             grpc: Some(http::GrpcHeaders {
                 content_type: self.content_type,
                 encoding: self.grpc_encoding,
@@ -53,6 +55,8 @@ pub struct Answer<'a> {
     pub status: u16,
     /// The `content-type` value.
     pub content_type: &'a [u8],
+    /// `content-encoding` and `vary`, for a static file's answer.
+    pub encoding: Encoding,
     pub body: &'a [u8],
     /// Fields sent after the body (gRPC's `grpc-status`), names in lowercase; none for
     /// most answers.
@@ -132,6 +136,7 @@ impl Stream {
             query,
             content_type: head.content_type(),
             grpc_encoding: head.grpc_encoding(),
+            accept_encoding: head.accept_encoding(),
             body,
         })
     }

@@ -9,7 +9,7 @@ use super::hpack::{self, hex, BlockError, Decoder};
 use proptest::prelude::*;
 
 use super::{Answer, Connection, Limits, PREFACE};
-use crate::http::{BufferPool, HttpDate, Method, Timeouts};
+use crate::http::{BufferPool, Coding, Encoding, HttpDate, Method, Timeouts};
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
@@ -162,6 +162,7 @@ impl Client {
         let answer = Answer {
             status: 200,
             content_type: b"text/plain",
+            encoding: Encoding::default(),
             body,
             trailers: &[],
         };
@@ -516,7 +517,8 @@ fn answers_are_encoded_without_the_dynamic_table() {
     let mut decoder = loona_hpack::Decoder::new();
     for (status, length) in [(200, 0), (413, 5), (431, 100_000)] {
         let mut block = Vec::new();
-        hpack::encode_answer(&mut block, status, b"text/plain", length, &date);
+        let plain = Encoding::default();
+        hpack::encode_answer(&mut block, status, b"text/plain", plain, length, &date);
         let fields = decoder.decode(&block).unwrap();
         let names: Vec<_> = fields.iter().map(|(name, _)| name.as_slice()).collect();
         assert_eq!(
@@ -533,6 +535,22 @@ fn answers_are_encoded_without_the_dynamic_table() {
         assert_eq!(fields[2].1, length.to_string().as_bytes());
         assert_eq!(fields[3].1, date.as_bytes());
     }
+    // A static file's coding: content-encoding and vary after content-type.
+    let mut block = Vec::new();
+    let encoding = Encoding {
+        coding: Some(Coding::Br),
+        vary: true,
+    };
+    hpack::encode_answer(&mut block, 200, b"text/css", encoding, 9, &date);
+    let fields = decoder.decode(&block).unwrap();
+    assert_eq!(
+        fields[1..4],
+        [
+            (b"content-type".to_vec(), b"text/css".to_vec()),
+            (b"content-encoding".to_vec(), b"br".to_vec()),
+            (b"vary".to_vec(), b"accept-encoding".to_vec()),
+        ]
+    );
     let mut block = Vec::new();
     hpack::encode_trailers(&mut block, &[(b"grpc-status", b"0")]);
     assert_eq!(
@@ -669,6 +687,7 @@ fn head_gets_the_length_without_the_body_and_trailers_end_the_stream() {
     let answer = Answer {
         status: 200,
         content_type: b"application/grpc",
+        encoding: Encoding::default(),
         body: b"message",
         trailers: &[(b"grpc-status", b"0")],
     };
@@ -733,6 +752,27 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
     let request = client.connection.take_request().unwrap();
     assert_eq!(request.content_type, b"application/grpc");
     assert_eq!(request.grpc_encoding, Some(&b"gzip"[..]));
+    assert_eq!(request.accept_encoding, None);
+
+    // accept-encoding as it came; repeated, empty (identity alone), as HTTP/1.1 reads it.
+    let get = |accepts: &[&'static str]| {
+        let mut fields = vec![
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/static/a.css"),
+        ];
+        fields.extend(accepts.iter().map(|value| ("accept-encoding", *value)));
+        fields
+    };
+    let request = client.headers(5, &get(&["br;q=1, gzip;q=0.8"]), true);
+    client.send(&request);
+    let request = client.connection.take_request().unwrap();
+    assert_eq!(request.accept_encoding, Some(&b"br;q=1, gzip;q=0.8"[..]));
+    assert_eq!(request.http().accept_encoding, request.accept_encoding);
+    let request = client.headers(7, &get(&["gzip", "br"]), true);
+    client.send(&request);
+    let request = client.connection.take_request().unwrap();
+    assert_eq!(request.accept_encoding, Some(&b""[..]));
 }
 
 #[test]

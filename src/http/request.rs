@@ -55,6 +55,10 @@ pub struct Request<'a> {
     /// HTTP/1.0 wants `Connection: keep-alive` echoed when it asked for it.
     pub http10: bool,
     pub upgrade: UpgradeHeaders<'a>,
+    /// `Accept-Encoding`, borrowed as it came (read by the routes that negotiate, with
+    /// [`AcceptEncoding::parse`](super::AcceptEncoding::parse)); a repeated one reads as
+    /// empty, which accepts identity alone.
+    pub accept_encoding: Option<&'a [u8]>,
     /// What gRPC reads of the request's headers; gRPC runs over HTTP/2 only, so an
     /// HTTP/1.1 request has none.
     pub grpc: Option<GrpcHeaders<'a>>,
@@ -210,6 +214,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
     let mut hosts = 0;
     let mut expects_continue = false;
     let mut upgrade = UpgradeHeaders::default();
+    let mut accept_encoding = None;
     for header in req.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("connection") {
@@ -244,6 +249,8 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
                 return Parsed::Invalid(Status::BadRequest);
             }
             hosts += 1;
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            accept_encoding = Some(once(accept_encoding, header.value));
         } else if name.eq_ignore_ascii_case("expect") {
             expects_continue = header
                 .value
@@ -304,6 +311,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
             keep_alive,
             http10,
             upgrade,
+            accept_encoding,
             grpc: None,
         },
         len,
@@ -877,6 +885,20 @@ mod tests {
         assert_eq!(
             parse(big_body.as_bytes()),
             Parsed::Invalid(Status::PayloadTooLarge)
+        );
+    }
+
+    #[test]
+    fn accept_encoding_is_borrowed_as_it_came_and_empty_when_repeated() {
+        let accepts = |raw: &[u8]| complete(raw).0.accept_encoding.map(<[u8]>::to_vec);
+        assert_eq!(accepts(WRK_REQUEST), None);
+        assert_eq!(
+            accepts(b"GET /static/a.css HTTP/1.1\r\nHost: a\r\naccept-ENCODING:  br;q=1, gzip;q=0.8 \r\n\r\n"),
+            Some(b"br;q=1, gzip;q=0.8".to_vec())
+        );
+        assert_eq!(
+            accepts(b"GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip\r\nAccept-Encoding: br\r\n\r\n"),
+            Some(Vec::new())
         );
     }
 }

@@ -1,5 +1,5 @@
 use super::request::Method;
-use super::{HttpDate, Request, Status};
+use super::{Coding, HttpDate, Request, Status};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContentType {
@@ -55,6 +55,43 @@ impl ContentType {
     }
 }
 
+/// What an answer says of its content coding (a static file's, negotiated by
+/// `Accept-Encoding`): its `Content-Encoding`, and whether it carries `Vary:
+/// Accept-Encoding`. Neither, for every other answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Encoding {
+    pub coding: Option<Coding>,
+    pub vary: bool,
+}
+
+/// [`Encoding::vary`] in its byte.
+const VARY: u8 = 0x80;
+
+impl Encoding {
+    /// In one byte, for a [`StreamAnswer`]: the coding in the low bits, [`VARY`].
+    fn byte(self) -> u8 {
+        let coding = match self.coding {
+            None => 0,
+            Some(Coding::Br) => 1,
+            Some(Coding::Gzip) => 2,
+        };
+        coding | if self.vary { VARY } else { 0 }
+    }
+
+    fn from_byte(byte: u8) -> Option<Encoding> {
+        let coding = match byte & !VARY {
+            0 => None,
+            1 => Some(Coding::Br),
+            2 => Some(Coding::Gzip),
+            _ => return None,
+        };
+        Some(Encoding {
+            coding,
+            vary: byte & VARY != 0,
+        })
+    }
+}
+
 /// How to answer one request: what the response must say about the connection, and
 /// whether the body is sent; or that it answers an HTTP/2 stream. Small and `Copy`, so a
 /// response that waits for the database can carry it along.
@@ -69,7 +106,8 @@ pub struct Response {
 }
 
 /// An HTTP/2 stream's answer as [`Response::write`] (or [`StreamAnswer::write`], with
-/// trailers) writes it: the status, the content type and the trailers in a few bytes, then
+/// trailers) writes it: the status, the content type, its encoding and the trailers in a
+/// few bytes, then
 /// the body, so that the same application answers either protocol and the HTTP/2 side takes
 /// the parts as they are, not from an HTTP/1.1 text. Trailers (gRPC's `grpc-status`) exist
 /// only here: HTTP/1.1's answers have none.
@@ -77,6 +115,7 @@ pub struct Response {
 pub struct StreamAnswer<'a> {
     pub status: u16,
     pub content_type: &'a [u8],
+    pub encoding: Encoding,
     pub trailers: Trailers<'a>,
     pub body: &'a [u8],
 }
@@ -126,20 +165,23 @@ impl StreamAnswer<'_> {
         trailers: &[(&[u8], &[u8])],
         body: &[u8],
     ) {
-        StreamAnswer::write_head(out, status, content_type, trailers);
+        StreamAnswer::write_head(out, status, content_type, Encoding::default(), trailers);
         out.extend_from_slice(body);
     }
 
     /// Appends the answer's head: status (2 bytes), the content type's length (1 byte) and
-    /// value, the trailers' length (2 bytes) and fields; the body follows.
+    /// value, the encoding (1 byte), the trailers' length (2 bytes) and fields; the body
+    /// follows.
     fn write_head(
         out: &mut Vec<u8>,
         status: Status,
         content_type: ContentType,
+        encoding: Encoding,
         trailers: &[(&[u8], &[u8])],
     ) {
         out.extend_from_slice(&status.code().to_be_bytes());
         put_short(out, content_type.value());
+        out.push(encoding.byte());
         let at = out.len();
         out.extend_from_slice(&[0, 0]);
         for (name, value) in &trailers[..trailers.len().min(MAX_TRAILERS)] {
@@ -154,12 +196,15 @@ impl StreamAnswer<'_> {
     pub fn read(bytes: &[u8]) -> Option<StreamAnswer<'_>> {
         let (&[high, low], mut rest) = bytes.split_first_chunk::<2>()?;
         let content_type = take_short(&mut rest)?;
+        let (&encoding, rest) = rest.split_first()?;
+        let encoding = Encoding::from_byte(encoding)?;
         let (&[len_high, len_low], rest) = rest.split_first_chunk::<2>()?;
         let len = u16::from_be_bytes([len_high, len_low]) as usize;
         let (trailers, body) = rest.split_at_checked(len)?;
         Some(StreamAnswer {
             status: u16::from_be_bytes([high, low]),
             content_type,
+            encoding,
             trailers: Trailers(trailers),
             body,
         })
@@ -210,25 +255,27 @@ impl Response {
         content_type: ContentType,
         body: &[u8],
     ) {
-        if self.write_head(out, date, status, content_type, body.len()) {
+        let encoding = Encoding::default();
+        if self.write_head(out, date, status, content_type, encoding, body.len()) {
             out.extend_from_slice(body);
         }
     }
 
-    /// Appends the status line and headers of a response whose body is `body_len` bytes,
-    /// and says whether the body goes out after them (not for HEAD): the caller then
-    /// appends exactly `body_len` bytes, from wherever it reads them. For an HTTP/2
-    /// stream, the head of a [`StreamAnswer`], always followed by the body.
+    /// Appends the status line and headers of a response whose body is `body_len` bytes
+    /// (in `encoding`), and says whether the body goes out after them (not for HEAD): the
+    /// caller then appends exactly `body_len` bytes, from wherever it reads them. For an
+    /// HTTP/2 stream, the head of a [`StreamAnswer`], always followed by the body.
     pub fn write_head(
         &self,
         out: &mut Vec<u8>,
         date: &HttpDate,
         status: Status,
         content_type: ContentType,
+        encoding: Encoding,
         body_len: usize,
     ) -> bool {
         if self.stream {
-            StreamAnswer::write_head(out, status, content_type, &[]);
+            StreamAnswer::write_head(out, status, content_type, encoding, &[]);
             return true;
         }
         out.extend_from_slice(status.line());
@@ -240,6 +287,13 @@ impl Response {
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(b"Content-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+        if let Some(coding) = encoding.coding {
+            out.extend_from_slice(b"\r\nContent-Encoding: ");
+            out.extend_from_slice(coding.token());
+        }
+        if encoding.vary {
+            out.extend_from_slice(b"\r\nVary: Accept-Encoding");
+        }
         if !self.keep_alive {
             out.extend_from_slice(b"\r\nConnection: close");
         } else if self.http10 {
@@ -338,13 +392,64 @@ mod tests {
             Some(StreamAnswer {
                 status: 404,
                 content_type: b"application/json",
+                encoding: Encoding::default(),
                 trailers: Trailers::default(),
                 body: b"{}",
             })
         );
         assert_eq!(StreamAnswer::read(&[0, 200, 5, b'a']), None);
         assert_eq!(StreamAnswer::read(&[0, 200]), None);
-        assert_eq!(StreamAnswer::read(&[0, 200, 1, b'a', 0, 3, 1, b'x']), None);
+        assert_eq!(
+            StreamAnswer::read(&[0, 200, 1, b'a', 0, 0, 3, 1, b'x']),
+            None
+        );
+        assert_eq!(StreamAnswer::read(&[0, 200, 1, b'a', 3, 0, 0]), None);
+    }
+
+    #[test]
+    fn an_encoding_is_written_for_either_protocol() {
+        let date = HttpDate::new();
+        let request = b"GET /static/a.css HTTP/1.1\r\nHost: a\r\n\r\n";
+        for coding in [None, Some(Coding::Br), Some(Coding::Gzip)] {
+            for vary in [false, true] {
+                let encoding = Encoding { coding, vary };
+                let mut out = Vec::new();
+                let response = response_to(request);
+                assert!(response.write_head(
+                    &mut out,
+                    &date,
+                    Status::Ok,
+                    ContentType::Css,
+                    encoding,
+                    7
+                ));
+                let text = String::from_utf8(out).unwrap();
+                let named = coding.map(|coding| std::str::from_utf8(coding.token()).unwrap());
+                let line = named.map(|name| format!("Content-Encoding: {name}\r\n"));
+                assert_eq!(
+                    text.contains("Content-Encoding"),
+                    coding.is_some(),
+                    "{text}"
+                );
+                assert!(line.is_none_or(|line| text.contains(&line)), "{text}");
+                assert_eq!(text.contains("Vary: Accept-Encoding\r\n"), vary, "{text}");
+                assert!(text.contains("Content-Length: 7\r\n"), "{text}");
+                assert!(text.ends_with("\r\n\r\n"), "{text}");
+
+                let mut out = Vec::new();
+                Response::stream().write_head(
+                    &mut out,
+                    &date,
+                    Status::Ok,
+                    ContentType::Css,
+                    encoding,
+                    2,
+                );
+                out.extend_from_slice(b"br");
+                let answer = StreamAnswer::read(&out).unwrap();
+                assert_eq!((answer.encoding, answer.body), (encoding, &b"br"[..]));
+            }
+        }
     }
 
     #[test]

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::h2;
-use crate::http::{BufferPool, Connection, HttpDate, Request, Ticket, Timeouts, TIMEOUTS};
+use crate::http::{
+    BufferPool, Connection, Encoding, HttpDate, Request, Ticket, Timeouts, TIMEOUTS,
+};
 use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, Pool};
@@ -748,6 +750,7 @@ impl<S: Service, K> Deliverer<'_, S, K> {
                 let answer = h2::Answer {
                     status: finished.status.code(),
                     content_type: finished.content_type.value(),
+                    encoding: Encoding::default(),
                     body: finished.body,
                     trailers: &[],
                 };

@@ -1,10 +1,16 @@
 //! `GET /static/{name}` against both binaries over real sockets, from a directory the test
 //! fills (`STATIC_DIR`): each type's Content-Type, the bytes on disk read again on every
-//! request, HEAD, pipelined and large answers, and nothing outside the directory served
-//! (`..` plain or percent-encoded, absolute paths, NUL, a symbolic link out of it).
+//! request, HEAD, pipelined and large answers, nothing outside the directory served
+//! (`..` plain or percent-encoded, absolute paths, NUL, a symbolic link out of it), and
+//! precompressed sidecars chosen by Accept-Encoding over HTTP/1.1 and HTTP/2, plain and TLS
+//! (raw requests, and curl --compressed as an independent client).
 
+use std::io::{Read, Write};
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
+use std::process::Command;
+
+use ::gnosis::transport::test_pair;
 
 use crate::common::{assert_general_headers, Client, Server};
 
@@ -36,6 +42,18 @@ impl Site {
         let env = [
             ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
             ("STATIC_DIR", self.www().to_str().unwrap().to_string()),
+        ];
+        Server::start_with_env(binary, &[], &env)
+    }
+
+    /// With the test certificate: the TLS listeners too (HTTP/1.1, and `h2` by ALPN).
+    fn start_with_tls(&self, binary: &str) -> Server {
+        let pair = test_pair();
+        let env = [
+            ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
+            ("STATIC_DIR", self.www().to_str().unwrap().to_string()),
+            ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
+            ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
         ];
         Server::start_with_env(binary, &[], &env)
     }
@@ -199,9 +217,256 @@ fn nothing_outside_the_directory_is_served(binary: &str) {
     assert_eq!(raw.response().unwrap().status, 400);
 }
 
+/// Text that compresses, different for each seed.
+fn text(seed: usize, lines: usize) -> Vec<u8> {
+    (0..lines)
+        .flat_map(|line| {
+            format!(".rule-{seed}-{} {{ margin: {line}px; }}\n", line % 37).into_bytes()
+        })
+        .collect()
+}
+
+fn brotli(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut writer = brotli::CompressorWriter::new(&mut out, 4096, 9, 22);
+    writer.write_all(bytes).unwrap();
+    drop(writer);
+    out
+}
+
+fn unbrotli(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    brotli::Decompressor::new(bytes, 4096)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+/// A site as HttpArena's: `app.js` with both sidecars (60 KiB, answered in many pieces),
+/// `reset.css` with only `.gz`, `logo.svg` with none, and `hero.webp` with a `.br` beside
+/// it that is never served (images are not negotiated).
+fn precompressed_site(test: &str, binary: &str) -> (Site, [(&'static str, Vec<u8>); 4]) {
+    let site = Site::new(&format!("{test}-{}", binary.len()));
+    let files = [
+        ("app.js", text(1, 1500)),
+        ("reset.css", text(2, 100)),
+        ("logo.svg", text(3, 10)),
+        ("hero.webp", contents(4, 5000)),
+    ];
+    for (name, bytes) in &files {
+        site.write(name, bytes);
+    }
+    site.write("app.js.br", &brotli(&files[0].1));
+    site.write("app.js.gz", &gzip(&files[0].1));
+    site.write("reset.css.gz", &gzip(&files[1].1));
+    site.write("hero.webp.br", b"never served");
+    (site, files)
+}
+
+/// A request for `/static/{name}` with `Accept-Encoding: accepts` if there is one.
+fn request(method: &str, name: &str, accepts: Option<&str>) -> Vec<u8> {
+    let header = accepts.map_or(String::new(), |value| {
+        format!("Accept-Encoding: {value}\r\n")
+    });
+    format!("{method} /static/{name} HTTP/1.1\r\nHost: a\r\n{header}\r\n").into_bytes()
+}
+
+/// Raw HTTP/1.1: the sidecar's own bytes, with Content-Encoding, the file's Content-Type,
+/// the sidecar's length and Vary; the plain file without the header or when no sidecar in
+/// an accepted coding is there; HEAD alike; `X.br` by its own name as it is.
+fn sidecars_answer_by_accept_encoding_over_http1(binary: &str) {
+    let (site, files) = precompressed_site("sidecars", binary);
+    let server = site.start(binary);
+    let mut client = server.connect();
+    let arena = Some("br;q=1, gzip;q=0.8");
+    let decoded = |coding: Option<&str>, body: &[u8]| match coding {
+        Some("br") => unbrotli(body),
+        Some("gzip") => gunzip(body),
+        _ => body.to_vec(),
+    };
+    // (file index, Accept-Encoding, the coding answered, Vary).
+    let cases: [(usize, Option<&str>, Option<&str>, bool); 10] = [
+        (0, arena, Some("br"), true),
+        (0, Some("gzip, deflate"), Some("gzip"), true),
+        (0, Some("br;q=0.5, gzip"), Some("gzip"), true),
+        (0, Some("br;q=0, gzip;q=0"), None, true),
+        (0, None, None, true),
+        (1, arena, Some("gzip"), true),
+        (1, Some("br"), None, true),
+        (2, arena, None, true),
+        (3, arena, None, false),
+        (3, None, None, false),
+    ];
+    for (index, accepts, coding, vary) in cases {
+        let (name, original) = &files[index];
+        client.send(&request("GET", name, accepts));
+        let response = client.response().unwrap();
+        let what = format!("{name} {accepts:?}: {:?}", response.headers);
+        assert_eq!(response.status, 200, "{what}");
+        assert_eq!(response.header("content-encoding"), coding, "{what}");
+        let vary_header = response.header("vary");
+        assert_eq!(vary_header, vary.then_some("Accept-Encoding"), "{what}");
+        let sidecar = match coding {
+            Some("br") => site.www().join(format!("{name}.br")),
+            Some(_) => site.www().join(format!("{name}.gz")),
+            None => site.www().join(name),
+        };
+        assert!(response.body == std::fs::read(sidecar).unwrap(), "{what}");
+        assert!(decoded(coding, &response.body) == *original, "{what}");
+        let content_type = [
+            "application/javascript",
+            "text/css",
+            "image/svg+xml",
+            "image/webp",
+        ];
+        let mut plain = response;
+        plain.headers.retain(|(name, _)| name != "content-encoding");
+        assert_general_headers(&plain, content_type[index]);
+    }
+    // HEAD: the sidecar's head, then the next answer on the connection.
+    client.send(&request("HEAD", "app.js", arena));
+    client.send(&request("GET", "reset.css", None));
+    let head = client.raw_head();
+    let length = format!("Content-Length: {}\r\n", brotli(&files[0].1).len());
+    assert!(head.contains("Content-Encoding: br\r\n"), "{head}");
+    assert!(head.contains(&length), "{head}");
+    assert!(client.response().unwrap().body == files[1].1);
+    // A sidecar by its own name: a file of unknown type, as it is.
+    client.send(&request("GET", "app.js.br", arena));
+    let response = client.response().unwrap();
+    assert_eq!(response.header("content-encoding"), None);
+    assert_eq!(
+        response.header("content-type"),
+        Some("application/octet-stream")
+    );
+    assert!(unbrotli(&response.body) == files[0].1);
+}
+
+/// curl, with and without `--compressed` (`Accept-Encoding: deflate, gzip, br, zstd`), over
+/// HTTP/1.1 plain and TLS, h2c on both ports and h2 over TLS: the body it decodes is the
+/// file, and says `content-encoding` only when asked.
+fn curl_gets_every_file_whole_with_and_without_compression(binary: &str) {
+    let (site, files) = precompressed_site("curl", binary);
+    let server = site.start_with_tls(binary);
+    let bases = [
+        (format!("http://127.0.0.1:{}", server.port), "--http1.1"),
+        (
+            format!("https://127.0.0.1:{}", server.tls_port),
+            "--http1.1",
+        ),
+        (
+            format!("http://127.0.0.1:{}", server.port),
+            "--http2-prior-knowledge",
+        ),
+        (
+            format!("http://127.0.0.1:{}", server.h2c_port),
+            "--http2-prior-knowledge",
+        ),
+        (
+            format!("https://127.0.0.1:{}", server.h2_tls_port),
+            "--http2",
+        ),
+    ];
+    let expected_coding = ["br", "gzip", "", ""];
+    for (base, version) in &bases {
+        for (index, (name, original)) in files.iter().enumerate() {
+            for compressed in [true, false] {
+                let url = format!("{base}/static/{name}");
+                let mut args = vec!["-k", version, &url];
+                if compressed {
+                    args.push("--compressed");
+                }
+                let (headers, body) = curl(&args);
+                let what = format!("{args:?}: {headers}");
+                assert!(headers.starts_with("HTTP/"), "{what}");
+                let coding = header(&headers, "content-encoding").unwrap_or_default();
+                let expected = if compressed {
+                    expected_coding[index]
+                } else {
+                    ""
+                };
+                assert_eq!(coding, expected, "{what}");
+                assert!(body == *original, "{what}");
+            }
+        }
+    }
+}
+
+/// HttpArena's static-h2 load as it runs it: h2load with `Accept-Encoding: br;q=1,
+/// gzip;q=0.8` on every request, over h2c and TLS; each answer is the `.br` sidecar (h2load
+/// counts the DATA bytes), or the `.gz` one where there is no `.br`.
+fn h2load_with_arenas_header_gets_the_sidecars(binary: &str) {
+    let (site, files) = precompressed_site("h2load", binary);
+    let server = site.start_with_tls(binary);
+    let urls = [
+        format!("http://127.0.0.1:{}", server.h2c_port),
+        format!("https://127.0.0.1:{}", server.h2_tls_port),
+    ];
+    let sidecars = [
+        ("app.js", brotli(&files[0].1).len()),
+        ("reset.css", gzip(&files[1].1).len()),
+    ];
+    for (base, (name, len)) in urls.iter().flat_map(|url| sidecars.map(|file| (url, file))) {
+        let url = format!("{base}/static/{name}");
+        let output = Command::new("timeout")
+            .args(["60", "h2load", "-c", "2", "-m", "4", "-n", "40", &url])
+            .args(["-H", "Accept-Encoding: br;q=1, gzip;q=0.8"])
+            .output()
+            .expect("h2load runs (scripts/test.sh installs nghttp2-client)");
+        let report = String::from_utf8_lossy(&output.stdout);
+        assert!(report.contains("40 succeeded, 0 failed"), "{url}: {report}");
+        let data = format!("({}) data", 40 * len);
+        assert!(report.contains(&data), "{url}: {data} {report}");
+    }
+}
+
+/// Runs curl with `args` (10 s at most), the headers written before the body; returns the
+/// head and the body as curl decoded it.
+fn curl(args: &[&str]) -> (String, Vec<u8>) {
+    let output = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-D", "-"])
+        .args(args)
+        .output()
+        .expect("curl runs (scripts/test.sh installs it)");
+    assert!(output.status.success(), "curl {args:?}: {output:?}");
+    let end = output
+        .stdout
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let head = String::from_utf8(output.stdout[..end].to_vec()).unwrap();
+    (head, output.stdout[end..].to_vec())
+}
+
+/// A header's value in a head as curl writes it, the name in any case.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (field, value) = line.split_once(':')?;
+        field.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
 test_both_binaries! {
     gnosis, gnosis_uring;
     files_are_read_from_disk_on_every_request_with_their_types,
     large_and_pipelined_answers_arrive_whole_and_in_order,
     nothing_outside_the_directory_is_served,
+    sidecars_answer_by_accept_encoding_over_http1,
+    curl_gets_every_file_whole_with_and_without_compression,
+    h2load_with_arenas_header_gets_the_sidecars,
 }

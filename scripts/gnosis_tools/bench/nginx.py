@@ -3,7 +3,9 @@ connection, served by Debian's nginx (nginx-light) configured here, a worker per
 over TLS 1.3 the answers of HttpArena's json-tls, written to files beforehand (the bar of the
 TLS and HTTP work without the JSON's; h2o.py serves the same files); and HttpArena's H2 tests
 (issue 30): /baseline2's answer over h2 (TLS, ALPN) and h2c (prior knowledge), fixed, and
-static-h2's files from HttpArena's directory, opened and read on every request."""
+static-h2's files from HttpArena's directory, opened and read on every request, their `.br` or
+`.gz` sidecar when Accept-Encoding asks (gzip_static, and brotli_static from Debian's
+libnginx-mod-http-brotli-static), as HttpArena's nginx entry and gnosis serve them."""
 
 import json
 import os
@@ -37,6 +39,9 @@ FIXED_ANSWER_NOTES = {"json-tls": FIXED_ANSWERS_NOTE, "baseline-h2": BASELINE2_N
 BASELINE2_BODY = "2"
 # Where Debian's nginx and nginx-light keep the types of file names (nginx-common).
 NGINX_MIME_TYPES = "/etc/nginx/mime.types"
+# brotli_static, which Debian's nginx 1.22 has as a module of its own package.
+NGINX_BROTLI_STATIC = "/usr/lib/nginx/modules/ngx_http_brotli_static_module.so"
+NGINX_BROTLI_STATIC_PACKAGE = "libnginx-mod-http-brotli-static"
 LEVELS = {"plaintext-single": [100, 500], "plaintext-single-1worker": [50]}
 
 # The bars' command lines before the run has a directory for them (then BARS_DIR is replaced).
@@ -81,11 +86,13 @@ def nginx_config(port, workers, directory, tls_port, certificate, h2c_port, h2_t
     /json/{count} from the files of write_json_answers. HttpArena's H2 tests on `h2c_port` (h2c
     by prior knowledge: nginx < 1.25's `listen ... http2` without ssl) and `h2_tls_port` (h2 over
     TLS 1.3, ALPN): /baseline2's fixed answer, and /static/ from `static_dir` with no open-file
-    cache (nginx's default, said outright), so each request opens and reads its file, served as
-    it is (no gzip_static: gnosis ignores Accept-Encoding too)."""
+    cache (nginx's default, said outright), so each request opens and reads its file, or its
+    `.br` or `.gz` sidecar as Accept-Encoding prefers (brotli_static, gzip_static, with Vary), as
+    gnosis does."""
     kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     temp = "\n".join(f"    {kind}_temp_path {directory}/{kind};" for kind in kinds)
     return f"""# Written by scripts/tool bench for one run.
+load_module {NGINX_BROTLI_STATIC};
 daemon off;
 master_process on;
 worker_processes {workers};
@@ -153,6 +160,9 @@ def h2_server(listen, tls, static_dir):
             alias {static_dir}/;
             include {NGINX_MIME_TYPES};
             open_file_cache off;
+            brotli_static on;
+            gzip_static on;
+            gzip_vary on;
         }}
         location / {{
             return 404;

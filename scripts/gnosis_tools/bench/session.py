@@ -14,14 +14,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import ROOT as REPO
-from ..system import LOOPBACK, SetupError, ensure_installed, exit_on_sigterm
+from ..system import LOOPBACK, SetupError, ensure_file_installed, ensure_installed, exit_on_sigterm
 from .anchors import GCANNON, shared_path
 from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
 from .load import check_capacity, most_connections, raise_open_files_limit
 from .h2o import H2O_CONF, write_h2o_configs
-from .nginx import BARS_DIR, NGINX_CONF, write_json_answers, write_nginx_configs
+from .nginx import (BARS_DIR, NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE, NGINX_CONF, write_json_answers,
+                    write_nginx_configs)
 from .options import settle
 from .proc import cpu_model
 from .report import chart_name, render_markdown
@@ -57,6 +58,7 @@ def measure_all(args):
         raise SetupError(f"the WebSocket tests need gcannon, HttpArena's load generator: not at {GCANNON}")
     if args.nginx:
         ensure_installed("nginx", "nginx-light")
+        ensure_file_installed(NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE)
     if args.h2o:
         ensure_installed("h2o", "h2o")
     open_files = raise_open_files_limit(most_connections(args))

@@ -6,7 +6,7 @@ import statistics
 from .anchors import ANCHORS
 from .catalog import TESTS
 from .httparena import KEPT_OPEN_NOTE
-from .h2o import STATIC_CACHE_NOTE
+from .h2o import STATIC_NOTE
 from .nginx import FIXED_ANSWER_NOTES
 
 BARS = ("nginx", "h2o")  # the servers configured here (nginx.py, h2o.py)
@@ -178,7 +178,7 @@ def rule_breakers(record, meta):
         elif name in BARS and record["test"] in FIXED_ANSWER_NOTES:
             breakers.append((name, FIXED_ANSWER_NOTES[record["test"]]))
         elif name == "h2o" and record["test"] == "static-h2":
-            breakers.append((name, STATIC_CACHE_NOTE))
+            breakers.append((name, STATIC_NOTE))
     close_every = TESTS[record["test"]].close_every
     if close_every and has_numbers(record):
         for (name, level), row in summarize(record).items():

@@ -195,6 +195,8 @@ class StandInConnection(socketserver.StreamRequestHandler):
             content_type = "text/javascript"
         if name == "vendor.js" and "static-short" in faults:
             content = content[:-1]
+        if name == "reset.css" and "static-gzip-unasked" in faults:
+            return 200, content_type, gzip.compress(content), ("Content-Encoding", "gzip")
         if "gzip" in headers.get("accept-encoding", "") and content_type.startswith("text/"):
             if "static-gzip" in faults:
                 return 200, content_type, gzip.compress(content), ("Content-Encoding", "gzip")
@@ -457,6 +459,7 @@ class StaticProfile(StandInCase):
         for fault, label in [("static-js-type", "GET /static/app.js Content-Type"),
                              ("static-short", "static/vendor.js size"),
                              ("static-gzip-short", "static/reset.css compression"),
+                             ("static-gzip-unasked", "static/reset.css size"),
                              ("static-missing-200", "GET /static/nonexistent.txt")]:
             validator, ok, output = self.check(fault)
             self.assertFalse(ok, output)

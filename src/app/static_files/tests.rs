@@ -50,10 +50,24 @@ fn response_to(raw: &[u8]) -> Response {
 
 /// The status line and the body of `respond`'s answer to `method` for `name`.
 fn answer(files: &mut StaticFiles, method: &str, name: &str) -> (String, Vec<u8>) {
-    let request = format!("{method} /static/{name} HTTP/1.1\r\nHost: a\r\n\r\n");
+    answer_accepting(files, method, name, None)
+}
+
+/// The same, to a request with `Accept-Encoding: accepts` if there is one.
+fn answer_accepting(
+    files: &mut StaticFiles,
+    method: &str,
+    name: &str,
+    accepts: Option<&str>,
+) -> (String, Vec<u8>) {
+    let header = accepts.map_or(String::new(), |value| {
+        format!("Accept-Encoding: {value}\r\n")
+    });
+    let request = format!("{method} /static/{name} HTTP/1.1\r\nHost: a\r\n{header}\r\n");
     let mut out = b"an earlier response".to_vec();
     files.respond(
         name,
+        accepts.map(str::as_bytes),
         response_to(request.as_bytes()),
         &mut out,
         &HttpDate::new(),
@@ -67,7 +81,7 @@ fn answer(files: &mut StaticFiles, method: &str, name: &str) -> (String, Vec<u8>
 }
 
 fn status(files: &mut StaticFiles, name: &str) -> Result<usize, Status> {
-    files.open(name).map(|file| file.len)
+    files.open(name, None).map(|(file, _)| file.len)
 }
 
 #[test]
@@ -222,22 +236,136 @@ fn get_and_head_answer_with_the_file_and_its_type() {
 fn a_read_takes_the_length_opened_whatever_room_the_buffer_has() {
     let (_root, www) = site();
     let mut files = StaticFiles::new(&www);
-    let file = files.open("app.js").unwrap();
+    let file = files.open("app.js", None).unwrap().0;
     let mut out = Vec::with_capacity(1 << 16);
     out.extend_from_slice(b"head");
     file.read_into(&mut out).unwrap();
     assert_eq!(out, b"headlet x = 1;\n");
 
     // The file grew after it was opened: its length no longer matches the head's.
-    let file = files.open("app.js").unwrap();
+    let file = files.open("app.js", None).unwrap().0;
     std::fs::write(www.join("app.js"), "let x = 12;\n").unwrap();
     let mut out = Vec::with_capacity(1 << 16);
     assert_eq!(file.read_into(&mut out), Err(Status::InternalServerError));
     // It shrank.
-    let file = files.open("app.js").unwrap();
+    let file = files.open("app.js", None).unwrap().0;
     std::fs::write(www.join("app.js"), "").unwrap();
     assert_eq!(
         file.read_into(&mut Vec::new()),
         Err(Status::InternalServerError)
     );
+}
+
+#[test]
+fn a_sidecar_answers_in_the_coding_the_request_prefers() {
+    let (_root, www) = site();
+    std::fs::write(www.join("app.js.br"), "BR").unwrap();
+    std::fs::write(www.join("app.js.gz"), "GZIP").unwrap();
+    let mut files = StaticFiles::new(&www);
+    // (Accept-Encoding, body, Content-Encoding).
+    let cases: [(Option<&str>, &str, Option<&str>); 9] = [
+        (None, "let x = 1;\n", None),
+        (Some("br;q=1, gzip;q=0.8"), "BR", Some("br")),
+        (Some("gzip, deflate, br"), "BR", Some("br")),
+        (Some("gzip"), "GZIP", Some("gzip")),
+        (Some("br;q=0.5, GZIP"), "GZIP", Some("gzip")),
+        (Some("br;q=0, gzip;q=0"), "let x = 1;\n", None),
+        (Some("deflate, zstd"), "let x = 1;\n", None),
+        (Some(""), "let x = 1;\n", None),
+        (Some("gzip;q=0.5, identity"), "let x = 1;\n", None),
+    ];
+    for (accepts, expected, coding) in cases {
+        let (head, body) = answer_accepting(&mut files, "GET", "app.js", accepts);
+        assert!(
+            head.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{accepts:?} {head}"
+        );
+        assert_eq!(String::from_utf8(body).unwrap(), expected, "{accepts:?}");
+        assert!(
+            head.contains("Content-Type: application/javascript\r\n"),
+            "{head}"
+        );
+        let length = format!("Content-Length: {}\r\n", expected.len());
+        assert!(head.contains(&length), "{accepts:?} {head}");
+        let encoding = coding.map(|coding| format!("Content-Encoding: {coding}\r\n"));
+        assert_eq!(
+            head.contains("Content-Encoding"),
+            coding.is_some(),
+            "{head}"
+        );
+        assert!(encoding.is_none_or(|line| head.contains(&line)), "{head}");
+        // With a sidecar or not, the answer depends on Accept-Encoding.
+        assert!(head.contains("Vary: Accept-Encoding\r\n"), "{head}");
+    }
+    // HEAD: the sidecar's head, no body.
+    let (head, body) = answer_accepting(&mut files, "HEAD", "app.js", Some("br"));
+    assert!(head.contains("Content-Encoding: br\r\n"), "{head}");
+    assert!(head.contains("Content-Length: 2\r\n"), "{head}");
+    assert!(body.is_empty());
+    // A sidecar asked for by its name is a file like any other: as it is, no coding.
+    let (head, body) = answer_accepting(&mut files, "GET", "app.js.br", Some("br"));
+    assert!(
+        head.contains("Content-Type: application/octet-stream\r\n"),
+        "{head}"
+    );
+    assert!(
+        !head.contains("Content-Encoding") && !head.contains("Vary"),
+        "{head}"
+    );
+    assert_eq!(body, b"BR");
+}
+
+#[test]
+fn a_sidecar_not_there_or_not_servable_leaves_the_next_choice() {
+    let (root, www) = site();
+    std::fs::write(www.join("only-gz.css"), "a{}").unwrap();
+    std::fs::write(www.join("only-gz.css.gz"), "GZIP").unwrap();
+    // A symbolic link, a directory, one over the limit: not served, as the file would not be.
+    std::fs::write(www.join("linked.css"), "b{}").unwrap();
+    symlink(root.0.join("secret.txt"), www.join("linked.css.br")).unwrap();
+    std::fs::write(www.join("linked.css.gz"), "GZIP").unwrap();
+    std::fs::write(www.join("dir.css"), "c{}").unwrap();
+    std::fs::create_dir(www.join("dir.css.br")).unwrap();
+    std::fs::write(www.join("big.css"), "d{}").unwrap();
+    File::create(www.join("big.css.br"))
+        .unwrap()
+        .set_len(MAX_FILE_LEN + 1)
+        .unwrap();
+    // Types that do not compress are never negotiated, whatever lies beside them.
+    std::fs::write(www.join("hero.webp"), "webp").unwrap();
+    std::fs::write(www.join("hero.webp.br"), "BR").unwrap();
+    // A sidecar without its file: served to those that accept it (as nginx does), 404 to
+    // the others.
+    std::fs::write(www.join("gone.css.br"), "BR").unwrap();
+    let mut files = StaticFiles::new(&www);
+    let both = Some("br;q=1, gzip;q=0.8");
+    // (name, body, Content-Encoding, Vary).
+    let cases: [(&str, &str, Option<&str>, bool); 6] = [
+        ("only-gz.css", "GZIP", Some("gzip"), true),
+        ("linked.css", "GZIP", Some("gzip"), true),
+        ("dir.css", "c{}", None, true),
+        ("big.css", "d{}", None, true),
+        ("hero.webp", "webp", None, false),
+        ("gone.css", "BR", Some("br"), true),
+    ];
+    for (name, expected, coding, vary) in cases {
+        let (head, body) = answer_accepting(&mut files, "GET", name, both);
+        assert_eq!(String::from_utf8(body).unwrap(), expected, "{name} {head}");
+        let encoding = coding.map(|coding| format!("Content-Encoding: {coding}\r\n"));
+        assert_eq!(
+            head.contains("Content-Encoding"),
+            coding.is_some(),
+            "{head}"
+        );
+        assert!(encoding.is_none_or(|line| head.contains(&line)), "{head}");
+        assert_eq!(head.contains("Vary: Accept-Encoding\r\n"), vary, "{head}");
+    }
+    let (head, _) = answer_accepting(&mut files, "GET", "gone.css", None);
+    assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head}");
+    // A name too long once suffixed is no sidecar: the file itself.
+    let long = format!("{}.css", "n".repeat(251));
+    std::fs::write(www.join(&long), "e{}").unwrap();
+    let (head, body) = answer_accepting(&mut files, "GET", &long, both);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert_eq!(body, b"e{}");
 }

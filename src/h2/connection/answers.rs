@@ -7,7 +7,7 @@ use super::Connection;
 use crate::h2::frame::{self, ErrorCode};
 use crate::h2::hpack;
 use crate::h2::stream::{write_data, Answer, State};
-use crate::http::{BufferPool, HttpDate, Method};
+use crate::http::{BufferPool, Encoding, HttpDate, Method};
 
 impl Connection {
     /// Starts the clock on answers that wait for the peer's window alone (nothing unsent),
@@ -63,6 +63,7 @@ impl Connection {
         let answer = Answer {
             status,
             content_type: b"text/plain",
+            encoding: Encoding::default(),
             body: reason,
             trailers: &[],
         };
@@ -86,9 +87,10 @@ impl Connection {
         let body = if head_only { &[][..] } else { answer.body };
         let end_stream = body.is_empty() && answer.trailers.is_empty();
         let (status, content_type, len) = (answer.status, answer.content_type, answer.body.len());
+        let encoding = answer.encoding;
         let out = self.output.frames();
         frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
-            hpack::encode_answer(block, status, content_type, len, date)
+            hpack::encode_answer(block, status, content_type, encoding, len, date)
         });
         let mut trailers = Vec::new();
         hpack::encode_trailers(&mut trailers, answer.trailers);

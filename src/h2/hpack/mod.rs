@@ -15,7 +15,8 @@
 //! `loona-hpack` stays a dev-dependency, as the tests' independent encoder.
 //!
 //! A field is seen once, in the callback, and only what the server keeps is copied: the
-//! pseudo-headers, `content-type` and `grpc-encoding`, into one buffer per request.
+//! pseudo-headers, `content-type`, `grpc-encoding` and `accept-encoding`, into one buffer
+//! per request.
 //!
 //! Encoding is ours, and stateless: answers are written with the static table's names and
 //! `:status` values and literals that are never indexed, so the server keeps no dynamic
@@ -25,7 +26,7 @@
 use std::ops::Range;
 
 use super::frame::{ErrorCode, H2Error};
-use crate::http::{HttpDate, Method};
+use crate::http::{Encoding, HttpDate, Method};
 
 mod decoder;
 mod huffman;
@@ -86,6 +87,8 @@ pub struct RequestHead {
     path: Option<Range<u16>>,
     content_type: Option<Range<u16>>,
     grpc_encoding: Option<Range<u16>>,
+    /// Empty when repeated: identity alone, as HTTP/1.1 reads it.
+    accept_encoding: Option<Range<u16>>,
     /// `content-length`, which the DATA received must match.
     pub content_length: Option<u64>,
 }
@@ -133,6 +136,13 @@ impl RequestHead {
         self.grpc_encoding
             .is_some()
             .then(|| self.get(&self.grpc_encoding))
+    }
+
+    /// `accept-encoding`, if the request has one.
+    pub fn accept_encoding(&self) -> Option<&[u8]> {
+        self.accept_encoding
+            .is_some()
+            .then(|| self.get(&self.accept_encoding))
     }
 
     /// The bytes this head holds.
@@ -286,6 +296,12 @@ fn take_field(
         b"grpc-encoding" if head.grpc_encoding.is_none() => {
             head.grpc_encoding = Some(head.keep(value));
         }
+        b"accept-encoding" => {
+            head.accept_encoding = Some(match head.accept_encoding {
+                None => head.keep(value),
+                Some(_) => 0..0,
+            });
+        }
         b"content-length" => {
             let length = std::str::from_utf8(value)
                 .ok()
@@ -304,17 +320,20 @@ fn take_field(
 
 /// The static table's indexes of the names an answer uses (RFC 7541, Appendix A).
 const STATUS: usize = 8;
+const CONTENT_ENCODING: usize = 26;
 const CONTENT_LENGTH: usize = 28;
 const CONTENT_TYPE: usize = 31;
 const DATE: usize = 33;
 const SERVER: usize = 54;
+const VARY: usize = 59;
 
-/// Appends an answer's header block: `:status`, `content-type`, `content-length`, `date`,
-/// `server`.
+/// Appends an answer's header block: `:status`, `content-type`, `content-encoding` and
+/// `vary` if `encoding` says so, `content-length`, `date`, `server`.
 pub fn encode_answer(
     out: &mut Vec<u8>,
     status: u16,
     content_type: &[u8],
+    encoding: Encoding,
     content_length: usize,
     date: &HttpDate,
 ) {
@@ -327,6 +346,12 @@ pub fn encode_answer(
         None => literal(out, STATUS, itoa::Buffer::new().format(status).as_bytes()),
     }
     literal(out, CONTENT_TYPE, content_type);
+    if let Some(coding) = encoding.coding {
+        literal(out, CONTENT_ENCODING, coding.token());
+    }
+    if encoding.vary {
+        literal(out, VARY, b"accept-encoding");
+    }
     literal(
         out,
         CONTENT_LENGTH,

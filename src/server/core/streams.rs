@@ -39,6 +39,7 @@ pub(super) fn answer<S: Service>(
             let answer = h2::Answer {
                 status: answer.status,
                 content_type: answer.content_type,
+                encoding: answer.encoding,
                 body: answer.body,
                 trailers: &trailers[..count],
             };
