@@ -276,7 +276,8 @@ impl<S: Service, K> Core<S, K> {
             _ => Transport::Plain,
         };
         if listening == Listening::H2c {
-            slot.protocol.start_h2(h2_limits(&self.service), self.now);
+            slot.protocol
+                .start_h2(streams::limits(&self.service), self.now);
         }
         slot.socket = Some(socket);
         slot.lingering_since = None;
@@ -471,7 +472,7 @@ impl<S: Service, K> Core<S, K> {
         if may_write && !paused {
             if let Transport::Tls(tls) = &slot.transport {
                 if tls.chose_h2() {
-                    slot.protocol.start_h2(h2_limits(service), *now);
+                    slot.protocol.start_h2(streams::limits(service), *now);
                 }
             }
             let mut cx = Context {
@@ -480,7 +481,7 @@ impl<S: Service, K> Core<S, K> {
                 db: pool,
                 timers,
             };
-            let http1 = slot.protocol.switch_to_h2(h2_limits(service), *now);
+            let http1 = slot.protocol.switch_to_h2(streams::limits(service), *now);
             if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
                 conn.collect(buffers, share);
                 let max_body = service.max_body();
@@ -794,11 +795,3 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
 mod streams;
 #[cfg(test)]
 mod tests;
-
-/// An HTTP/2 connection's limits: the defaults, with the app's largest body.
-fn h2_limits<S: Service>(service: &S) -> h2::Limits {
-    h2::Limits {
-        max_body: service.max_body(),
-        ..h2::Limits::default()
-    }
-}

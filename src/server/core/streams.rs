@@ -4,6 +4,14 @@ use crate::h2;
 use crate::http::{BufferPool, Reply, Response, StreamAnswer, Ticket, MAX_TRAILERS};
 use crate::service::{Context, Service};
 
+/// An HTTP/2 connection's limits: the defaults, with the app's largest body.
+pub(super) fn limits<S: Service>(service: &S) -> h2::Limits {
+    h2::Limits {
+        max_body: service.max_body(),
+        ..h2::Limits::default()
+    }
+}
+
 /// Reads an HTTP/2 connection's frames and answers each complete request through the
 /// app, as HTTP/1.1's are answered: at once (its `StreamAnswer`), or later by its ticket,
 /// whose sequence number is the stream.
