@@ -33,7 +33,7 @@ from pathlib import Path
 from . import ROOT
 from .bench.proc import read_status_kib
 from .bench.servers import probe
-from .system import (LOOPBACK, SetupError, ensure_installed, exit_on_sigterm, local_sockets, log_tail, pg_sh,
+from .system import (LOOPBACK, SetupError, ensure_installed, exit_on_sigterm, free_port, local_sockets, log_tail, pg_sh,
                      socket_inodes_of)
 
 LOAD_PATHS = ("/plaintext", "/json", "/db", "/queries?queries=20", "/updates?queries=20", "/fortunes",
@@ -118,7 +118,10 @@ def soak(settings, duration, faults, pause_for):
         return int(time.monotonic() - started)
 
     with open(SERVER_LOG, "wb") as log:
-        server = subprocess.Popen([str(ROOT / "target" / settings.profile / settings.binary), "--port", str(port)],
+        # Its other listeners on free ports: 8081, 8082 and 8443 may be another server's.
+        others = [arg for flag in ("--tls-port", "--h2c-port", "--h2-tls-port") for arg in (flag, str(free_port()))]
+        binary = ROOT / "target" / settings.profile / settings.binary
+        server = subprocess.Popen([str(binary), "--port", str(port), *others],
                                   stderr=log, env=dict(os.environ, **settings.pg_env, **client_env))  # fmt: skip
     loads, stop_faults = [], threading.Event()
     injector = threading.Thread(target=inject_faults, daemon=True,
