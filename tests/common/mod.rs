@@ -136,12 +136,32 @@ impl Server {
         Self::start_full(binary, extra, env, Some(max_open_files))
     }
 
+    /// Starts the server on free ports; again on others while one of them was taken
+    /// meanwhile (a free port is one of the ephemeral range, which any client's connection
+    /// on this machine may take as its own).
     fn start_full(
         binary: &str,
         extra: &[&str],
         env: &[(&str, String)],
         max_open_files: Option<u64>,
     ) -> Server {
+        for _ in 0..5 {
+            match Self::try_start(binary, extra, env, max_open_files) {
+                Ok(server) => return server,
+                Err(log) if log.contains("Address already in use") => continue,
+                Err(log) => panic!("{binary} exited at start-up:\n{log}"),
+            }
+        }
+        panic!("{binary}: five sets of free ports were all taken before it listened");
+    }
+
+    /// The server once it listens, or its log if it exited first.
+    fn try_start(
+        binary: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+        max_open_files: Option<u64>,
+    ) -> Result<Server, String> {
         let port = free_port();
         let others = OtherPorts::free();
         let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
@@ -187,7 +207,7 @@ impl Server {
         let pid = server.pid();
         while TcpStream::connect(("127.0.0.1", port)).is_err() || !listens_on(pid, port) {
             if let Some(status) = server.child.try_wait().unwrap() {
-                panic!("{binary} exited at start-up: {status}");
+                return Err(format!("{status}\n{}", server.log()));
             }
             assert!(
                 Instant::now() < deadline,
@@ -195,7 +215,7 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+        Ok(server)
     }
 
     pub fn pid(&self) -> u32 {
