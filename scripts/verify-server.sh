@@ -2,7 +2,8 @@
 # scripts/test.sh's verify steps: starts BINARY on a free port, checks it with
 # `scripts/tool verify tfb`, or `verify httparena` given --httparena (serving data/dataset.json,
 # HTTP/1.1 over TLS, h2 over TLS and h2c on free ports, with a certificate made for the run as
-# HttpArena mounts one, and HttpArena's 20 static file names, of made-up bytes, from STATIC_DIR),
+# HttpArena mounts one, and HttpArena's 20 static file names, of made-up bytes, from STATIC_DIR,
+# with gzip sidecars),
 # further arguments going to the checker, and stops it.
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
@@ -43,12 +44,18 @@ if [ "${1:-}" = --httparena ]; then
     export STATIC_DIR="$certs/static"
     mkdir "$STATIC_DIR"
     python3 - "$STATIC_DIR" <<'FILES'
-import os, sys
+import gzip, os, sys
 sys.path.insert(0, "scripts")
 from gnosis_tools.verify.httparena_static import FILES
 for index, name in enumerate(FILES):
+    data = os.urandom(1000 + 15331 * index)
     with open(os.path.join(sys.argv[1], name), "wb") as out:
-        out.write(os.urandom(1000 + 15331 * index))
+        out.write(data)
+    # A gzip sidecar beside each file of a type that compresses, as HttpArena's directory
+    # has (with .br ones too), so that the compression check has answers to check.
+    if not name.endswith((".woff2", ".webp")):
+        with open(os.path.join(sys.argv[1], name + ".gz"), "wb") as out:
+            out.write(gzip.compress(data))
 FILES
     export TLS_CERT="$certs/server.crt" TLS_KEY="$certs/server.key"
     venue_args+=(--tls-port "$tls_port" --certificate "$TLS_CERT")
