@@ -56,6 +56,14 @@ fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
     kind << 56 | u64::from(generation & GENERATION_MASK) << 32 | index as u64
 }
 
+/// The cancel of the operation of `kind` for `generation` and `index`: what it ends
+/// completes with ECANCELED; the cancel's own completion reports nothing we need.
+fn cancel(kind: u64, generation: u32, index: usize) -> io_uring::squeue::Entry {
+    opcode::AsyncCancel::new(user_data(kind, generation, index))
+        .build()
+        .user_data(user_data(CANCEL, generation, index))
+}
+
 fn decode(user_data: u64) -> (u64, u32, usize) {
     (
         user_data >> 56,
@@ -314,10 +322,7 @@ impl<S: Service> Worker<S> {
         self.accept_paused = true;
         for (which, (_, armed)) in self.listeners.iter().enumerate() {
             if *armed {
-                let entry = opcode::AsyncCancel::new(user_data(ACCEPT, 0, which))
-                    .build()
-                    .user_data(user_data(CANCEL, 0, 0));
-                self.ring.push_plain(entry)?;
+                self.ring.push_plain(cancel(ACCEPT, 0, which))?;
             }
         }
         Ok(())
@@ -492,16 +497,21 @@ impl<S: Service> Worker<S> {
             && (self.core.is_lingering(index)
                 || self.core.buffered_input(index)
                     < MAX_BUFFERED_INPUT.max(self.core.longest_request()));
-        let io = &mut self.io[index];
-        if wants_input && !io.recv_armed {
+        if wants_input && !self.io[index].recv_armed {
             self.arm_recv(index)?;
-        } else if !wants_input && io.recv_armed && !io.recv_cancelled {
+        } else if !wants_input {
             // Stop reading until the client has taken its responses.
+            self.cancel_recv(index, generation)?;
+        }
+        Ok(())
+    }
+
+    /// Cancels the connection's receive if it is armed and not cancelled already.
+    fn cancel_recv(&mut self, index: usize, generation: u32) -> io::Result<()> {
+        let io = &mut self.io[index];
+        if io.recv_armed && !io.recv_cancelled {
             io.recv_cancelled = true;
-            let entry = opcode::AsyncCancel::new(user_data(RECV, generation, index))
-                .build()
-                .user_data(user_data(CANCEL, generation, index));
-            self.ring.push_plain(entry)?;
+            self.ring.push_plain(cancel(RECV, generation, index))?;
         }
         Ok(())
     }
@@ -527,19 +537,11 @@ impl<S: Service> Worker<S> {
         // Each operation is cancelled by its user data, a hash lookup: a cancel by
         // descriptor walks every armed operation of the ring, thousands under load. Their
         // completions bring it back here; a cancel itself names no descriptor.
-        let cancel = |op| {
-            opcode::AsyncCancel::new(user_data(op, generation, index))
-                .build()
-                .user_data(user_data(CANCEL, generation, index))
-        };
-        if io.recv_armed && !io.recv_cancelled {
-            io.recv_cancelled = true;
-            self.ring.push_plain(cancel(RECV))?;
-        }
+        self.cancel_recv(index, generation)?;
         let io = &mut self.io[index];
         if io.sending && !io.send_cancelled {
             io.send_cancelled = true;
-            self.ring.push_plain(cancel(SEND))?;
+            self.ring.push_plain(cancel(SEND, generation, index))?;
         }
         Ok(())
     }
