@@ -2,7 +2,6 @@
 //! `test_both_binaries!` (tests/common) runs the whole suite once per binary.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -187,18 +186,10 @@ fn connection_close_and_http10_are_honoured(binary: &str) {
     assert_eq!(client.response().unwrap().status, 200);
 }
 
-/// A plain TCP connection to `server`, whose reads give up after 10 s.
-fn raw_connection(server: &Server) -> TcpStream {
-    let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-}
-
 fn a_half_closed_client_still_gets_its_answers(binary: &str) {
     let server = Server::start(binary, &[]);
-    let mut stream = raw_connection(&server);
+    let client = server.connect();
+    let mut stream = client.stream();
     stream
         .write_all(get_request("/plaintext").repeat(3).as_bytes())
         .unwrap();
@@ -213,7 +204,8 @@ fn a_half_closed_client_still_gets_its_answers(binary: &str) {
 /// with a reset, where a lingering server would read and drop it for 2 s.
 fn a_client_that_asks_to_close_is_closed_at_once(binary: &str) {
     let server = Server::start(binary, &[]);
-    let mut stream = raw_connection(&server);
+    let client = server.connect();
+    let mut stream = client.stream();
     stream
         .write_all(b"GET /plaintext HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -242,7 +234,8 @@ fn a_client_that_asks_to_close_is_closed_at_once(binary: &str) {
 /// answer the client has not read yet.
 fn requests_after_a_close_request_do_not_reset_its_answer(binary: &str) {
     let server = Server::start(binary, &[]);
-    let mut stream = raw_connection(&server);
+    let client = server.connect();
+    let mut stream = client.stream();
     let mut requests = b"GET /plaintext HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".to_vec();
     // More than one read takes: some is still in the kernel when the answer is out.
     requests.extend_from_slice(get_request("/json").repeat(20_000).as_bytes());
