@@ -238,11 +238,18 @@ start() {
         remove_stale_lock
         mkdir -p "$SOCKET"
         if [ "$(id -u)" = 0 ]; then chown postgres: "$DIR" "$SOCKET"; touch "$LOG"; chown postgres: "$LOG"; fi
-        if ! as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 30 start >/dev/null; then
-            echo "pg.sh: pg_ctl start failed; the end of $LOG:" >&2
-            tail -n 20 "$LOG" >&2 || true
-            exit 1
-        fi
+        # A cluster stopped a moment ago (another clone's) may still hold the port: retry a while.
+        local attempt
+        for attempt in 1 2 3 4 5 6; do
+            if as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 30 start >/dev/null; then break; fi
+            if [ "$attempt" = 6 ] || ! tail -n 5 "$LOG" | grep -q "Address already in use"; then
+                echo "pg.sh: pg_ctl start failed; the end of $LOG:" >&2
+                tail -n 20 "$LOG" >&2 || true
+                exit 1
+            fi
+            echo "pg.sh: port $PORT is still in use; retrying" >&2
+            sleep 2
+        done
     fi
     wait_ready
     setup_database
