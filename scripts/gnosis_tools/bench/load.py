@@ -24,9 +24,10 @@ JSON_MARKER = "BENCH_JSON "
 WRK_TIMEOUT_S = 8
 
 
-class LoadHung(Exception):
+class LoadFailed(Exception):
     """The load generator did not finish its run (Debian's h2load now and then never ends a run
-    against nginx over TLS): that run is void, not the whole session."""
+    against nginx over TLS), or failed while the server lived on (gcannon now and then exits 1
+    in a warm-up against sark): that run is void, not the whole session."""
 
 
 def wrk_command(url, connections, threads, duration, accept, pipelined, mix=None):
@@ -138,7 +139,7 @@ def run_load(server, command, connections, threads, duration, parse):
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
-        raise LoadHung(f"{command[0]} did not finish within {duration + 60} s: {shlex.join(command)}") from None
+        raise LoadFailed(f"{command[0]} did not finish within {duration + 60} s: {shlex.join(command)}") from None
     wall = time.monotonic() - started
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
@@ -148,7 +149,7 @@ def run_load(server, command, connections, threads, duration, parse):
     opened = tcp_active_opens() - opened_before
     server.check_alive()
     if done.returncode != 0:
-        raise SetupError(f"{command[0]} failed ({done.returncode}): {shlex.join(command)}\n{done.stderr.strip()}")
+        raise LoadFailed(f"{command[0]} failed ({done.returncode}): {shlex.join(command)} {done.stderr.strip()}".strip())
     summary = parse(done.stdout)
     run = {
         "command": shlex.join(command),

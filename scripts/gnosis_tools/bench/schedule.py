@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..system import SetupError
 from .httparena import GRPC_SUM_FRAME
-from .load import LoadHung, run_gcannon, run_wrk
+from .load import LoadFailed, run_gcannon, run_wrk
 from .pace import h2_command, h2load_counts, run_h2, run_h2load
 from .report import format_latency
 from .servers import probe, probe_upgrade
@@ -161,10 +161,10 @@ def measure(test, server, record, args, log, phase, level, round_no):
     url = f"{scheme}://{server.host}:{port}{path}"
     try:
         run = start_run(test, server, url, connections, threads, duration, pipelined, scheme, port)
-    except LoadHung as hung:
-        log(f"!!! {test.name:9} {server.name:>12} {phase:7} c={connections:<5} void: {hung}")
+    except LoadFailed as failed:
+        log(f"!!! {test.name:9} {server.name:>12} {phase:7} c={connections:<5} void: {failed}")
         record["servers"][server.name].setdefault("void_runs", []).append(
-            {"phase": phase, "level": level, "round": round_no, "why": str(hung)})
+            {"phase": phase, "level": level, "round": round_no, "why": str(failed)})
         return
     run.update(phase=phase, level=level, round=round_no, path=path, processes=server.processes())
     record["servers"][server.name]["runs"].append(run)

@@ -480,7 +480,7 @@ class Scheduling(unittest.TestCase):
             seen.append((server.name, url))
             # xitca-web's second run at N=20 (round 2) never ends.
             if url.endswith("q=20") and seen.count((server.name, url)) == 2:
-                raise load.LoadHung(f"wrk did not finish within 63 s: wrk {url}")
+                raise load.LoadFailed(f"wrk did not finish within 63 s: wrk {url}")
             return fake_run(self.RATES[server.name])
 
         with mock.patch.object(schedule, "run_wrk", run_wrk):
@@ -1355,3 +1355,8 @@ class Gcannon(unittest.TestCase):
         self.assertEqual((summary["requests"], summary["requests_per_s"]), (1000, 500.0))
         self.assertEqual((summary["socket_errors"], summary["non_2xx"]), (6, 10))
         self.assertEqual(summary["latency_us"], {"p50": 5, "p75": None, "p90": 9, "p99": 20})
+
+    def test_a_load_generator_that_fails_voids_its_run_while_the_server_lives(self):
+        command = [sys.executable, "-c", "import sys; sys.exit('gcannon: no answer')"]
+        with self.assertRaisesRegex(load.LoadFailed, r"failed \(1\).*gcannon: no answer"):
+            load.run_load(FakeServer(), command, 8, 1, 1, load.parse_gcannon_output)
