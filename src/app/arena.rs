@@ -100,9 +100,9 @@ fn write_items(out: &mut Vec<u8>, items: &[Item], m: i64) -> Result<(), Status> 
         out.extend_from_slice(b"{\"id\":");
         write_integer(out, item.id);
         out.extend_from_slice(b",\"name\":");
-        write_string(out, &item.name);
+        write_json_string(out, &item.name);
         out.extend_from_slice(b",\"category\":");
-        write_string(out, &item.category);
+        write_json_string(out, &item.category);
         out.extend_from_slice(b",\"price\":");
         write_integer(out, item.price);
         out.extend_from_slice(b",\"quantity\":");
@@ -116,7 +116,7 @@ fn write_items(out: &mut Vec<u8>, items: &[Item], m: i64) -> Result<(), Status> 
             if index > 0 {
                 out.push(b',');
             }
-            write_string(out, tag);
+            write_json_string(out, tag);
         }
         out.extend_from_slice(b"],\"rating\":{\"score\":");
         write_number(out, &item.rating.score);
@@ -138,7 +138,7 @@ fn write_integer(out: &mut Vec<u8>, value: i64) {
 
 /// A JSON string: as it is unless it holds a byte JSON escapes (a control character, `"`
 /// or `\`), then escaped by serde_json.
-fn write_string(out: &mut Vec<u8>, text: &str) {
+pub(super) fn write_json_string(out: &mut Vec<u8>, text: &str) {
     if text
         .bytes()
         .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')

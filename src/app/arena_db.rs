@@ -11,6 +11,7 @@
 use std::io::Write;
 use std::num::IntErrorKind;
 
+use super::arena::write_json_string;
 use super::query::param;
 use crate::pg::protocol::Jsonb;
 use crate::pg::{DbError, Param, Row};
@@ -82,7 +83,7 @@ impl Items {
 
     /// One row of the query: every column read, by its described type, before anything is
     /// written, so that a bad row leaves no half item. `tags` goes out as the JSON text the
-    /// database holds (jsonb's output is valid JSON), the strings escaped by serde_json.
+    /// database holds (jsonb's output is valid JSON), the strings as JSON strings.
     pub fn push(&mut self, row: &Row<'_>) -> Result<(), DbError> {
         let id: i32 = row.get(0)?;
         let name: &str = row.get(1)?;
@@ -99,9 +100,9 @@ impl Items {
         }
         // Writing into memory cannot fail.
         let _ = write!(out, r#"{{"id":{id},"name":"#);
-        let _ = serde_json::to_writer(&mut *out, name);
+        write_json_string(out, name);
         out.extend_from_slice(br#","category":"#);
-        let _ = serde_json::to_writer(&mut *out, category);
+        write_json_string(out, category);
         let _ = write!(
             out,
             r#","price":{price},"quantity":{quantity},"active":{active},"tags":{tags},"rating":{{"score":{score},"count":{count}}}}}"#
