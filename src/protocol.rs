@@ -162,9 +162,10 @@ impl Protocol {
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,
+        share: usize,
     ) {
         if let Protocol::Http2(h2, _) = self {
-            h2.process(date, now, buffers);
+            h2.process(date, now, buffers, share);
         }
     }
 

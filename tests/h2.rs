@@ -60,7 +60,7 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
             let written = socket.write(connection.unsent())?;
             connection.mark_sent(written, Instant::now());
             if connection.has_backlog() {
-                connection.process(&date, Instant::now(), &mut buffers);
+                connection.process(&date, Instant::now(), &mut buffers, usize::MAX);
             }
         }
         connection.give_back_idle(&mut buffers);
@@ -77,7 +77,7 @@ fn serve(mut socket: TcpStream) -> std::io::Result<()> {
         connection
             .input(&mut buffers)
             .extend_from_slice(&buffer[..read]);
-        connection.process(&date, Instant::now(), &mut buffers);
+        connection.process(&date, Instant::now(), &mut buffers, usize::MAX);
     }
 }
 

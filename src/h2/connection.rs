@@ -111,12 +111,20 @@ impl Connection {
     }
 
     /// Reads every whole frame received, as long as the output is under its high-water
-    /// mark (the rest waits for the output to drain: [`Connection::has_backlog`]). `date` is
-    /// for the answers the connection gives itself (413, 431).
-    pub fn process(&mut self, date: &HttpDate, now: Instant, buffers: &mut BufferPool) {
+    /// mark, lowered to `share` (the rest waits for the output to drain:
+    /// [`Connection::has_backlog`]). `date` is for the answers the connection gives itself
+    /// (413, 431).
+    pub fn process(
+        &mut self,
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+        share: usize,
+    ) {
         if matches!(self.phase, Phase::Failed) {
             return;
         }
+        self.output.share(share);
         self.output.lend(buffers);
         self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);

@@ -14,16 +14,37 @@ pub const HIGH_WATER: usize = 256 * 1024;
 const MAX_UNSENT_CONTROL: u32 = 1000;
 
 /// The connection's frames to send, and the acknowledgements among them.
-#[derive(Default)]
 pub struct Output {
     frames: SendBuffer,
     /// Acknowledgements written since the output was last sent up to the last of them
     /// (`control_end`, in bytes written since the connection began).
     control_unsent: u32,
     control_end: u32,
+    /// [`HIGH_WATER`], or less while the worker is over its budget (`Output::share`); a
+    /// `u32` to fit beside the counts above.
+    high_water: u32,
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Output {
+            frames: SendBuffer::default(),
+            control_unsent: 0,
+            control_end: 0,
+            high_water: HIGH_WATER as u32,
+        }
+    }
 }
 
 impl Output {
+    /// Lowers the high-water mark to `share`, the connection's part of the worker's
+    /// budget, as HTTP/1.1's is lowered: a connection holds its answers' frames until they
+    /// are sent (on io_uring, until the kernel took them all), and the budget bounds them
+    /// only if the mark follows it. `usize::MAX` while the worker is within its budget.
+    pub fn share(&mut self, share: usize) {
+        self.high_water = share.min(HIGH_WATER) as u32;
+    }
+
     /// Gives the output a buffer from `buffers` if it has none, for what is written next.
     pub fn lend(&mut self, buffers: &mut BufferPool) {
         self.frames.lend(buffers);
@@ -40,7 +61,7 @@ impl Output {
 
     /// How much more may be written before the high-water mark.
     pub fn room(&self) -> usize {
-        HIGH_WATER.saturating_sub(self.unsent().len())
+        (self.high_water as usize).saturating_sub(self.unsent().len())
     }
 
     /// `len` bytes of [`Output::unsent`] went.

@@ -96,7 +96,8 @@ impl Client {
 
     fn process(&mut self) {
         let now = Instant::now();
-        self.connection.process(&self.date, now, &mut self.buffers);
+        self.connection
+            .process(&self.date, now, &mut self.buffers, usize::MAX);
         self.connection.give_back_idle(&mut self.buffers);
     }
 
@@ -1332,6 +1333,47 @@ fn a_body_over_the_limit_is_answered_413_and_the_rest_refused() {
 }
 
 #[test]
+fn the_output_stops_at_its_share_of_a_budget_the_worker_has_spent() {
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, (1 << 31) - 1)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0x7f, 0xfe, 0xff, 0xff]));
+    let requests = [client.get(1, "/"), client.get(3, "/")].concat();
+    let input = client.connection.input(&mut client.buffers);
+    input.extend_from_slice(&requests);
+    // The worker is over its budget: this connection's share is 16 KiB.
+    let share = 16 * 1024;
+    let now = Instant::now();
+    (client.connection).process(&client.date, now, &mut client.buffers, share);
+    let body = vec![b'z'; 100_000];
+    let stream = client.connection.take_request().unwrap().stream;
+    client.answer(stream, &body);
+    let held = client.connection.unsent().len();
+    // The DATA frame's head comes on top of the room its payload fills.
+    assert!(
+        held <= share + HEAD_LEN,
+        "{held} bytes for a share of {share}"
+    );
+    assert!(
+        client.connection.take_request().is_none(),
+        "the next waits for room"
+    );
+    // Within the budget again, at the next pass: the rest of the answer goes, and the next
+    // request is taken.
+    let (mut data, mut next) = (0, None);
+    for _ in 0..10 {
+        let frames = client.read();
+        let first = frames
+            .iter()
+            .filter(|f| f.kind == DATA && f.stream == stream);
+        data += first.map(|f| f.payload.len()).sum::<usize>();
+        if let Some(request) = client.connection.take_request() {
+            next = Some(request.stream);
+        }
+    }
+    assert_eq!((data, next), (body.len(), Some(3)));
+}
+
+#[test]
 fn an_answer_past_the_high_water_mark_goes_on_once_the_output_drains() {
     // With nothing else waiting (no input, no request), the rest of a large answer is the
     // backlog: without it a backend left the stream unfinished (io_uring over TLS, static
@@ -1477,9 +1519,10 @@ proptest! {
 }
 
 /// Every HTTP/2 connection, idle or not, is boxed in its slot (132 bytes more before its list
-/// of recently closed streams took one word a stream; 16 of it the window's stall clock).
+/// of recently closed streams took one word a stream; 16 of it the window's stall clock, 8
+/// the output's high-water mark lowered to the budget's share).
 #[test]
 fn a_connection_is_small_to_keep() {
     let size = std::mem::size_of::<Connection>();
-    assert!(size <= 528, "{size} bytes");
+    assert!(size <= 536, "{size} bytes");
 }

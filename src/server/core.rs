@@ -467,7 +467,8 @@ impl<S: Service, K> Core<S, K> {
             };
         }
         if may_write && paused {
-            slot.protocol.process_while_paused(date, *now, buffers);
+            slot.protocol
+                .process_while_paused(date, *now, buffers, share);
         }
         if may_write && !paused {
             if let Transport::Tls(tls) = &slot.transport {
@@ -492,7 +493,15 @@ impl<S: Service, K> Core<S, K> {
             }
             slot.protocol.switch_when_ready(*now);
             if let Protocol::Http2(conn, generation) = &mut slot.protocol {
-                streams::answer(conn, index as u32, *generation, service, &mut cx, buffers);
+                streams::answer(
+                    conn,
+                    index as u32,
+                    *generation,
+                    service,
+                    &mut cx,
+                    buffers,
+                    share,
+                );
             }
             if let Protocol::WebSocket(session) = &mut slot.protocol {
                 let max_message = service.max_message();

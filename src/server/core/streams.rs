@@ -14,7 +14,8 @@ pub(super) fn limits<S: Service>(service: &S) -> h2::Limits {
 
 /// Reads an HTTP/2 connection's frames and answers each complete request through the
 /// app, as HTTP/1.1's are answered: at once (its `StreamAnswer`), or later by its ticket,
-/// whose sequence number is the stream.
+/// whose sequence number is the stream. `share` is the connection's part of the worker's
+/// budget.
 pub(super) fn answer<S: Service>(
     conn: &mut h2::Connection,
     slot: u32,
@@ -22,8 +23,9 @@ pub(super) fn answer<S: Service>(
     service: &mut S,
     cx: &mut Context<'_>,
     buffers: &mut BufferPool,
+    share: usize,
 ) {
-    conn.process(cx.date, cx.now, buffers);
+    conn.process(cx.date, cx.now, buffers, share);
     let mut out = buffers.take();
     while let Some(request) = conn.take_request() {
         let stream = request.stream;
