@@ -20,8 +20,7 @@ pub struct Output {
     /// (`control_end`, in bytes written since the connection began).
     control_unsent: u32,
     control_end: u32,
-    /// [`HIGH_WATER`], or less while the worker is over its budget (`Output::share`); a
-    /// `u32` to fit beside the counts above.
+    /// [`HIGH_WATER`], or less while the worker is over its budget (`Output::share`).
     high_water: u32,
 }
 
