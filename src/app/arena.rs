@@ -127,12 +127,14 @@ fn write_items(out: &mut Vec<u8>, items: &[Item], m: i64) -> Result<(), Status> 
         out.push(b'}');
     }
     out.extend_from_slice(b"],\"count\":");
-    out.extend_from_slice(itoa::Buffer::new().format(items.len()).as_bytes());
+    write_integer(out, items.len());
     out.push(b'}');
     Ok(())
 }
 
-fn write_integer(out: &mut Vec<u8>, value: i64) {
+/// An integer in decimal: the totals and fields of `/json`, the bodies of `/baseline11` and
+/// `/delay`.
+fn write_integer(out: &mut Vec<u8>, value: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
@@ -236,8 +238,7 @@ impl Arena {
     /// The body of a `/delay` answer whose time has come: the number of milliseconds.
     pub fn delayed(&mut self, ms: u64) -> &[u8] {
         self.body.clear();
-        self.body
-            .extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
+        write_integer(&mut self.body, ms);
         &self.body
     }
 
@@ -257,8 +258,7 @@ impl Arena {
             .and_then(|sum| sum.checked_add(extra))
             .ok_or(Status::BadRequest)?;
         self.body.clear();
-        self.body
-            .extend_from_slice(itoa::Buffer::new().format(sum).as_bytes());
+        write_integer(&mut self.body, sum);
         Ok(Answer::Now(ContentType::Plain, &self.body))
     }
 
