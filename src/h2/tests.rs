@@ -1343,7 +1343,8 @@ fn the_output_stops_at_its_share_of_a_budget_the_worker_has_spent() {
     // The worker is over its budget: this connection's share is 16 KiB.
     let share = 16 * 1024;
     let now = Instant::now();
-    (client.connection).process(&client.date, now, &mut client.buffers, share);
+    let (date, buffers) = (&client.date, &mut client.buffers);
+    client.connection.process(date, now, buffers, share);
     let body = vec![b'z'; 100_000];
     let stream = client.connection.take_request().unwrap().stream;
     client.answer(stream, &body);
