@@ -376,12 +376,31 @@ fn is_reg_name(name: &[u8]) -> bool {
             {
                 3
             }
-            b if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b) => 1,
+            b if REG_NAME_BYTES[usize::from(b)] => 1,
             _ => return false,
         };
     }
     true
 }
+
+/// The bytes a reg-name holds as they are, unreserved and sub-delims: a table, since every
+/// request's Host is checked byte by byte (a search of the sub-delims per byte was 2% of a
+/// pipelined run's CPU).
+const REG_NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = byte.is_ascii_alphanumeric()
+            || matches!(byte, b'-' | b'.' | b'_' | b'~')
+            || matches!(
+                byte,
+                b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+            );
+        b += 1;
+    }
+    table
+};
 
 /// The line at `buf[at..]` without its CRLF, once it is in; `too_long` if it is longer
 /// than `max` with its CRLF, 400 if it does not end in CRLF.
@@ -793,6 +812,10 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a%g0\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a{b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\\b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\xc3\xa9\r\n\r\n",
         ]);
         for host in [
             "a",
@@ -802,6 +825,8 @@ mod tests {
             "",
             "x%41.y",
             "a:",
+            // Every unreserved and sub-delim byte (RFC 3986, 2.2 and 2.3).
+            "Az09-._~!$&'()*+,;=",
         ] {
             let buf = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
             complete(buf.as_bytes());
