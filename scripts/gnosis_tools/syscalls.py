@@ -29,9 +29,9 @@ from .system import ensure_installed
 
 LOOPBACK = "127.0.0.1"
 # The level of each test: TFB's top level (queries: N = 20 over 512 connections), plaintext at
-# 256 connections 16 pipelined, the others at --connections (HttpArena's fixed-rate profiles at
-# their 1,024).
-LEVELS = {"queries": 20, "updates": 20, "cached": 100, "plaintext": 256}
+# 256 connections and HttpArena's pipelined at its first count, 512, both 16 pipelined; the others
+# at --connections (HttpArena's fixed-rate profiles at their 1,024).
+LEVELS = {"queries": 20, "updates": 20, "cached": 100, "plaintext": 256, "pipelined": 512}
 CONNECTIONS = 512
 FIXED_RATE_CONNECTIONS = 1024
 # The calls perf counts one by one (each event counted costs the server at every context switch:
@@ -95,11 +95,18 @@ def run(args):
     return 0
 
 
+def connections_of(test, connections):
+    """wrk's connections for `test`: a pipelined test's level, a paced one's 1,024, or `connections`."""
+    if test.kind == "pipelined":
+        return LEVELS[test.name]
+    return FIXED_RATE_CONNECTIONS if test.rate else connections
+
+
 def measure(server, test, args, out):
     """The calls per request of one traced wrk run of `test` against `server`."""
     level = LEVELS.get(test.name)
     path = server.url_path(test, level)
-    connections = level if test.kind == "pipelined" else FIXED_RATE_CONNECTIONS if test.rate else args.connections
+    connections = connections_of(test, args.connections)
     url = f"http://{server.host}:{server.port}{path}"
     mix = (test.requests, test.close_every) if test.requests else None
     pipelined = test.kind == "pipelined"

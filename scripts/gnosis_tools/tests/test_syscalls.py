@@ -9,6 +9,8 @@ import sys
 import unittest
 
 from gnosis_tools import ROOT
+from gnosis_tools.bench.catalog import TESTS
+from gnosis_tools.syscalls import connections_of
 from gnosis_tools.system import free_port
 
 SYSCALLS = [sys.executable, str(ROOT / "scripts" / "tool"), "syscalls"]
@@ -23,6 +25,15 @@ TINY_SERVER = (
     "    def log_message(self, *args): pass\n"
     "HTTPServer(('127.0.0.1', int(__import__('sys').argv[1])), H).serve_forever()\n"
 )
+
+
+class ConnectionsTest(unittest.TestCase):
+    def test_every_http1_test_has_its_connections(self):
+        for name, test in TESTS.items():
+            if test.h2 or test.websocket:
+                continue  # not counted here: h2load and gcannon load them
+            with self.subTest(test=name):
+                self.assertIsInstance(connections_of(test, 512), int)
 
 
 @unittest.skipUnless(shutil.which("wrk") and shutil.which("perf") and shutil.which("strace") and os.geteuid() == 0,
