@@ -12,9 +12,15 @@
 //! A request ends at its empty line (`\r\n\r\n`), except the empty line after a chunked
 //! body's last chunk (`\n0\r\n\r\n`), so pipelined requests and the bodies of HttpArena's
 //! baseline mix are counted right without a parser. A request that says `Connection: close`
-//! is answered, then its connection closed. Not for the network: it trusts its client.
+//! is answered, then its connection closed. A `GET /ws` is switched to WebSocket with gnosis's
+//! `101`, and every frame then echoed with its opcode, unmasked, the echoes of a read in one
+//! send: the least an echo server does (HttpArena's WebSocket profiles). Not for the network:
+//! it trusts its client.
 
+use gnosis::http::UpgradeHeaders;
 use gnosis::sys::{self, Epoll, Events, READABLE};
+use gnosis::ws::frame::{self, Decoded};
+use gnosis::ws::{handshake, Opcode, MAX_MESSAGE};
 use memchr::memmem;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -57,6 +63,59 @@ fn main() -> std::io::Result<()> {
 struct Connection {
     socket: OwnedFd,
     ends: RequestEnds,
+    /// Once upgraded to WebSocket: the bytes of a frame not all read yet.
+    frames: Option<Vec<u8>>,
+}
+
+/// The `101` to a `GET /ws`, as gnosis writes it, for the request's key; false without one.
+fn switch(request: &[u8], out: &mut Vec<u8>) -> bool {
+    const KEY: &[u8] = b"Sec-WebSocket-Key:";
+    let Some(at) = memmem::find(request, KEY) else {
+        return false;
+    };
+    let value = &request[at + KEY.len()..];
+    let end = memmem::find(value, b"\r\n").unwrap_or(value.len());
+    let upgrade = UpgradeHeaders {
+        connection_upgrade: true,
+        websocket: true,
+        key: Some(value[..end].trim_ascii()),
+        version: Some(b"13"),
+    };
+    let Ok(accept) = handshake::check(&upgrade, false) else {
+        return false;
+    };
+    handshake::write_switch(out, &accept);
+    true
+}
+
+/// Echoes every whole frame of `pending` and `input` with its opcode, unmasked (gnosis's
+/// frame code, without a session's checks); keeps the rest. False after a close or a bad frame.
+fn echo(pending: &mut Vec<u8>, input: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+    if !pending.is_empty() {
+        pending.extend_from_slice(input);
+        std::mem::swap(pending, input);
+        pending.clear();
+    }
+    let mut at = 0;
+    let open = loop {
+        let header = match frame::decode(&input[at..], MAX_MESSAGE) {
+            Decoded::Frame(header) => header,
+            Decoded::Partial => break true,
+            Decoded::Invalid(_) => break false,
+        };
+        let end = at + header.len + header.payload_len;
+        let Some(payload) = input.get_mut(at + header.len..end) else {
+            break true;
+        };
+        frame::unmask(payload, header.mask);
+        frame::write(out, header.opcode, payload);
+        at = end;
+        if header.opcode == Opcode::Close {
+            break false;
+        }
+    };
+    pending.extend_from_slice(&input[at..]);
+    open
 }
 
 /// The last bytes a connection sent, to find the end of a request across reads.
@@ -114,6 +173,7 @@ fn serve(listener: OwnedFd) -> std::io::Result<()> {
                     connections[fd] = Some(Connection {
                         socket,
                         ends: RequestEnds::default(),
+                        frames: None,
                     });
                 }
                 continue;
@@ -125,12 +185,22 @@ fn serve(listener: OwnedFd) -> std::io::Result<()> {
                 Ok(0) | Err(_) => false,
                 Ok(_) => {
                     output.clear();
-                    for _ in 0..connection.ends.count(&input) {
-                        output.extend_from_slice(ANSWER);
-                    }
+                    let stays = match &mut connection.frames {
+                        Some(pending) => echo(pending, &mut input, &mut output),
+                        None if input.starts_with(b"GET /ws ") => {
+                            connection.frames = Some(Vec::new());
+                            switch(&input, &mut output)
+                        }
+                        None => {
+                            for _ in 0..connection.ends.count(&input) {
+                                output.extend_from_slice(ANSWER);
+                            }
+                            memmem::find(&input, b"Connection: close").is_none()
+                        }
+                    };
                     // The answers fit the socket's buffer: a floor's client reads them.
                     let sent = output.is_empty() || sys::send(&connection.socket, &output).is_ok();
-                    sent && memmem::find(&input, b"Connection: close").is_none()
+                    sent && stays
                 }
             };
             if !open {
@@ -149,6 +219,39 @@ mod tests {
     const MIX: &[u8] = b"GET /baseline11?a=1&b=2 HTTP/1.1\r\nHost: h\r\n\r\n\
 POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: h\r\nContent-Length: 20\r\n\r\n20\
 POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n20\r\n0\r\n\r\n";
+
+    /// A client's frame: FIN, `opcode`, masked with `mask`.
+    fn client_frame(opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+        let mut frame = vec![0x80 | opcode, 0x80 | payload.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(payload.iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
+        frame
+    }
+
+    #[test]
+    fn frames_are_echoed_unmasked_in_order_whatever_reads_they_come_in() {
+        let text = client_frame(0x1, b"hello", [1, 2, 3, 4]);
+        let binary = client_frame(0x2, &[7; 100], [9, 8, 7, 6]);
+        let close = client_frame(0x8, &1000u16.to_be_bytes(), [5, 5, 5, 5]);
+        let input = [&text[..], &binary, &text, &close].concat();
+        let mut expected = Vec::new();
+        frame::write(&mut expected, Opcode::Text, b"hello");
+        frame::write(&mut expected, Opcode::Binary, &[7; 100]);
+        frame::write(&mut expected, Opcode::Text, b"hello");
+        frame::write(&mut expected, Opcode::Close, &1000u16.to_be_bytes());
+        for step in 1..=input.len() {
+            let (mut pending, mut out, mut open) = (Vec::new(), Vec::new(), true);
+            for read in input.chunks(step) {
+                assert!(open, "reads of {step} bytes: closed before the close frame");
+                open = echo(&mut pending, &mut read.to_vec(), &mut out);
+            }
+            assert!(
+                !open,
+                "reads of {step} bytes: still open after the close frame"
+            );
+            assert_eq!(out, expected, "reads of {step} bytes");
+        }
+    }
 
     #[test]
     fn requests_are_counted_whatever_reads_the_bytes_come_in() {
