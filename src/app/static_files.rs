@@ -34,7 +34,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::http::{AcceptEncoding, Coding, ContentType, Encoding, HttpDate, Response, Status};
+use crate::http::{
+    is_unreserved, AcceptEncoding, Coding, ContentType, Encoding, HttpDate, Response, Status,
+};
 use crate::sys;
 
 /// Where HttpArena mounts its static files, unless `STATIC_DIR` says otherwise.
@@ -205,9 +207,7 @@ fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
         && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+        && name.bytes().all(is_unreserved)
 }
 
 /// Whether files of this type may have precompressed sidecars: the types that compress.
