@@ -30,6 +30,8 @@ const ANSWER: &[u8] =
 Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n55";
 const LISTENER: u64 = u64::MAX;
 const EMPTY_LINE: &[u8] = b"\r\n\r\n";
+/// What one read takes at most.
+const READ_SIZE: usize = 64 * 1024;
 
 fn main() -> std::io::Result<()> {
     let (mut port, mut threads) = (
@@ -62,9 +64,14 @@ fn main() -> std::io::Result<()> {
 
 struct Connection {
     socket: OwnedFd,
-    ends: RequestEnds,
-    /// Once upgraded to WebSocket: the bytes of a frame not all read yet.
-    frames: Option<Vec<u8>>,
+    phase: Phase,
+}
+
+enum Phase {
+    /// HTTP/1.1 requests, answered as they end.
+    Http(RequestEnds),
+    /// Upgraded: WebSocket frames, with the bytes of one not all read yet.
+    WebSocket(Vec<u8>),
 }
 
 /// The `101` to a `GET /ws`, as gnosis writes it, for the request's key; false without one.
@@ -158,8 +165,8 @@ fn serve(listener: OwnedFd) -> std::io::Result<()> {
     let mut events = Events::with_capacity(256);
     // Indexed by descriptor: a closed connection's slot is the next one's.
     let mut connections: Vec<Option<Connection>> = Vec::new();
-    let mut input = Vec::with_capacity(64 * 1024);
-    let mut output = Vec::with_capacity(64 * 1024);
+    let mut input = Vec::with_capacity(READ_SIZE);
+    let mut output = Vec::with_capacity(READ_SIZE);
     loop {
         epoll.wait(&mut events, -1)?;
         for (token, _) in events.iter() {
@@ -172,8 +179,7 @@ fn serve(listener: OwnedFd) -> std::io::Result<()> {
                     }
                     connections[fd] = Some(Connection {
                         socket,
-                        ends: RequestEnds::default(),
-                        frames: None,
+                        phase: Phase::Http(RequestEnds::default()),
                     });
                 }
                 continue;
@@ -181,18 +187,18 @@ fn serve(listener: OwnedFd) -> std::io::Result<()> {
             let slot = &mut connections[token as usize];
             let Some(connection) = slot else { continue };
             input.clear();
-            let open = match sys::read_into(&connection.socket, &mut input, 64 * 1024) {
+            let open = match sys::read_into(&connection.socket, &mut input, READ_SIZE) {
                 Ok(0) | Err(_) => false,
                 Ok(_) => {
                     output.clear();
-                    let stays = match &mut connection.frames {
-                        Some(pending) => echo(pending, &mut input, &mut output),
-                        None if input.starts_with(b"GET /ws ") => {
-                            connection.frames = Some(Vec::new());
+                    let stays = match &mut connection.phase {
+                        Phase::WebSocket(pending) => echo(pending, &mut input, &mut output),
+                        Phase::Http(_) if input.starts_with(b"GET /ws ") => {
+                            connection.phase = Phase::WebSocket(Vec::new());
                             switch(&input, &mut output)
                         }
-                        None => {
-                            for _ in 0..connection.ends.count(&input) {
+                        Phase::Http(ends) => {
+                            for _ in 0..ends.count(&input) {
                                 output.extend_from_slice(ANSWER);
                             }
                             memmem::find(&input, b"Connection: close").is_none()
