@@ -86,15 +86,15 @@ impl StaticFiles {
     pub fn open(
         &mut self,
         name: &str,
-        accept_encoding: Option<&[u8]>,
+        accept_encoding: AcceptEncoding,
     ) -> Result<(StaticFile, Encoding), Status> {
         if !is_plain_name(name) {
             return Err(Status::NotFound);
         }
         let content_type = content_type(name);
         let vary = compresses(content_type);
-        if vary && accept_encoding.is_some() {
-            for coding in AcceptEncoding::parse(accept_encoding).preferred() {
+        if vary {
+            for coding in accept_encoding.preferred() {
                 let encoding = Encoding {
                     coding: Some(coding),
                     vary,
@@ -149,7 +149,7 @@ impl StaticFiles {
     pub fn respond(
         &mut self,
         name: &str,
-        accept_encoding: Option<&[u8]>,
+        accept_encoding: AcceptEncoding,
         response: Response,
         out: &mut Vec<u8>,
         date: &HttpDate,

@@ -4,7 +4,7 @@
 
 use super::frame::{self, ErrorCode, HEAD_LEN};
 use super::hpack::RequestHead;
-use crate::http::{self, Encoding, Method};
+use crate::http::{self, AcceptEncoding, Encoding, Method};
 
 /// Streams closed lately that are remembered: frames still in flight on one the server
 /// reset are ignored, and HEADERS on one closed otherwise is STREAM_CLOSED rather than a
@@ -25,7 +25,7 @@ pub struct Request<'a> {
     pub content_type: &'a [u8],
     /// gRPC's `grpc-encoding`, if the request has one.
     pub grpc_encoding: Option<&'a [u8]>,
-    pub accept_encoding: Option<&'a [u8]>,
+    pub accept_encoding: AcceptEncoding,
     pub body: &'a [u8],
 }
 
@@ -136,7 +136,7 @@ impl Stream {
             query,
             content_type: head.content_type(),
             grpc_encoding: head.grpc_encoding(),
-            accept_encoding: head.accept_encoding(),
+            accept_encoding: head.accept_encoding,
             body,
         })
     }

@@ -9,7 +9,7 @@ use super::hpack::{self, hex, BlockError, Decoder};
 use proptest::prelude::*;
 
 use super::{Answer, Connection, Limits, PREFACE};
-use crate::http::{BufferPool, Coding, Encoding, HttpDate, Method, Timeouts};
+use crate::http::{AcceptEncoding, BufferPool, Coding, Encoding, HttpDate, Method, Timeouts};
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
@@ -753,9 +753,9 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
     let request = client.connection.take_request().unwrap();
     assert_eq!(request.content_type, b"application/grpc");
     assert_eq!(request.grpc_encoding, Some(&b"gzip"[..]));
-    assert_eq!(request.accept_encoding, None);
+    assert_eq!(request.accept_encoding, AcceptEncoding::default());
 
-    // accept-encoding as it came; repeated, empty (identity alone), as HTTP/1.1 reads it.
+    // accept-encoding read as one list however many fields it takes, as HTTP/1.1 reads it.
     let get = |accepts: &[&'static str]| {
         let mut fields = vec![
             (":method", "GET"),
@@ -768,12 +768,13 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
     let request = client.headers(5, &get(&["br;q=1, gzip;q=0.8"]), true);
     client.send(&request);
     let request = client.connection.take_request().unwrap();
-    assert_eq!(request.accept_encoding, Some(&b"br;q=1, gzip;q=0.8"[..]));
+    let tried = |accepts: AcceptEncoding| accepts.preferred().collect::<Vec<_>>();
+    assert_eq!(tried(request.accept_encoding), [Coding::Br, Coding::Gzip]);
     assert_eq!(request.http().accept_encoding, request.accept_encoding);
-    let request = client.headers(7, &get(&["gzip", "br"]), true);
+    let request = client.headers(7, &get(&["gzip;q=0.9", "br;q=0.5"]), true);
     client.send(&request);
     let request = client.connection.take_request().unwrap();
-    assert_eq!(request.accept_encoding, Some(&b""[..]));
+    assert_eq!(tried(request.accept_encoding), [Coding::Gzip, Coding::Br]);
 }
 
 #[test]

@@ -30,19 +30,15 @@ impl Coding {
     }
 }
 
-/// The weights a request gives each coding the server knows, in thousandths (a qvalue has
-/// at most three decimals): 0 is not acceptable; identity's is 0 too when not named, as it
-/// then outweighs no coding (and is served all the same when no coding is).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A request's `Accept-Encoding`, read field line by field line: a field repeated is one
+/// list, its lines joined by commas in order (RFC 9110, 5.3). The default, nothing read,
+/// is a request without the header: it accepts identity alone (RFC 9110 would allow any
+/// coding, but a client that does not ask gets the file as it is: what HttpArena checks,
+/// and what every server does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AcceptEncoding {
-    br: u16,
-    gzip: u16,
-    identity: u16,
-}
-
-/// A weight as given: by name, by `*`, or not given.
-#[derive(Clone, Copy, Default)]
-struct Weights {
+    /// The weight each coding is given, in thousandths (a qvalue has at most three
+    /// decimals), by name or by `*`: the first element naming it counts.
     br: Option<u16>,
     gzip: Option<u16>,
     identity: Option<u16>,
@@ -50,51 +46,40 @@ struct Weights {
 }
 
 impl AcceptEncoding {
-    /// The codings a request with this `Accept-Encoding` value accepts; without the header
-    /// only identity (RFC 9110 would allow any coding, but a client that does not ask gets
-    /// the file as it is: what HttpArena checks, and what every server does).
-    pub fn parse(value: Option<&[u8]>) -> AcceptEncoding {
-        let Some(value) = value else {
-            return AcceptEncoding {
-                br: 0,
-                gzip: 0,
-                identity: 0,
-            };
-        };
-        let mut given = Weights::default();
+    /// Reads one field line's list into what was read before it.
+    pub fn read(&mut self, value: &[u8]) {
         for element in value.split(|&byte| byte == b',') {
             let Some((coding, weight)) = element_weight(element) else {
                 continue;
             };
             let place = match coding {
-                c if c.eq_ignore_ascii_case(b"br") => &mut given.br,
+                c if c.eq_ignore_ascii_case(b"br") => &mut self.br,
                 c if c.eq_ignore_ascii_case(b"gzip") || c.eq_ignore_ascii_case(b"x-gzip") => {
-                    &mut given.gzip
+                    &mut self.gzip
                 }
-                c if c.eq_ignore_ascii_case(b"identity") => &mut given.identity,
-                b"*" => &mut given.any,
+                c if c.eq_ignore_ascii_case(b"identity") => &mut self.identity,
+                b"*" => &mut self.any,
                 _ => continue,
             };
             place.get_or_insert(weight);
-        }
-        AcceptEncoding {
-            br: given.br.or(given.any).unwrap_or(0),
-            gzip: given.gzip.or(given.any).unwrap_or(0),
-            identity: given.identity.or(given.any).unwrap_or(0),
         }
     }
 
     /// The codings to try, best first, before the file as it is: each acceptable and
     /// weighed at least as high as identity (a coding is smaller, so it wins a tie), the
-    /// heavier first, `br` first of two equal.
+    /// heavier first, `br` first of two equal. A coding not named weighs as `*`, or 0:
+    /// not acceptable; identity not named weighs 0 too, as it then outweighs no coding
+    /// (and is served all the same when no coding is).
     pub fn preferred(self) -> impl Iterator<Item = Coding> {
-        let ranked = match self.gzip > self.br {
-            true => [(Coding::Gzip, self.gzip), (Coding::Br, self.br)],
-            false => [(Coding::Br, self.br), (Coding::Gzip, self.gzip)],
+        let weight = |given: Option<u16>| given.or(self.any).unwrap_or(0);
+        let (br, gzip, identity) = (weight(self.br), weight(self.gzip), weight(self.identity));
+        let ranked = match gzip > br {
+            true => [(Coding::Gzip, gzip), (Coding::Br, br)],
+            false => [(Coding::Br, br), (Coding::Gzip, gzip)],
         };
         ranked
             .into_iter()
-            .filter(move |&(_, weight)| weight > 0 && weight >= self.identity)
+            .filter(move |&(_, weight)| weight > 0 && weight >= identity)
             .map(|(coding, _)| coding)
     }
 }

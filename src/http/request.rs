@@ -1,6 +1,6 @@
 use std::mem::MaybeUninit;
 
-use super::Status;
+use super::{AcceptEncoding, Status};
 
 /// The largest request head (request line and headers) accepted; larger gets 414 or 431.
 /// Chunked trailers are held to the same size.
@@ -55,10 +55,9 @@ pub struct Request<'a> {
     /// HTTP/1.0 wants `Connection: keep-alive` echoed when it asked for it.
     pub http10: bool,
     pub upgrade: UpgradeHeaders<'a>,
-    /// `Accept-Encoding`, borrowed as it came (read by the routes that negotiate, with
-    /// [`AcceptEncoding::parse`](super::AcceptEncoding::parse)); a repeated one reads as
-    /// empty, which accepts identity alone.
-    pub accept_encoding: Option<&'a [u8]>,
+    /// `Accept-Encoding`, its lines read as one list (the routes that negotiate ask it
+    /// which coding to try).
+    pub accept_encoding: AcceptEncoding,
     /// What gRPC reads of the request's headers; gRPC runs over HTTP/2 only, so an
     /// HTTP/1.1 request has none.
     pub grpc: Option<GrpcHeaders<'a>>,
@@ -214,7 +213,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
     let mut hosts = 0;
     let mut expects_continue = false;
     let mut upgrade = UpgradeHeaders::default();
-    let mut accept_encoding = None;
+    let mut accept_encoding = AcceptEncoding::default();
     for header in req.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("connection") {
@@ -250,7 +249,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
             }
             hosts += 1;
         } else if name.eq_ignore_ascii_case("accept-encoding") {
-            accept_encoding = Some(once(accept_encoding, header.value));
+            accept_encoding.read(header.value);
         } else if name.eq_ignore_ascii_case("expect") {
             expects_continue = header
                 .value
@@ -918,16 +917,23 @@ mod tests {
     }
 
     #[test]
-    fn accept_encoding_is_borrowed_as_it_came_and_empty_when_repeated() {
-        let accepts = |raw: &[u8]| complete(raw).0.accept_encoding.map(<[u8]>::to_vec);
-        assert_eq!(accepts(WRK_REQUEST), None);
+    fn accept_encoding_is_read_as_one_list_however_many_lines_it_takes() {
+        use crate::http::Coding::{Br, Gzip};
+        let tried = |raw: &[u8]| {
+            complete(raw)
+                .0
+                .accept_encoding
+                .preferred()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(tried(WRK_REQUEST), []);
         assert_eq!(
-            accepts(b"GET /static/a.css HTTP/1.1\r\nHost: a\r\naccept-ENCODING:  br;q=1, gzip;q=0.8 \r\n\r\n"),
-            Some(b"br;q=1, gzip;q=0.8".to_vec())
+            tried(b"GET /static/a.css HTTP/1.1\r\nHost: a\r\naccept-ENCODING:  br;q=1, gzip;q=0.8 \r\n\r\n"),
+            [Br, Gzip]
         );
         assert_eq!(
-            accepts(b"GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip\r\nAccept-Encoding: br\r\n\r\n"),
-            Some(Vec::new())
+            tried(b"GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip;q=0.9\r\nAccept: */*\r\nAccept-Encoding: br;q=0.5\r\n\r\n"),
+            [Gzip, Br]
         );
     }
 }

@@ -15,8 +15,8 @@
 //! `loona-hpack` stays a dev-dependency, as the tests' independent encoder.
 //!
 //! A field is seen once, in the callback, and only what the server keeps is copied: the
-//! pseudo-headers, `content-type`, `grpc-encoding` and `accept-encoding`, into one buffer
-//! per request.
+//! pseudo-headers, `content-type` and `grpc-encoding`, into one buffer per request
+//! (`accept-encoding` is read as it passes).
 //!
 //! Encoding is ours, and stateless: answers are written with the static table's names and
 //! `:status` values and literals that are never indexed, so the server keeps no dynamic
@@ -26,7 +26,7 @@
 use std::ops::Range;
 
 use super::frame::{ErrorCode, H2Error};
-use crate::http::{Encoding, HttpDate, Method};
+use crate::http::{AcceptEncoding, Encoding, HttpDate, Method};
 
 mod decoder;
 mod huffman;
@@ -87,8 +87,8 @@ pub struct RequestHead {
     path: Option<Range<u16>>,
     content_type: Option<Range<u16>>,
     grpc_encoding: Option<Range<u16>>,
-    /// Empty when repeated: identity alone, as HTTP/1.1 reads it.
-    accept_encoding: Option<Range<u16>>,
+    /// `accept-encoding`, its fields read as one list, as HTTP/1.1 reads its lines.
+    pub accept_encoding: AcceptEncoding,
     /// `content-length`, which the DATA received must match.
     pub content_length: Option<u64>,
 }
@@ -136,13 +136,6 @@ impl RequestHead {
         self.grpc_encoding
             .is_some()
             .then(|| self.get(&self.grpc_encoding))
-    }
-
-    /// `accept-encoding`, if the request has one.
-    pub fn accept_encoding(&self) -> Option<&[u8]> {
-        self.accept_encoding
-            .is_some()
-            .then(|| self.get(&self.accept_encoding))
     }
 
     /// The bytes this head holds.
@@ -296,12 +289,7 @@ fn take_field(
         b"grpc-encoding" if head.grpc_encoding.is_none() => {
             head.grpc_encoding = Some(head.keep(value));
         }
-        b"accept-encoding" => {
-            head.accept_encoding = Some(match head.accept_encoding {
-                None => head.keep(value),
-                Some(_) => 0..0,
-            });
-        }
+        b"accept-encoding" => head.accept_encoding.read(value),
         b"content-length" => {
             let length = std::str::from_utf8(value)
                 .ok()

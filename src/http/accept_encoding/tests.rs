@@ -5,11 +5,18 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// The codings tried for `value`, in order.
+/// The codings tried for a request with these Accept-Encoding lines, in order.
+fn tried_lines(lines: &[&[u8]]) -> Vec<Coding> {
+    let mut accepts = AcceptEncoding::default();
+    for line in lines {
+        accepts.read(line);
+    }
+    accepts.preferred().collect()
+}
+
+/// The codings tried for `value`, in order (`None`: no Accept-Encoding at all).
 fn tried(value: Option<&str>) -> Vec<Coding> {
-    AcceptEncoding::parse(value.map(str::as_bytes))
-        .preferred()
-        .collect()
+    tried_lines(value.map(str::as_bytes).as_slice())
 }
 
 #[test]
@@ -75,6 +82,23 @@ fn q_zero_refuses_and_identity_weighs_in() {
 }
 
 #[test]
+fn a_repeated_field_is_one_list_its_lines_in_order() {
+    use Coding::{Br, Gzip};
+    let cases: [(&[&[u8]], &[Coding]); 6] = [
+        (&[b"gzip", b"br"], &[Br, Gzip]),
+        (&[b"gzip;q=0.5", b"br;q=0.4"], &[Gzip, Br]),
+        (&[b"gzip;q=0.5", b"", b"identity"], &[]),
+        // The first element naming a coding counts, whichever line it is on.
+        (&[b"br;q=0", b"br, gzip"], &[Gzip]),
+        (&[b"*;q=0", b"gzip"], &[Gzip]),
+        (&[b"deflate", b"x-gzip;q=0.1, br;q=0.1"], &[Br, Gzip]),
+    ];
+    for (lines, expected) in cases {
+        assert_eq!(tried_lines(lines), expected, "{lines:?}");
+    }
+}
+
+#[test]
 fn malformed_elements_are_skipped_and_the_rest_read() {
     use Coding::{Br, Gzip};
     let cases: [(&str, &[Coding]); 12] = [
@@ -118,10 +142,31 @@ fn qvalues_read_to_the_thousandth() {
 }
 
 proptest! {
+    /// A list cut into lines anywhere between its elements reads as the list.
+    #[test]
+    fn a_list_split_over_lines_reads_as_one(
+        elements in proptest::collection::vec("(br|gzip|identity|\\*|deflate)(;q=(0|1|0\\.[0-9]{1,3}))?", 0..6),
+        cuts in proptest::collection::vec(any::<bool>(), 6),
+    ) {
+        let mut lines = vec![String::new()];
+        for (index, element) in elements.iter().enumerate() {
+            let line = lines.last_mut().expect("one line at least");
+            if !line.is_empty() {
+                line.push_str(", ");
+            }
+            line.push_str(element);
+            if cuts[index] {
+                lines.push(String::new());
+            }
+        }
+        let lines: Vec<&[u8]> = lines.iter().map(|line| line.as_bytes()).collect();
+        prop_assert_eq!(tried_lines(&lines), tried(Some(&elements.join(","))));
+    }
+
     /// Any bytes: an answer, no panic, and never a coding the value does not mention.
     #[test]
     fn any_bytes_read_without_panic(value in proptest::collection::vec(any::<u8>(), 0..64)) {
-        let codings: Vec<Coding> = AcceptEncoding::parse(Some(&value)).preferred().collect();
+        let codings = tried_lines(&[&value]);
         prop_assert!(codings.len() <= 2);
         let lower = value.to_ascii_lowercase();
         let mentions = |needle: &[u8]| lower.windows(needle.len()).any(|w| w == needle);
@@ -151,7 +196,7 @@ proptest! {
             }
         }
         let value = elements.join(",");
-        let codings: Vec<Coding> = AcceptEncoding::parse(Some(value.as_bytes())).preferred().collect();
+        let codings = tried(Some(&value));
         let identity = identity.unwrap_or(0);
         let mut expected: Vec<(Coding, u16)> = [(Coding::Br, br), (Coding::Gzip, gzip)]
             .into_iter()
