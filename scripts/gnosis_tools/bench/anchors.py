@@ -90,7 +90,7 @@ ANCHORS = {
         Anchor("may-minihttp-arena", H1_TESTS + LATENCY_TESTS, venue="httparena", binary="may-minihttp"),
         # sark (a wrapper script) also binds 8081 (json-tls, its own certificate), 8082 (h2c) and 8443 (h2).
         Anchor(
-            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls") + ARENA_DB_TESTS + WS_TESTS + H2_TESTS
+            "sark", H1_TESTS + LATENCY_TESTS + ("arena-json", "json-tls", "json-tls-kept") + ARENA_DB_TESTS + WS_TESTS + H2_TESTS
             + GRPC_TESTS, venue="httparena", ports=(ANCHOR_PORT, 8081, 8082, 8443), tls_port=8081, h2c_port=8082,
             h2_tls_port=8443,
         ),  # fmt: skip

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..system import SetupError
+from ..system import SetupError, read_proc_stat
 from .anchors import GCANNON
 from .catalog import TESTS
 from .proc import postgres_cpu_ticks, tcp_active_opens, ticks_since
@@ -125,32 +125,42 @@ def run_gcannon(server, url, connections, duration, pipelined, per_connection):
     return run_load(server, command, connections, 1, duration, parse_gcannon_output)
 
 
-def run_load(server, command, connections, threads, duration, parse):
+def run_load(server, command, connections, threads, duration, parse, measured_after=0):
     """One load generator's run against `server`, with the server's CPU time, peak RSS, and the
     CPU time of PostgreSQL and of the load generator itself: on one machine the three share the
-    cores. `parse` reads its output into wrk's summary."""
+    cores. `parse` reads its output into wrk's summary. With `measured_after`, the CPU figures
+    leave out the run's first seconds (a generator's warm-up: its connections made, their TLS
+    handshakes): they count from that many seconds into the run."""
     server.check_alive()
     server.reset_peak_rss()
     opened_before = tcp_active_opens()
-    ticks_before = server.cpu_ticks()
-    postgres_before = postgres_cpu_ticks()
     own_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
+    generator = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=duration + 60)
+        time.sleep(measured_after)
+        # Until reaped, a generator that ended in its warm-up still has its /proc entry.
+        generator_before = read_proc_stat(generator.pid)[3] if measured_after else 0
+        ticks_before = server.cpu_ticks()
+        postgres_before = postgres_cpu_ticks()
+        window_opened = time.monotonic()
+        stdout, stderr = generator.communicate(timeout=duration + 60)
     except subprocess.TimeoutExpired:
+        generator.kill()
+        generator.communicate()
         raise LoadFailed(f"{command[0]} did not finish within {duration + 60} s: {shlex.join(command)}") from None
-    wall = time.monotonic() - started
+    wall = time.monotonic() - window_opened
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
     postgres_cpu_s = ticks_since(postgres_before, postgres_cpu_ticks()) / os.sysconf("SC_CLK_TCK")
     wrk_cpu_s = (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime)
+    wrk_cpu_s -= generator_before / os.sysconf("SC_CLK_TCK")
     peak_rss_kib = server.peak_rss_kib()
     opened = tcp_active_opens() - opened_before
     server.check_alive()
-    if done.returncode != 0:
-        raise LoadFailed(f"{command[0]} failed ({done.returncode}): {shlex.join(command)} {done.stderr.strip()}".strip())
-    summary = parse(done.stdout)
+    if generator.returncode != 0:
+        raise LoadFailed(f"{command[0]} failed ({generator.returncode}): {shlex.join(command)} {stderr.strip()}".strip())
+    summary = parse(stdout)
     run = {
         "command": shlex.join(command),
         "connections": connections,
@@ -169,7 +179,7 @@ def run_load(server, command, connections, threads, duration, parse):
         "wrk_cpu_s": round(wrk_cpu_s, 2),
         "wrk_cpu_percent": round(100 * wrk_cpu_s / wall, 1),
         "wall_s": round(wall, 2),
-        "wrk_output": done.stdout,
+        "wrk_output": stdout,
     }
     return run
 

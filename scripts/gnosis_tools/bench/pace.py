@@ -1,16 +1,19 @@
-"""h2load, two ways. Paced over HTTP/1.1: HttpArena's fixed-rate profiles (latency-1m, latency-10k,
+"""h2load, three ways. Paced over HTTP/1.1: HttpArena's fixed-rate profiles (latency-1m, latency-10k,
 8gbit), where a server is judged on CPU per request and latency at an offered rate, not on how many
 requests it can take. wrk keeps every connection busy, so it cannot offer a rate; Debian's h2load
 (nghttp2-client) can (`--rps`, per connection), over cleartext or TLS. Over HTTP/2 as fast as it
 goes: HttpArena's H2 and gRPC profiles (`-m` streams per connection, h2c by prior knowledge or h2
-over TLS by ALPN). Either way it logs every request's latency (`--log-file`), from which the
-percentiles are taken here."""
+over TLS by ALPN). Over HTTP/1.1 as fast as it goes on connections made before the measured window
+(json-tls-kept): wrk opens its connections inside its window. Every way it logs every request's
+latency (`--log-file`), from which the percentiles are taken here."""
 
+import math
 import tempfile
 
 from .load import run_load
 
 WARM_UP_S = 1
+KEPT_WARM_UP_MS_PER_CONNECTION = 2
 REQUEST_LINE = "requests:"
 STATUS_LINE = "status codes:"
 
@@ -106,6 +109,33 @@ def run_h2(server, url, connections, threads, duration, streams, uri_file=None, 
         command[1:1] = ["--log-file", log.name]
         return run_load(server, command, connections, threads, duration,
                         lambda stdout: parse_h2load_output(stdout, log.readlines(), duration))  # fmt: skip
+
+
+def kept_warm_up(connections):
+    """The seconds of h2load's warm-up before a kept test's window, in which every connection is
+    made and its TLS handshake done: an RSA-2048 signature is about 0.9 ms of one core here, and
+    h2load takes its share, so 2 ms per connection (9 s for 4,096)."""
+    return max(1, math.ceil(connections * KEPT_WARM_UP_MS_PER_CONNECTION / 1000))
+
+
+def kept_command(uri_file, connections, threads, duration, accept, log_file):
+    """HTTP/1.1 as fast as h2load goes, one request in flight per connection, the URIs of
+    `uri_file` in turn, after a warm-up in which every connection is made (kept_warm_up)."""
+    return [
+        "h2load", "--h1",
+        "-c", str(connections), "-t", str(threads),
+        "-D", str(duration), "--warm-up-time", str(kept_warm_up(connections)),
+        "-H", f"Accept: {accept}", "--log-file", str(log_file), "-i", str(uri_file),
+    ]  # fmt: skip
+
+
+def run_kept(server, uri_file, connections, threads, duration, accept):
+    """One kept run against `server` (kept_command), its CPU figures from the end of the warm-up."""
+    with tempfile.NamedTemporaryFile("r", prefix="h2load-", suffix=".log") as log:
+        command = kept_command(uri_file, connections, threads, duration, accept, log.name)
+        return run_load(server, command, connections, threads, duration,
+                        lambda stdout: parse_h2load_output(stdout, log.readlines(), duration),
+                        measured_after=kept_warm_up(connections))  # fmt: skip
 
 
 def run_h2load(server, url, connections, threads, duration, rate, body_file=None, content_type=None):

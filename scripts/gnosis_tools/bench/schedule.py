@@ -14,7 +14,7 @@ from pathlib import Path
 from ..system import SetupError
 from .httparena import GRPC_SUM_FRAME
 from .load import LoadFailed, run_gcannon, run_wrk
-from .pace import h2_command, h2load_counts, run_h2, run_h2load
+from .pace import h2_command, h2load_counts, run_h2, run_h2load, run_kept
 from .report import format_latency
 from .servers import probe, probe_upgrade
 
@@ -185,6 +185,9 @@ def start_run(test, server, url, connections, threads, duration, pipelined, sche
         uris = uri_file(test, base) if test.uris else None
         return run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
                       h2c=scheme == "http")  # fmt: skip
+    if test.kept:
+        uris = uri_file(test, f"{scheme}://{server.host}:{port}")
+        return run_kept(server, uris, connections, threads, duration, test.accept)
     if test.websocket:
         return run_gcannon(server, url, connections, duration, pipelined, test.close_every)
     if test.rate:

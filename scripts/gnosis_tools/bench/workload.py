@@ -34,6 +34,9 @@ class Test:
     streams: int = 0
     uris: tuple = ()
     grpc: bool = False
+    # Loaded by h2load over HTTP/1.1 as fast as it goes, `uris` in turn, on connections made (and
+    # their TLS handshakes done) in h2load's warm-up, which the CPU figures leave out.
+    kept: bool = False
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -73,6 +76,10 @@ def load_description(test):
         what = f"the {len(test.uris)} files of HttpArena's static-h2 list in turn" if test.uris else f"`{test.path}`"
         grpc = " (a gRPC GetSum, 9-byte frame, `te: trailers`)" if test.grpc else ""
         return f"h2load, {over}: {what}{grpc}, {test.streams} streams in flight per connection"
+    if test.kept:
+        notes.append(f"h2load --h1 as fast as it goes, these {len(test.uris)} in turn: "
+                     f"{', '.join(f'`{uri}`' for uri in test.uris)}; its connections made, and their handshakes "
+                     "done, in its warm-up (2 ms per connection), which the CPU figures leave out")  # fmt: skip
     if test.requests:
         notes.append(f"Requests in turn, one in flight per connection: {', '.join(map(request_label, test.requests))}")
     if test.close_every:

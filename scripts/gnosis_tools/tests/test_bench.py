@@ -378,7 +378,7 @@ class AnchorUrls(unittest.TestCase):
         self.assertEqual(served, {"may-minihttp": everything_but_cached, "xitca-web": everything_but_cached,
                                   "vortex": everything_but_cached, "faf": {"plaintext"},
                                   "rust-epoll": h1, "tokio": h1, "hyper": h1 | {"baseline-h2"}, "may-minihttp-arena": h1,
-                                  "sark": h1 | ws | h2 | {"arena-json", "json-tls", "async-db", "arena-fortunes"},
+                                  "sark": h1 | ws | h2 | {"arena-json", "json-tls", "json-tls-kept", "async-db", "arena-fortunes"},
                                   "tonic-grpc": {"unary-grpc"},
                                   "tokio-ws": ws, "tokio-uring-ws": ws, "wtx-ws": ws})  # fmt: skip
         # A command line serves everything but the one-worker tests, unless it can run with one.
@@ -1283,6 +1283,62 @@ status codes: 1590 2xx, 0 3xx, 8 4xx, 0 5xx
         table = report.render_markdown(meta_for(["gnosis"]), [record], ["gnosis"])
         self.assertIn("| mean latency | share of the offered rate | server CPU µs per request |", table)
         self.assertIn("| 1.50 ms | 97.7% | 40.0 |", table)
+
+
+class KeptRuns(unittest.TestCase):
+    """json-tls-kept: json-tls's pairs over TLS on connections made before the measured window."""
+
+    def test_the_command_makes_every_connection_in_its_warm_up(self):
+        command = pace.kept_command(Path("/u"), 4096, 2, 8, tfb.ACCEPT_JSON, "/l")
+        self.assertEqual(command[:2], ["h2load", "--h1"])
+        for flag, value in (("-c", "4096"), ("-t", "2"), ("-D", "8"), ("--warm-up-time", "9"), ("-i", "/u"),
+                            ("--log-file", "/l"), ("-H", f"Accept: {tfb.ACCEPT_JSON}")):  # fmt: skip
+            self.assertEqual(command[command.index(flag) + 1], value)
+        self.assertEqual([pace.kept_warm_up(n) for n in (1, 8, 512, 4096)], [1, 1, 2, 9])
+
+    def test_it_goes_to_the_tls_ports_of_the_servers_that_serve_it_with_json_tls_s_pairs(self):
+        calls = []
+
+        def run_kept(server, uris, connections, threads, duration, accept):
+            calls.append((server.name, uris.read_text().split(), connections, accept))
+            return dict(fake_run(1000), connections=connections)
+
+        known = anchors.ANCHORS
+        servers = [
+            Server("gnosis", "gnosis --port {port}", "127.0.0.1", 8083, Path(os.devnull), tls_port=9083),
+            Server("rust-epoll", "/b/rust-epoll", "127.0.0.1", 8080, Path(os.devnull), known["rust-epoll"]),
+            Server("sark", "/b/sark", "127.0.0.1", 8080, Path(os.devnull), known["sark"]),
+        ]  # fmt: skip
+        args = argparse.Namespace(levels=catalog.PROFILES["quick"]["levels"], threads=2, primer=1, warmup=1, duration=3,
+                                  max_concurrency=512, rounds=1, pause_after_warmup=0, pause_between_levels=0)  # fmt: skip
+        with mock.patch.object(schedule, "run_kept", run_kept), \
+                mock.patch.object(schedule, "probe", lambda host, port, path, accept, **_: (200, 2)):  # fmt: skip
+            record = schedule.run_test(catalog.TESTS["json-tls-kept"], servers, args, lambda m: None, RecordingLineup())
+        self.assertEqual(sorted(record["servers"]), ["gnosis", "sark"])
+        pairs = [f"/json/{count}?m={m}" for count, m in httparena.JSON_PAIRS]
+        self.assertIn(("gnosis", [f"https://127.0.0.1:9083{uri}" for uri in pairs], 4096, tfb.ACCEPT_JSON), calls)
+        self.assertIn(("sark", [f"https://127.0.0.1:8081{uri}" for uri in pairs], 4096, tfb.ACCEPT_JSON), calls)
+        # Ours, not HttpArena's: run when named.
+        self.assertNotIn("json-tls-kept", catalog.TEST_GROUPS["httparena"])
+
+    def test_the_cpu_figures_leave_the_warm_up_out(self):
+        # A generator that burns 0.2 s of CPU at once, then idles until 4 s after its start: with
+        # the window opening at 3 s, none of its CPU time is in it, all of it without a window.
+        burn_then_idle = (
+            "import time\n"
+            "started = time.monotonic()\n"
+            "while time.process_time() < 0.2: pass\n"
+            "time.sleep(max(0, 4 - (time.monotonic() - started)))\n"
+            "print('ok')\n"
+        )
+        generator = [sys.executable, "-c", burn_then_idle]
+        whole = load.run_load(FakeServer(), generator, 1, 1, 4, lambda stdout: {"requests": 1, "out": stdout})
+        windowed = load.run_load(FakeServer(), generator, 1, 1, 1, lambda stdout: {"requests": 1, "out": stdout},
+                                 measured_after=3)  # fmt: skip
+        self.assertEqual((whole["summary"]["out"], windowed["summary"]["out"]), ("ok\n", "ok\n"))
+        self.assertGreaterEqual(whole["wrk_cpu_s"], 0.15)
+        self.assertLess(windowed["wrk_cpu_s"], 0.05)
+        self.assertLess(windowed["wall_s"], 2.5)
 
 
 class H2Runs(unittest.TestCase):
