@@ -180,13 +180,11 @@ def measure(test, server, record, args, log, phase, level, round_no):
 
 def start_run(test, server, url, connections, threads, duration, pipelined, scheme, port):
     """One run of the load generator `test` uses, measured."""
+    uris = uri_file(test, f"{scheme}://{server.host}:{port}") if test.uris else None
     if test.h2:
-        base = f"{scheme}://{server.host}:{port}"
-        uris = uri_file(test, base) if test.uris else None
         return run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
                       h2c=scheme == "http")  # fmt: skip
     if test.kept:
-        uris = uri_file(test, f"{scheme}://{server.host}:{port}")
         return run_kept(server, uris, connections, threads, duration, test.accept)
     if test.websocket:
         return run_gcannon(server, url, connections, duration, pipelined, test.close_every)
