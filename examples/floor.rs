@@ -17,7 +17,8 @@
 //! send: the least an echo server does (HttpArena's WebSocket profiles). Not for the network:
 //! it trusts its client.
 
-use gnosis::http::UpgradeHeaders;
+use gnosis::h1::Framing;
+use gnosis::http::{Answer, HttpDate, Upgrade, Version};
 use gnosis::sys::{self, Epoll, Events, READABLE};
 use gnosis::ws::frame::{self, Decoded};
 use gnosis::ws::{handshake, Opcode, MAX_MESSAGE};
@@ -82,16 +83,18 @@ fn switch(request: &[u8], out: &mut Vec<u8>) -> bool {
     };
     let value = &request[at + KEY.len()..];
     let end = memmem::find(value, b"\r\n").unwrap_or(value.len());
-    let upgrade = UpgradeHeaders {
+    let upgrade = Upgrade {
         connection_upgrade: true,
         websocket: true,
         key: Some(value[..end].trim_ascii()),
         version: Some(b"13"),
     };
-    let Ok(accept) = handshake::check(&upgrade, false) else {
+    let Ok(accept) = handshake::check(&upgrade, Version::Http11) else {
         return false;
     };
-    handshake::write_switch(out, &accept);
+    // A 101 says nothing of the connection's framing, and carries no date.
+    let answer = Answer::switch_to_websocket(&accept);
+    Framing::closing().write(out, &HttpDate::new(), answer);
     true
 }
 

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod config;
+pub mod h1;
 pub mod h2;
 pub mod http;
 pub mod pg;

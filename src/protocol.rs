@@ -5,8 +5,9 @@
 
 use std::time::Instant;
 
+use crate::h1::Connection;
 use crate::h2;
-use crate::http::{BufferPool, Connection, HttpDate, Timeouts};
+use crate::http::{BufferPool, HttpDate, Timeouts};
 use crate::ws::Session;
 
 /// A connection's protocol. The WebSocket session and the HTTP/2 connection are boxed so

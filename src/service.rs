@@ -8,25 +8,23 @@
 
 use std::time::Instant;
 
-use crate::http::{ContentType, HttpDate, Reply, Request, Response, Status, Ticket, MAX_BODY};
+use crate::http::{Answer, Handler, HttpDate, Reply, Request, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
 use crate::timers::Timers;
 use crate::ws;
 
 pub trait Service {
-    /// Appends the whole response to `request` to `out` (through `response`, which writes
-    /// HTTP/1.1, or an HTTP/2 stream's `StreamAnswer`) and returns [`Reply::Now`], or
-    /// queues queries on `cx.db` or a timer with [`Context::answer_at`] and returns
-    /// [`Reply::Later`]: the response then comes from [`Service::on_database_event`] or
-    /// [`Service::on_timer`] with `ticket`.
-    fn handle(
-        &mut self,
-        request: &Request<'_>,
-        response: Response,
+    /// Answers `request` at once ([`Reply::Now`], which the request's protocol encodes),
+    /// or queues queries on `cx.db` or a timer with [`Context::answer_at`] and returns
+    /// [`Reply::Later`]: the answer then comes from [`Service::on_database_event`] or
+    /// [`Service::on_timer`] with `ticket`. A `101` switches an HTTP/1.1 connection to
+    /// WebSocket.
+    fn handle<'a>(
+        &'a mut self,
+        request: &'a Request<'a>,
         ticket: Ticket,
-        out: &mut Vec<u8>,
         cx: &mut Context<'_>,
-    ) -> Reply;
+    ) -> Reply<'a>;
 
     /// One event of the query with `token`. Returns the response it finishes, if any.
     fn on_database_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>>;
@@ -43,7 +41,7 @@ pub trait Service {
     }
 
     /// A whole message on a connection that [`Service::handle`] switched to WebSocket
-    /// ([`Reply::Upgrade`]): append the frames that answer it to `out` with
+    /// (a `101`): append the frames that answer it to `out` with
     /// [`ws::frame::write`]. Everything one read brought is answered before the output goes.
     fn on_message(&mut self, message: ws::Message<'_>, out: &mut Vec<u8>);
 
@@ -69,10 +67,20 @@ impl Context<'_> {
     }
 }
 
-/// A response the database work of one request has finished.
+/// The answer that the database work, or the timer, of one request has finished.
 pub struct Finished<'a> {
     pub ticket: Ticket,
-    pub status: Status,
-    pub content_type: ContentType,
-    pub body: &'a [u8],
+    pub answer: Answer<'a>,
+}
+
+/// A service with what it answers with: what a protocol hands its requests to.
+pub struct Serving<'s, 'c, 'x, S> {
+    pub service: &'s mut S,
+    pub cx: &'c mut Context<'x>,
+}
+
+impl<S: Service> Handler for Serving<'_, '_, '_, S> {
+    fn handle<'a>(&'a mut self, request: &'a Request<'a>, ticket: Ticket) -> Reply<'a> {
+        self.service.handle(request, ticket, self.cx)
+    }
 }

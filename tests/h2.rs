@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ::gnosis::h2::{Answer, Connection, Limits};
-use ::gnosis::http::{BufferPool, Encoding, HttpDate};
+use ::gnosis::h2::{Connection, Limits};
+use ::gnosis::http::{Answer, BufferPool, ContentType, Handler, HttpDate, Reply, Request, Ticket};
 use ::gnosis::transport::test_pair;
 
 /// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).
@@ -25,37 +25,30 @@ fn h2spec() -> PathBuf {
     )
 }
 
-/// Serves one connection: every request answered at once, POST with its body, others
-/// with 1,000 bytes (h2spec's negative-window case needs a few), until the connection is
-/// finished or the peer leaves.
+/// Answers every request at once, POST with its body, others with 1,000 bytes (h2spec's
+/// negative-window case needs a few).
+struct Echo(Vec<u8>);
+
+impl Handler for Echo {
+    fn handle<'a>(&'a mut self, request: &'a Request<'a>, _: Ticket) -> Reply<'a> {
+        let body = match request.body.is_empty() {
+            true => &self.0,
+            false => request.body,
+        };
+        Reply::Now(Answer::ok(ContentType::Plain, body))
+    }
+}
+
+/// Serves one connection with [`Echo`] until the connection is finished or the peer
+/// leaves.
 fn serve(mut socket: TcpStream) -> std::io::Result<()> {
     let date = HttpDate::new();
     let mut buffers = BufferPool::default();
     let mut connection = Connection::new(Limits::default(), Instant::now());
     let mut buffer = vec![0; 64 * 1024];
-    let mut answers = Vec::new();
+    let mut echo = Echo(vec![b'x'; 1000]);
     loop {
-        while let Some(request) = connection.take_request() {
-            let body = if request.body.is_empty() {
-                request
-                    .path
-                    .as_bytes()
-                    .repeat(1000 / request.path.len().max(1))
-            } else {
-                request.body.to_vec()
-            };
-            answers.push((request.stream, body));
-        }
-        for (stream, body) in answers.drain(..) {
-            let answer = Answer {
-                status: 200,
-                content_type: b"text/plain",
-                encoding: Encoding::default(),
-                body: &body,
-                trailers: &[],
-            };
-            connection.answer(stream, &answer, &date, Instant::now(), &mut buffers);
-        }
+        connection.serve(&mut echo, (0, 0), &date, Instant::now(), &mut buffers);
         while !connection.unsent().is_empty() {
             let written = socket.write(connection.unsent())?;
             connection.mark_sent(written, Instant::now());

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::query::param;
-use crate::http::{ContentType, Reply, Response, Status, Ticket};
+use crate::http::{Answer, ContentType, Reply, Status, Ticket};
 use crate::service::Context;
 
 /// Where HttpArena mounts the dataset, unless `--dataset` or `DATASET_PATH` says otherwise.
@@ -200,7 +200,7 @@ pub struct Arena {
 }
 
 /// What a route answers: a body now, a body at a later time, or an error status.
-pub enum Answer<'a> {
+pub enum Outcome<'a> {
     Now(ContentType, &'a [u8]),
     At(Instant, u64),
     Error(Status),
@@ -223,16 +223,16 @@ impl Arena {
         query: &str,
         body: &'a [u8],
         now: Instant,
-    ) -> Answer<'a> {
+    ) -> Outcome<'a> {
         let result = match route {
             Route::Baseline => self.baseline(query, body),
             Route::Baseline2 => self.baseline(query, b""),
-            Route::Pipeline => Ok(Answer::Now(ContentType::Plain, b"ok")),
+            Route::Pipeline => Ok(Outcome::Now(ContentType::Plain, b"ok")),
             Route::Json => self.json(&path["/json/".len()..], query),
             Route::Delay => delay(&path["/delay/".len()..], now),
-            Route::Echo => Ok(Answer::Now(ContentType::OctetStream, body)),
+            Route::Echo => Ok(Outcome::Now(ContentType::OctetStream, body)),
         };
-        result.unwrap_or_else(Answer::Error)
+        result.unwrap_or_else(Outcome::Error)
     }
 
     /// The body of a `/delay` answer whose time has come: the number of milliseconds.
@@ -242,7 +242,7 @@ impl Arena {
         &self.body
     }
 
-    fn baseline(&mut self, query: &str, body: &[u8]) -> Result<Answer<'_>, Status> {
+    fn baseline(&mut self, query: &str, body: &[u8]) -> Result<Outcome<'_>, Status> {
         let a: i64 = integer(param(query, "a"))?;
         let b: i64 = integer(param(query, "b"))?;
         let body = std::str::from_utf8(body)
@@ -259,10 +259,10 @@ impl Arena {
             .ok_or(Status::BadRequest)?;
         self.body.clear();
         write_integer(&mut self.body, sum);
-        Ok(Answer::Now(ContentType::Plain, &self.body))
+        Ok(Outcome::Now(ContentType::Plain, &self.body))
     }
 
-    fn json(&mut self, count: &str, query: &str) -> Result<Answer<'_>, Status> {
+    fn json(&mut self, count: &str, query: &str) -> Result<Outcome<'_>, Status> {
         let Some(dataset) = &self.dataset else {
             return Err(Status::ServiceUnavailable);
         };
@@ -271,16 +271,16 @@ impl Arena {
         let items = dataset.get(..count).filter(|_| count > 0);
         self.body.clear();
         write_items(&mut self.body, items.ok_or(Status::BadRequest)?, m)?;
-        Ok(Answer::Now(ContentType::Json, &self.body))
+        Ok(Outcome::Now(ContentType::Json, &self.body))
     }
 }
 
-fn delay(ms: &str, now: Instant) -> Result<Answer<'static>, Status> {
+fn delay(ms: &str, now: Instant) -> Result<Outcome<'static>, Status> {
     let ms: u64 = integer(Some(ms))?;
     if ms > MAX_DELAY_MS {
         return Err(Status::BadRequest);
     }
-    Ok(Answer::At(now + Duration::from_millis(ms), ms))
+    Ok(Outcome::At(now + Duration::from_millis(ms), ms))
 }
 
 /// A decimal integer, with an optional sign, in range; anything else is 400.
@@ -289,25 +289,16 @@ fn integer<T: std::str::FromStr>(text: Option<&str>) -> Result<T, Status> {
         .ok_or(Status::BadRequest)
 }
 
-/// Writes `answer` now, or has it come back through [`super::App`]'s `on_timer`.
-pub fn respond(
-    answer: Answer<'_>,
-    response: Response,
-    ticket: Ticket,
-    out: &mut Vec<u8>,
-    cx: &mut Context<'_>,
-) -> Reply {
-    match answer {
-        Answer::Now(content_type, body) => {
-            response.write(out, cx.date, Status::Ok, content_type, body)
-        }
-        Answer::At(at, token) => {
+/// Answers with `outcome` now, or has it come back through [`super::App`]'s `on_timer`.
+pub fn respond<'a>(outcome: Outcome<'a>, ticket: Ticket, cx: &mut Context<'_>) -> Reply<'a> {
+    match outcome {
+        Outcome::Now(content_type, body) => Reply::Now(Answer::ok(content_type, body)),
+        Outcome::At(at, token) => {
             cx.answer_at(at, ticket, token);
-            return Reply::Later;
+            Reply::Later
         }
-        Answer::Error(status) => response.write_error(out, cx.date, status),
+        Outcome::Error(status) => Reply::Now(Answer::error(status)),
     }
-    Reply::Now
 }
 
 #[cfg(test)]
@@ -443,9 +434,9 @@ mod tests {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let route = Route::find(path).expect("an arena route");
         match arena.answer(route, path, query, body.as_bytes(), Instant::now()) {
-            Answer::Now(_, body) => Ok(String::from_utf8(body.to_vec()).unwrap()),
-            Answer::At(_, token) => Ok(format!("at {token}")),
-            Answer::Error(status) => Err(status),
+            Outcome::Now(_, body) => Ok(String::from_utf8(body.to_vec()).unwrap()),
+            Outcome::At(_, token) => Ok(format!("at {token}")),
+            Outcome::Error(status) => Err(status),
         }
     }
 

@@ -10,7 +10,7 @@ use super::cache::Cache;
 use super::error::AppError;
 use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, random_id, World};
-use crate::http::{ContentType, Status, Ticket};
+use crate::http::{Answer, ContentType, Status, Ticket};
 use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, INT8_OID};
 use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
 use crate::service::Finished;
@@ -279,9 +279,7 @@ impl Jobs {
         };
         Some(Finished {
             ticket: job.ticket,
-            status,
-            content_type,
-            body,
+            answer: Answer::new(status, content_type, body),
         })
     }
 

@@ -22,7 +22,7 @@
 //! supported), INTERNAL if none or `identity` was declared (`PROTOCOL-HTTP2.md`: the flag
 //! must then be 0; grpc-go answers INTERNAL too).
 
-use crate::http::{ContentType, GrpcHeaders, Status, StreamAnswer};
+use crate::http::{Answer, ContentType, Fields, Status};
 
 /// The request's `:path`.
 pub const GET_SUM_PATH: &str = "/benchmark.BenchmarkService/GetSum";
@@ -36,6 +36,16 @@ const MAX_FIELD_NUMBER: u64 = (1 << 29) - 1;
 pub enum Code {
     Unimplemented = 12,
     Internal = 13,
+}
+
+impl Code {
+    /// The `grpc-status` value.
+    fn value(self) -> &'static [u8] {
+        match self {
+            Code::Unimplemented => b"12",
+            Code::Internal => b"13",
+        }
+    }
 }
 
 /// A call's failure: the `grpc-status` and `grpc-message` trailers. The messages are
@@ -62,31 +72,28 @@ impl GrpcStatus {
     }
 }
 
-/// Answers a `GetSum` request of an HTTP/2 stream into `out`, as gRPC over HTTP/2 says
-/// (`PROTOCOL-HTTP2.md`): 200 with `content-type: application/grpc`, the reply's message
-/// and the trailer `grpc-status: 0`; or, for a call that fails, no message and its
-/// `grpc-status` and `grpc-message`; a request whose content-type is not gRPC's: 415.
-/// `scratch` holds the reply while it is made.
-pub fn respond(headers: GrpcHeaders<'_>, body: &[u8], scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
-    if !is_grpc(headers.content_type) {
-        let status = Status::UnsupportedMediaType;
-        let reason = status.reason().as_bytes();
-        return StreamAnswer::write(out, status, ContentType::Plain, &[], reason);
+/// Answers a `GetSum` request of an HTTP/2 stream with the request's `fields` and `body`,
+/// as gRPC over HTTP/2 says (`PROTOCOL-HTTP2.md`): 200 with `content-type:
+/// application/grpc`, the reply's message and the trailer `grpc-status: 0`; or, for a call
+/// that fails, no message and its `grpc-status` and `grpc-message`; a request whose
+/// content-type is not gRPC's: 415. `message` holds the reply.
+pub fn respond<'a>(fields: &Fields<&[u8]>, body: &[u8], message: &'a mut Vec<u8>) -> Answer<'a> {
+    if !fields.content_type.is_some_and(is_grpc) {
+        return Answer::error(Status::UnsupportedMediaType);
     }
-    scratch.clear();
-    match get_sum(headers.encoding, body, scratch) {
-        Ok(()) => {
-            let trailers: [(&[u8], &[u8]); 1] = [(b"grpc-status", b"0")];
-            StreamAnswer::write(out, Status::Ok, ContentType::Grpc, &trailers, scratch);
-        }
-        Err(failure) => {
-            let mut code = itoa::Buffer::new();
-            let trailers: [(&[u8], &[u8]); 2] = [
-                (b"grpc-status", code.format(failure.code as u8).as_bytes()),
-                (b"grpc-message", failure.message.as_bytes()),
-            ];
-            StreamAnswer::write(out, Status::Ok, ContentType::Grpc, &trailers, b"");
-        }
+    message.clear();
+    match get_sum(fields.grpc_encoding, body, message) {
+        Ok(()) => Answer {
+            trailers: [Some((b"grpc-status", b"0")), None],
+            ..Answer::ok(ContentType::Grpc, message)
+        },
+        Err(failure) => Answer {
+            trailers: [
+                Some((b"grpc-status", failure.code.value())),
+                Some((b"grpc-message", failure.message.as_bytes())),
+            ],
+            ..Answer::ok(ContentType::Grpc, b"")
+        },
     }
 }
 

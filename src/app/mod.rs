@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::http::{ContentType, Method, Reply, Request, Response, Status, Ticket};
+use crate::http::{Answer, ContentType, Method, Reply, Request, Status, Ticket, Version};
 use crate::pg::{self, Pool, Target};
 use crate::service::{Context, Finished, Service};
 use crate::ws::{self, handshake};
@@ -89,6 +89,8 @@ pub struct App {
     jobs: Jobs,
     arena: Arena,
     static_files: StaticFiles,
+    /// The last WebSocket handshake's `Sec-WebSocket-Accept`, which its `101` borrows.
+    accept: handshake::Accept,
     max_body: usize,
     max_message: usize,
 }
@@ -105,6 +107,7 @@ impl App {
             jobs: Jobs::new(max_db_requests),
             arena: Arena::default(),
             static_files: StaticFiles::new(std::path::Path::new(static_files::STATIC_DIR)),
+            accept: [0; 28],
             max_body: crate::http::MAX_BODY,
             max_message: ws::MAX_MESSAGE,
         }
@@ -181,17 +184,14 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
 }
 
 impl Service for App {
-    fn handle(
-        &mut self,
-        request: &Request<'_>,
-        response: Response,
+    fn handle<'a>(
+        &'a mut self,
+        request: &'a Request<'a>,
         ticket: Ticket,
-        out: &mut Vec<u8>,
         cx: &mut Context<'_>,
-    ) -> Reply {
+    ) -> Reply<'a> {
         let Some(route) = Route::find(request.path, request.query) else {
-            response.write_error(out, cx.date, Status::NotFound);
-            return Reply::Now;
+            return Reply::Now(Answer::error(Status::NotFound));
         };
         // Every route but gRPC's answers GET and HEAD; only /baseline11, /echo and gRPC's
         // take a POST.
@@ -201,17 +201,10 @@ impl Service for App {
             (_, method) => matches!(method, Method::Get | Method::Head),
         };
         if !allowed {
-            response.write_error(out, cx.date, Status::MethodNotAllowed);
-            return Reply::Now;
+            return Reply::Now(Answer::error(Status::MethodNotAllowed));
         }
-        match route {
-            Route::Plaintext => response.write(
-                out,
-                cx.date,
-                Status::Ok,
-                ContentType::Plain,
-                b"Hello, World!",
-            ),
+        let answer = match route {
+            Route::Plaintext => Answer::ok(ContentType::Plain, b"Hello, World!"),
             Route::Json => {
                 self.body.clear();
                 write_json(
@@ -220,7 +213,7 @@ impl Service for App {
                         message: "Hello, World!",
                     },
                 );
-                response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
+                Answer::ok(ContentType::Json, &self.body)
             }
             Route::CachedQueries(count) => {
                 let (worlds, missing, rng) = (&mut self.worlds, &mut self.missing, &mut self.rng);
@@ -228,65 +221,58 @@ impl Service for App {
                 missing.clear();
                 let ids = (0..count).map(|_| random_id(rng));
                 self.cache.lookup(ids, worlds, missing);
-                if missing.is_empty() {
-                    self.body.clear();
-                    write_json(&mut self.body, worlds);
-                    response.write(out, cx.date, Status::Ok, ContentType::Json, &self.body);
-                } else {
-                    match self
+                if !missing.is_empty() {
+                    return match self
                         .jobs
                         .read_through(ticket, worlds, missing, cx.db, cx.now)
                     {
-                        Ok(()) => return Reply::Later,
-                        Err(status) => response.write_error(out, cx.date, status),
-                    }
+                        Ok(()) => Reply::Later,
+                        Err(status) => Reply::Now(Answer::error(status)),
+                    };
                 }
+                self.body.clear();
+                write_json(&mut self.body, worlds);
+                Answer::ok(ContentType::Json, &self.body)
             }
             Route::Static => {
                 let name = &request.path["/static/".len()..];
-                let accepts = request.accept_encoding;
-                self.static_files
-                    .respond(name, accepts, response, out, cx.date);
+                let accepts = request.fields.accept_encoding;
+                self.static_files.respond(name, accepts)
             }
             Route::WebSocket => {
-                match handshake::check(&request.upgrade, request.http10) {
+                let upgrade = &request.fields.upgrade;
+                match handshake::check(upgrade, request.version) {
                     Ok(accept) if request.method == Method::Get => {
-                        handshake::write_switch(out, &accept);
-                        return Reply::Upgrade;
+                        self.accept = accept;
+                        Answer::switch_to_websocket(&self.accept)
                     }
                     Err(handshake::Refusal::NotAnUpgrade | handshake::Refusal::Version) => {
-                        response.write_error(out, cx.date, Status::UpgradeRequired)
+                        Answer::error(Status::UpgradeRequired)
                     }
                     // Malformed, or a HEAD.
-                    _ => response.write_error(out, cx.date, Status::BadRequest),
+                    _ => Answer::error(Status::BadRequest),
                 }
             }
-            Route::GetSum => match request.grpc {
-                Some(headers) => grpc::respond(headers, request.body, &mut self.body, out),
-                // gRPC runs over HTTP/2 only.
-                None => response.write_error(out, cx.date, Status::BadRequest),
-            },
+            // gRPC runs over HTTP/2 only.
+            Route::GetSum if request.version < Version::Http2 => Answer::error(Status::BadRequest),
+            Route::GetSum => grpc::respond(&request.fields, request.body, &mut self.body),
             Route::Arena(route) => {
                 let (path, query, body) = (request.path, request.query, request.body);
-                let answer = self.arena.answer(route, path, query, body, cx.now);
-                return arena::respond(answer, response, ticket, out, cx);
+                let outcome = self.arena.answer(route, path, query, body, cx.now);
+                return arena::respond(outcome, ticket, cx);
             }
             Route::Database(route) => {
                 match self.jobs.start(route, ticket, &mut self.rng, cx.db, cx.now) {
                     Ok(()) => return Reply::Later,
                     // HttpArena's answer whenever the database cannot be used.
-                    Err(_) if matches!(route, DbRoute::AsyncDb(_)) => response.write(
-                        out,
-                        cx.date,
-                        Status::Ok,
-                        ContentType::Json,
-                        arena_db::FALLBACK,
-                    ),
-                    Err(status) => response.write_error(out, cx.date, status),
+                    Err(_) if matches!(route, DbRoute::AsyncDb(_)) => {
+                        Answer::ok(ContentType::Json, arena_db::FALLBACK)
+                    }
+                    Err(status) => Answer::error(status),
                 }
             }
-        }
-        Reply::Now
+        };
+        Reply::Now(answer)
     }
 
     fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
@@ -297,9 +283,7 @@ impl Service for App {
     fn on_timer(&mut self, ticket: Ticket, token: u64) -> Option<Finished<'_>> {
         Some(Finished {
             ticket,
-            status: Status::Ok,
-            content_type: ContentType::Plain,
-            body: self.arena.delayed(token),
+            answer: Answer::ok(ContentType::Plain, self.arena.delayed(token)),
         })
     }
 

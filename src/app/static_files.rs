@@ -28,16 +28,14 @@
 //! the read. A sidecar is tried only for a type that compresses and a request that accepts
 //! a coding: other requests pay no failed `openat`.
 
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsFd;
+use std::fs::OpenOptions;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::http::{
-    is_unreserved, AcceptEncoding, Coding, ContentType, Encoding, HttpDate, Response, Status,
+    is_unreserved, AcceptEncoding, Answer, Body, Coding, ContentType, Encoding, FileBody, Status,
 };
-use crate::sys;
 
 /// Where HttpArena mounts its static files, unless `STATIC_DIR` says otherwise.
 pub const STATIC_DIR: &str = "/data/static";
@@ -63,11 +61,10 @@ pub struct StaticFiles {
     dir_len: usize,
 }
 
-/// A file opened for one request: its descriptor, length and type.
+/// A file opened for one request: its descriptor and length (as it was when opened: the
+/// body's), and its type.
 pub struct StaticFile {
-    file: File,
-    /// As it was when opened: the body's length.
-    pub len: usize,
+    pub body: FileBody,
     pub content_type: ContentType,
 }
 
@@ -137,57 +134,26 @@ impl StaticFiles {
             return Err(Status::InternalServerError);
         }
         Ok(StaticFile {
-            file,
-            // Below MAX_FILE_LEN: fits.
-            len: metadata.len() as usize,
+            body: FileBody {
+                file,
+                // Below MAX_FILE_LEN: fits.
+                len: metadata.len() as usize,
+            },
             content_type,
         })
     }
 
-    /// Appends the whole answer to `GET /static/{name}` (or HEAD) to `out`, in the coding
-    /// `accept_encoding` prefers when there is a sidecar in it.
-    pub fn respond(
-        &mut self,
-        name: &str,
-        accept_encoding: AcceptEncoding,
-        response: Response,
-        out: &mut Vec<u8>,
-        date: &HttpDate,
-    ) {
-        let start = out.len();
-        let read = self
-            .open(name, accept_encoding)
-            .and_then(|(file, encoding)| {
-                let (content_type, len) = (file.content_type, file.len);
-                match response.write_head(out, date, Status::Ok, content_type, encoding, len) {
-                    true => file.read_into(out),
-                    false => Ok(()),
-                }
-            });
-        if let Err(status) = read {
-            out.truncate(start);
-            response.write_error(out, date, status);
-        }
-    }
-}
-
-impl StaticFile {
-    /// Appends the file's `len` bytes to `out`, read straight into its spare capacity;
-    /// usually one `read`. A file whose length changed since it was opened is 500 (`out`
-    /// may then hold part of it: the caller drops what it appended).
-    pub fn read_into(self, out: &mut Vec<u8>) -> Result<(), Status> {
-        let end = out.len() + self.len;
-        out.reserve(self.len);
-        while out.len() < end {
-            match sys::read_into(self.file.as_fd(), out, end - out.len()) {
-                Ok(0) | Err(_) => return Err(Status::InternalServerError),
-                Ok(_) => {}
-            }
-        }
-        // The spare capacity may have taken more than asked if the file grew.
-        match out.len() == end {
-            true => Ok(()),
-            false => Err(Status::InternalServerError),
+    /// The answer to `GET /static/{name}` (or HEAD): the file, in the coding
+    /// `accept_encoding` prefers when there is a sidecar in it, read by the protocol where
+    /// its body goes.
+    pub fn respond(&mut self, name: &str, accept_encoding: AcceptEncoding) -> Answer<'static> {
+        match self.open(name, accept_encoding) {
+            Ok((file, encoding)) => Answer {
+                encoding,
+                body: Body::File(file.body),
+                ..Answer::ok(file.content_type, b"")
+            },
+            Err(status) => Answer::error(status),
         }
     }
 }

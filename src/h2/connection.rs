@@ -14,8 +14,8 @@ use super::hpack::{self, BlockError, Decoder, PendingBlock};
 use super::inflow::Inflow;
 use super::output::Output;
 use super::settings::{Limits, PeerSettings, DEFAULT_WINDOW};
-use super::stream::{Closed, Request, State, Stream};
-use crate::http::{lent, BufferPool, HttpDate, Timeouts};
+use super::stream::{Closed, State, Stream, Taken};
+use crate::http::{lent, BufferPool, Handler, HttpDate, Reply, Status, Ticket, Timeouts};
 
 /// The client's connection preface (RFC 9113, 3.4), which also tells an HTTP/2 client by
 /// prior knowledge from an HTTP/1.1 one.
@@ -373,7 +373,7 @@ impl Connection {
             return Err(H2Error::Stream(stream, ErrorCode::Protocol));
         }
         if len > max_body {
-            self.answer_error(index, 413, !end_stream, date);
+            self.answer_error(index, Status::PayloadTooLarge, !end_stream, date);
             return Ok(());
         }
         body.extend_from_slice(data);
@@ -482,7 +482,7 @@ impl Connection {
         });
         let index = self.streams.len() - 1;
         if too_large {
-            self.answer_error(index, 431, !end_stream, date);
+            self.answer_error(index, Status::HeaderTooLarge, !end_stream, date);
             return Ok(());
         }
         if end_stream {
@@ -507,14 +507,44 @@ impl Connection {
         }
     }
 
-    /// The next request not yet handed out, in the order of their streams; none while
-    /// the output is over its high-water mark (the client does not read its answers), so
-    /// that answers are not made faster than they go.
-    pub fn take_request(&mut self) -> Option<Request<'_>> {
+    /// Hands every complete request not yet handed out to `handler`, in the order of their
+    /// streams, and answers those it answers at once; the others wait for
+    /// [`Connection::answer`] by their ticket (whose sequence number is the stream).
+    pub fn serve(
+        &mut self,
+        handler: &mut impl Handler,
+        connection: (u32, u32),
+        date: &HttpDate,
+        now: Instant,
+        buffers: &mut BufferPool,
+    ) {
+        let (slot, generation) = connection;
+        while let Some(taken) = self.take_request() {
+            let ticket = Ticket {
+                slot,
+                generation,
+                seq: taken.stream,
+            };
+            if let Reply::Now(answer) = handler.handle(&taken.request(), ticket) {
+                self.answer(taken.stream, answer, date, now, buffers);
+            }
+        }
+    }
+
+    /// The next request not yet handed out, in the order of their streams; none while the
+    /// output is over its high-water mark (the client does not read its answers), so that
+    /// answers are not made faster than they go. Its body is out of the connection's count
+    /// once handed out: its window is granted again.
+    pub fn take_request(&mut self) -> Option<Taken> {
         if self.output.room() == 0 {
             return None;
         }
-        self.streams.iter_mut().find_map(Stream::take_request)
+        let taken = self.streams.iter_mut().find_map(Stream::take_request)?;
+        self.inflow.release(taken.body.len());
+        if !taken.body.is_empty() {
+            self.grant_windows();
+        }
+        Some(taken)
     }
 
     /// Closes the stream at `index` (`by_reset`: with the server's RST_STREAM).
@@ -599,7 +629,7 @@ impl Connection {
     /// the input, requests to be taken, or answers whose DATA stopped at the high-water mark.
     pub fn has_backlog(&self) -> bool {
         let waiting = |stream: &Stream| match stream.state {
-            State::Request { taken, .. } => !taken,
+            State::Request { .. } => true,
             // An answer whose DATA stopped at the output's high-water mark, not at a window.
             State::Sending { .. } => self.send_window > 0,
             _ => false,

@@ -1,7 +1,7 @@
 //! HTTP/2 (RFC 9113) without I/O: the server feeds a connection the plaintext it receives
-//! and takes complete requests out as events; it answers each stream with a status, a
-//! content type, a body and optional trailers, and sends the bytes the connection has
-//! written, the answers of many streams in one buffer.
+//! and takes complete requests out (`http::Request`, with their streams); it encodes each
+//! stream's `http::Answer` itself (HPACK and frames, trailers included), and sends the bytes
+//! the connection has written, the answers of many streams in one buffer.
 //!
 //! `frame` reads and writes frames, `hpack` decodes request headers and encodes answers,
 //! `settings` holds the server's limits and the peer's settings, `stream` one stream,
@@ -20,7 +20,7 @@ mod stream;
 pub use connection::{Connection, PREFACE};
 pub use frame::ErrorCode;
 pub use settings::Limits;
-pub use stream::{Answer, Request};
+pub use stream::Taken;
 
 #[cfg(test)]
 mod tests;

@@ -4,63 +4,25 @@
 
 use super::frame::{self, ErrorCode, HEAD_LEN};
 use super::hpack::RequestHead;
-use crate::http::{self, AcceptEncoding, Encoding, Method};
+use crate::http::{Method, Request};
 
 /// Streams closed lately that are remembered: frames still in flight on one the server
 /// reset are ignored, and HEADERS on one closed otherwise is STREAM_CLOSED rather than a
 /// stream identifier never used (RFC 9113, 5.1 and 5.1.1).
 const RECENTLY_CLOSED: usize = 32;
 
-/// A complete request, as `Connection::take_request` hands it out.
-#[derive(Debug)]
-pub struct Request<'a> {
+/// A complete request handed out, which its stream no longer holds.
+pub struct Taken {
     pub stream: u32,
-    pub method: Method,
-    pub scheme: &'a str,
-    pub authority: &'a str,
-    /// The path without the query string.
-    pub path: &'a str,
-    /// What follows the `?`, or "".
-    pub query: &'a str,
-    pub content_type: &'a [u8],
-    /// gRPC's `grpc-encoding`, if the request has one.
-    pub grpc_encoding: Option<&'a [u8]>,
-    pub accept_encoding: AcceptEncoding,
-    pub body: &'a [u8],
+    head: RequestHead,
+    pub body: Vec<u8>,
 }
 
-impl<'a> Request<'a> {
-    /// The request as the application reads an HTTP/1.1 one.
-    pub fn http(&self) -> http::Request<'a> {
-        http::Request {
-            method: self.method,
-            path: self.path,
-            query: self.query,
-            body: self.body,
-            keep_alive: true,
-            http10: false,
-            upgrade: http::UpgradeHeaders::default(),
-            accept_encoding: self.accept_encoding,
-            grpc: Some(http::GrpcHeaders {
-                content_type: self.content_type,
-                encoding: self.grpc_encoding,
-            }),
-        }
+impl Taken {
+    /// The request as the application reads it.
+    pub fn request(&self) -> Request<'_> {
+        self.head.request(&self.body)
     }
-}
-
-/// How a stream is answered.
-#[derive(Clone, Copy, Debug)]
-pub struct Answer<'a> {
-    pub status: u16,
-    /// The `content-type` value.
-    pub content_type: &'a [u8],
-    /// `content-encoding` and `vary`, for a static file's answer.
-    pub encoding: Encoding,
-    pub body: &'a [u8],
-    /// Fields sent after the body (gRPC's `grpc-status`), names in lowercase; none for
-    /// most answers.
-    pub trailers: &'a [(&'a [u8], &'a [u8])],
 }
 
 pub struct Stream {
@@ -76,13 +38,11 @@ pub struct Stream {
 pub enum State {
     /// The request's head is in and its body is arriving ("open").
     Receiving { head: RequestHead, body: Vec<u8> },
-    /// The whole request is in ("half-closed (remote)"): waiting to be handed to the
-    /// server, or handed out (`taken`) and waiting for its answer.
-    Request {
-        head: RequestHead,
-        body: Vec<u8>,
-        taken: bool,
-    },
+    /// The whole request is in ("half-closed (remote)"), waiting to be handed to the
+    /// server.
+    Request { head: RequestHead, body: Vec<u8> },
+    /// Handed out, waiting for its answer (which has no body if it answers a HEAD).
+    Answering { head_only: bool },
     /// The answer's HEADERS are out; its body from `at` and its trailer block wait for
     /// flow-control window or room in the output. `reset_after`: the peer was still sending
     /// when the server answered (413, 431), and is told to stop (RST_STREAM NO_ERROR) once
@@ -110,35 +70,25 @@ impl Stream {
         self.state = State::Request {
             head: std::mem::take(head),
             body: std::mem::take(body),
-            taken: false,
         };
         Ok(())
     }
 
-    /// Hands the request out, if it is complete and not yet handed out.
-    pub fn take_request(&mut self) -> Option<Request<'_>> {
-        let State::Request {
-            head,
-            body,
-            taken: taken @ false,
-        } = &mut self.state
-        else {
+    /// Hands the request out, if it is complete and not yet handed out: the stream then
+    /// waits for its answer.
+    pub fn take_request(&mut self) -> Option<Taken> {
+        let State::Request { head, .. } = &self.state else {
             return None;
         };
-        *taken = true;
-        let (path, query) = head.path().split_once('?').unwrap_or((head.path(), ""));
-        Some(Request {
-            stream: self.id,
-            method: head.method(),
-            scheme: head.scheme(),
-            authority: head.authority(),
-            path,
-            query,
-            content_type: head.content_type(),
-            grpc_encoding: head.grpc_encoding(),
-            accept_encoding: head.accept_encoding,
-            body,
-        })
+        let head_only = head.method() == Method::Head;
+        match std::mem::replace(&mut self.state, State::Answering { head_only }) {
+            State::Request { head, body } => Some(Taken {
+                stream: self.id,
+                head,
+                body,
+            }),
+            _ => None,
+        }
     }
 
     /// Writes what is left of the answer as the windows (the connection's,
@@ -183,6 +133,7 @@ impl Stream {
             State::Receiving { head, body } | State::Request { head, body, .. } => {
                 head.capacity() + body.capacity()
             }
+            State::Answering { .. } => 0,
             State::Sending { data, trailers, .. } => data.capacity() + trailers.capacity(),
         }
     }
@@ -191,7 +142,7 @@ impl Stream {
     pub fn body_len(&self) -> usize {
         match &self.state {
             State::Receiving { body, .. } | State::Request { body, .. } => body.len(),
-            State::Sending { .. } => 0,
+            State::Answering { .. } | State::Sending { .. } => 0,
         }
     }
 }

@@ -8,8 +8,11 @@ use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
 use super::hpack::{self, hex, BlockError, Decoder};
 use proptest::prelude::*;
 
-use super::{Answer, Connection, Limits, PREFACE};
-use crate::http::{AcceptEncoding, BufferPool, Coding, Encoding, HttpDate, Method, Timeouts};
+use super::{Connection, Limits, PREFACE};
+use crate::http::{
+    AcceptEncoding, Answer, BufferPool, Coding, ContentType, Encoding, HttpDate, Method, Status,
+    Timeouts,
+};
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
@@ -160,16 +163,10 @@ impl Client {
     }
 
     fn answer(&mut self, stream: u32, body: &[u8]) {
-        let answer = Answer {
-            status: 200,
-            content_type: b"text/plain",
-            encoding: Encoding::default(),
-            body,
-            trailers: &[],
-        };
+        let answer = Answer::ok(ContentType::Plain, body);
         let (date, buffers) = (&self.date, &mut self.buffers);
         self.connection
-            .answer(stream, &answer, date, Instant::now(), buffers);
+            .answer(stream, answer, date, Instant::now(), buffers);
     }
 
     /// Sends `GET /` on stream 1, takes it and answers it with `body`: what the windows hold
@@ -183,8 +180,8 @@ impl Client {
 
     /// Takes the next request and answers it with its path as the body.
     fn answer_next(&mut self) -> u32 {
-        let request = self.connection.take_request().expect("a request");
-        let (stream, path) = (request.stream, request.path.to_string());
+        let taken = self.connection.take_request().expect("a request");
+        let (stream, path) = (taken.stream, taken.request().path.to_string());
         self.answer(stream, path.as_bytes());
         stream
     }
@@ -516,10 +513,14 @@ fn an_hpack_bomb_is_too_large_and_costs_its_decoding_only() {
 fn answers_are_encoded_without_the_dynamic_table() {
     let date = HttpDate::new();
     let mut decoder = loona_hpack::Decoder::new();
-    for (status, length) in [(200, 0), (413, 5), (431, 100_000)] {
+    for (status, length) in [
+        (Status::Ok, 0),
+        (Status::PayloadTooLarge, 5),
+        (Status::HeaderTooLarge, 100_000),
+    ] {
         let mut block = Vec::new();
-        let plain = Encoding::default();
-        hpack::encode_answer(&mut block, status, b"text/plain", plain, length, &date);
+        let answer = Answer::new(status, ContentType::Plain, b"");
+        hpack::encode_answer(&mut block, &answer, length, &date);
         let fields = decoder.decode(&block).unwrap();
         let names: Vec<_> = fields.iter().map(|(name, _)| name.as_slice()).collect();
         assert_eq!(
@@ -532,7 +533,7 @@ fn answers_are_encoded_without_the_dynamic_table() {
                 b"server"
             ]
         );
-        assert_eq!(fields[0].1, status.to_string().as_bytes());
+        assert_eq!(fields[0].1, status.code().to_string().as_bytes());
         assert_eq!(fields[2].1, length.to_string().as_bytes());
         assert_eq!(fields[3].1, date.as_bytes());
     }
@@ -542,7 +543,11 @@ fn answers_are_encoded_without_the_dynamic_table() {
         coding: Some(Coding::Br),
         vary: true,
     };
-    hpack::encode_answer(&mut block, 200, b"text/css", encoding, 9, &date);
+    let answer = Answer {
+        encoding,
+        ..Answer::ok(ContentType::Css, b"")
+    };
+    hpack::encode_answer(&mut block, &answer, 9, &date);
     let fields = decoder.decode(&block).unwrap();
     assert_eq!(
         fields[1..4],
@@ -553,7 +558,7 @@ fn answers_are_encoded_without_the_dynamic_table() {
         ]
     );
     let mut block = Vec::new();
-    hpack::encode_trailers(&mut block, &[(b"grpc-status", b"0")]);
+    hpack::encode_fields(&mut block, &[Some((b"grpc-status", b"0")), None]);
     assert_eq!(
         decoder.decode(&block).unwrap(),
         [(b"grpc-status".to_vec(), b"0".to_vec())]
@@ -643,13 +648,12 @@ fn a_request_is_handed_out_and_answered_with_headers_and_data() {
     let mut client = Client::new(Limits::default());
     let request = client.get(1, "/json?a=1");
     client.send(&request);
-    let request = client.connection.take_request().unwrap();
+    let taken = client.connection.take_request().unwrap();
+    let request = taken.request();
     assert_eq!(
-        (request.stream, request.method, request.path, request.query),
+        (taken.stream, request.method, request.path, request.query),
         (1, Method::Get, "/json", "a=1")
     );
-    assert_eq!((request.scheme, request.authority), ("http", "a"));
-    assert_eq!(request.http().path, "/json");
     assert!(client.connection.take_request().is_none());
     client.answer(1, b"{}");
     let frames = client.read();
@@ -686,16 +690,13 @@ fn head_gets_the_length_without_the_body_and_trailers_end_the_stream() {
     client.send(&request);
     client.connection.take_request().unwrap();
     let answer = Answer {
-        status: 200,
-        content_type: b"application/grpc",
-        encoding: Encoding::default(),
-        body: b"message",
-        trailers: &[(b"grpc-status", b"0")],
+        trailers: [Some((b"grpc-status", b"0")), None],
+        ..Answer::ok(ContentType::Grpc, b"message")
     };
     let (date, buffers) = (&client.date, &mut client.buffers);
     client
         .connection
-        .answer(3, &answer, date, Instant::now(), buffers);
+        .answer(3, answer, date, Instant::now(), buffers);
     let frames = client.read();
     let kinds: Vec<_> = frames.iter().map(|f| (f.kind, f.flags)).collect();
     assert_eq!(
@@ -732,13 +733,14 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
     }
     assert!(client.connection.take_request().is_none());
     client.send(&raw(DATA, END_STREAM, 1, b"world"));
-    let request = client.connection.take_request().unwrap();
+    let taken = client.connection.take_request().unwrap();
+    let request = taken.request();
     assert_eq!(
         (request.method, request.body),
         (Method::Post, &b"hello world"[..])
     );
-    assert_eq!(request.content_type, b"text/plain");
-    assert_eq!(request.grpc_encoding, None);
+    assert_eq!(request.fields.content_type, Some(&b"text/plain"[..]));
+    assert_eq!(request.fields.grpc_encoding, None);
 
     let fields = [
         (":method", "POST"),
@@ -750,10 +752,11 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
     ];
     let request = client.headers(3, &fields, true);
     client.send(&request);
-    let request = client.connection.take_request().unwrap();
-    assert_eq!(request.content_type, b"application/grpc");
-    assert_eq!(request.grpc_encoding, Some(&b"gzip"[..]));
-    assert_eq!(request.accept_encoding, AcceptEncoding::default());
+    let taken = client.connection.take_request().unwrap();
+    let fields = taken.request().fields;
+    assert_eq!(fields.content_type, Some(&b"application/grpc"[..]));
+    assert_eq!(fields.grpc_encoding, Some(&b"gzip"[..]));
+    assert_eq!(fields.accept_encoding, AcceptEncoding::default());
 
     // accept-encoding read as one list however many fields it takes, as HTTP/1.1 reads it.
     let get = |accepts: &[&'static str]| {
@@ -767,14 +770,15 @@ fn headers_with_continuation_and_a_body_in_padded_data_frames() {
     };
     let request = client.headers(5, &get(&["br;q=1, gzip;q=0.8"]), true);
     client.send(&request);
-    let request = client.connection.take_request().unwrap();
+    let taken = client.connection.take_request().unwrap();
     let tried = |accepts: AcceptEncoding| accepts.preferred().collect::<Vec<_>>();
-    assert_eq!(tried(request.accept_encoding), [Coding::Br, Coding::Gzip]);
-    assert_eq!(request.http().accept_encoding, request.accept_encoding);
+    let accepts = taken.request().fields.accept_encoding;
+    assert_eq!(tried(accepts), [Coding::Br, Coding::Gzip]);
     let request = client.headers(7, &get(&["gzip;q=0.9", "br;q=0.5"]), true);
     client.send(&request);
-    let request = client.connection.take_request().unwrap();
-    assert_eq!(tried(request.accept_encoding), [Coding::Gzip, Coding::Br]);
+    let taken = client.connection.take_request().unwrap();
+    let accepts = taken.request().fields.accept_encoding;
+    assert_eq!(tried(accepts), [Coding::Gzip, Coding::Br]);
 }
 
 #[test]

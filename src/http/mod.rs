@@ -1,25 +1,49 @@
-//! HTTP/1.1: request parsing, response writing, the cached `Date` header, and one
-//! connection's requests and responses in order.
+//! HTTP's semantics (RFC 9110), whatever protocol carries them: the request the application
+//! reads and the answer it gives, statuses, content codings, the cached `Date`, the
+//! timeouts every connection keeps, and the buffers every protocol borrows.
 //!
-//! Nothing here does I/O: the servers feed bytes in and take bytes out.
+//! Nothing here does network I/O; the protocols (`h1`, `h2`, `ws`) speak on the wire.
 
 mod accept_encoding;
+mod answer;
 mod buffers;
-mod connection;
 mod date;
 mod request;
-mod response;
 mod send_buffer;
 mod status;
 
 pub use accept_encoding::{AcceptEncoding, Coding};
+pub use answer::{
+    Answer, Body, ContentType, Encoding, Field, FieldList, FileBody, Handler, Reply, Ticket,
+};
 pub use buffers::{lent, BufferPool};
-pub use connection::{Connection, Reply, Ticket, Timeouts, SEND_TIMEOUT, TIMEOUTS};
 pub use date::HttpDate;
 pub use request::{
-    is_unreserved, longest_request, parse, Chunked, GrpcHeaders, Method, Parsed, Request,
-    UpgradeHeaders, LARGEST_MAX_BODY, MAX_BODY, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
+    is_unreserved, Fields, Method, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };
-pub use response::{ContentType, Encoding, Response, StreamAnswer, Trailers, MAX_TRAILERS};
 pub use send_buffer::SendBuffer;
 pub use status::Status;
+
+use std::time::Duration;
+
+/// How long a connection may take at what it owes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Longest time a request may take to arrive once its first byte has.
+    pub request: Duration,
+    /// Longest keep-alive pause between requests.
+    pub idle: Duration,
+    /// Longest time the output unsent at any instant may take to be sent.
+    pub send: Duration,
+}
+
+/// The default send timeout: what is unsent is at most the high-water mark and a response,
+/// about 300 KiB, which a client reading at 10 KB/s (80 kbit/s) takes 30 s to read; a client
+/// reading at full speed takes milliseconds, however long the pipelined load lasts.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub const TIMEOUTS: Timeouts = Timeouts {
+    request: Duration::from_secs(10),
+    idle: Duration::from_secs(60),
+    send: SEND_TIMEOUT,
+};

@@ -1,36 +1,19 @@
-use std::mem::MaybeUninit;
+//! A request as the application reads it, whatever protocol carried it: HTTP/1.1's parser
+//! and HTTP/2's header-block decoder each fill the same [`Request`], and read the header
+//! fields routes look at through the one [`Fields::read`], so that a field one route reads
+//! is named in this file and in that route alone.
 
-use super::{AcceptEncoding, Status};
+use super::AcceptEncoding;
 
-/// The largest request head (request line and headers) accepted; larger gets 414 or 431.
-/// Chunked trailers are held to the same size.
-pub const MAX_HEAD: usize = 8 * 1024;
-/// The default largest request body (`--max-body`); larger gets 413 and the connection
-/// closes. 1 MiB: HttpArena's 8gbit POSTs 10,240-byte bodies to `/echo` and its validator
-/// sends 100 KB ones, with room to spare. A body is answered only once all of it is in the
-/// connection's input, so this bounds what one connection can make the server hold; what
-/// all of a worker's connections hold together is bounded by its `--max-buffered` budget
-/// (those holding more than their share are no longer read).
+/// The default largest request body (`--max-body`); larger gets 413. 1 MiB: HttpArena's
+/// 8gbit POSTs 10,240-byte bodies to `/echo` and its validator sends 100 KB ones, with
+/// room to spare. A body is answered only once all of it is in, so this bounds what one
+/// request can make the server hold; what all of a worker's connections hold together is
+/// bounded by its `--max-buffered` budget.
 pub const MAX_BODY: usize = 1024 * 1024;
 /// The largest `--max-body` there may be: a body is held whole in memory, and a chunked
 /// one's decoding keeps its offsets in 32 bits.
 pub const LARGEST_MAX_BODY: usize = 1 << 30;
-/// More header lines than this gets 431.
-const MAX_HEADERS: usize = 64;
-/// A chunk-size line (size and extensions) longer than this is refused with 400.
-pub const MAX_CHUNK_LINE: usize = 1024;
-/// The bytes a chunked body's framing may take beyond its data (size lines, extensions and
-/// the CRLFs after the data), so that what a connection holds for a request stays within
-/// the body limit plus a constant however the body is chunked: 1-byte chunks with 1 KiB
-/// extensions would otherwise make the server hold a thousand times the body
-/// (CVE-2023-39326's class). Past it, 413 and close. Trailers are held to [`MAX_HEAD`].
-pub const MAX_CHUNK_FRAMING: usize = 16 * 1024;
-
-/// The most bytes one request may take with a body of at most `max_body`: its head, its
-/// body with the chunked framing's overhead, and trailers.
-pub fn longest_request(max_body: usize) -> usize {
-    MAX_HEAD + max_body + MAX_CHUNK_FRAMING + MAX_HEAD
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -40,900 +23,178 @@ pub enum Method {
     Other,
 }
 
-/// A parsed request, borrowing from the connection's read buffer.
+impl Method {
+    pub fn from_bytes(method: &[u8]) -> Method {
+        match method {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            _ => Method::Other,
+        }
+    }
+}
+
+/// The protocol a request came by, for the routes whose answer depends on it (a WebSocket
+/// handshake is HTTP/1.1's, gRPC runs over HTTP/2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Version {
+    Http10,
+    Http11,
+    Http2,
+}
+
+/// A whole request, borrowing from the connection that received it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Request<'a> {
     pub method: Method,
+    pub version: Version,
     /// The path without the query string.
     pub path: &'a str,
     /// What follows the `?`, or "".
     pub query: &'a str,
-    /// The body's bytes, de-chunked; empty without one.
+    pub fields: Fields<&'a [u8]>,
+    /// The body's bytes, as the protocol framed them (de-chunked, or HTTP/2's DATA joined).
     pub body: &'a [u8],
-    /// Whether the connection stays open after the response.
-    pub keep_alive: bool,
-    /// HTTP/1.0 wants `Connection: keep-alive` echoed when it asked for it.
-    pub http10: bool,
-    pub upgrade: UpgradeHeaders<'a>,
-    /// `Accept-Encoding`, its lines read as one list (the routes that negotiate ask it
+}
+
+/// The header fields that routes read, each as [`Fields::read`] takes it. `V` is how a
+/// value is kept: borrowed from the request (`&[u8]`), or, by a protocol that keeps a
+/// request's head while its body arrives, as it likes (HTTP/2: a range of its buffer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fields<V> {
+    /// `content-type`, the first one.
+    pub content_type: Option<V>,
+    /// `accept-encoding`, its lines read as one list (the routes that negotiate ask it
     /// which coding to try).
     pub accept_encoding: AcceptEncoding,
-    /// What gRPC reads of the request's headers; gRPC runs over HTTP/2 only, so an
-    /// HTTP/1.1 request has none.
-    pub grpc: Option<GrpcHeaders<'a>>,
+    /// gRPC's `grpc-encoding`, the first one.
+    pub grpc_encoding: Option<V>,
+    /// What asks for WebSocket (RFC 6455, 4.2.1).
+    pub upgrade: Upgrade<V>,
 }
 
-/// An HTTP/2 request's headers that a gRPC call reads.
+/// What a request says about switching to WebSocket, read for the app, which decides
+/// whether to switch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GrpcHeaders<'a> {
-    /// `content-type` (empty without one).
-    pub content_type: &'a [u8],
-    /// `grpc-encoding`, if the request has one.
-    pub encoding: Option<&'a [u8]>,
-}
-
-/// What a request says about switching to WebSocket (RFC 6455, 4.2.1), read for the app,
-/// which decides whether to switch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UpgradeHeaders<'a> {
-    /// `Connection` lists `upgrade`.
+pub struct Upgrade<V> {
+    /// `Connection` lists `upgrade` (HTTP/1.1's connection field: HTTP/2 refuses it).
     pub connection_upgrade: bool,
     /// `Upgrade` lists `websocket`.
     pub websocket: bool,
     /// `Sec-WebSocket-Key`; a repeated one reads as empty, which no key is.
-    pub key: Option<&'a [u8]>,
+    pub key: Option<V>,
     /// `Sec-WebSocket-Version`; a repeated one reads as empty.
-    pub version: Option<&'a [u8]>,
+    pub version: Option<V>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum Parsed<'a> {
-    /// A whole request, body included, was `len` bytes at the front of the buffer.
-    Complete { request: Request<'a>, len: usize },
-    /// More bytes are needed.
-    Partial,
-    /// More bytes are needed: the head is in, the body has not begun, and the client waits
-    /// for `100 Continue` before it sends it (`Expect: 100-continue`).
-    ExpectsContinue,
-    /// The head is in and announces a chunked body, which begins `body_at` bytes into the
-    /// buffer: decode it in place with [`Chunked::decode`], then parse again.
-    ChunkedBody { body_at: usize },
-    /// The request cannot be served: answer with this status and close.
-    Invalid(Status),
-}
-
-/// How far the chunked body of the request at the front of the input is decoded. The data
-/// of each chunk is moved, in the input itself, down to the end of the data before it, so
-/// that the body lies whole at the front of its place once the last chunk is in: no copy
-/// elsewhere, no allocation. Kept from one read to the next while the body is incomplete,
-/// so that a body arriving a chunk at a time is decoded once.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Chunked {
-    /// The body's bytes decoded so far, at the front of its place.
-    decoded: u32,
-    /// The bytes of its encoding taken so far (every complete chunk).
-    encoded: u32,
-    /// The last chunk and the trailers are in: `encoded` is the whole encoding.
-    done: bool,
-}
-
-impl Chunked {
-    /// Decodes in `body`, the bytes of the input from where the chunked body begins, as
-    /// much as has arrived (RFC 9112, 7.1): `Ok(true)` once the last chunk and the trailers
-    /// are in, `Ok(false)` while more is needed. Every line must end in CRLF (a bare LF or
-    /// CR in the framing is where two parsers can disagree); extensions must be as the
-    /// grammar says, and are skipped; trailer fields are checked and dropped.
-    pub fn decode(&mut self, body: &mut [u8], max_body: usize) -> Result<bool, Status> {
-        let mut at = self.encoded as usize;
-        let mut decoded = self.decoded as usize;
-        loop {
-            let Some(line) = line_at(body, at, MAX_CHUNK_LINE, Status::BadRequest)? else {
-                return Ok(false);
-            };
-            let size = chunk_size(line).ok_or(Status::BadRequest)?;
-            let data_at = at + line.len() + 2;
-            if size > max_body - decoded || data_at - decoded > MAX_CHUNK_FRAMING {
-                return Err(Status::PayloadTooLarge);
-            }
-            if size == 0 {
-                at = data_at;
-                break;
-            }
-            let Some(data) = body.get(data_at..data_at + size + 2) else {
-                return Ok(false);
-            };
-            if !data.ends_with(b"\r\n") {
-                return Err(Status::BadRequest);
-            }
-            body.copy_within(data_at..data_at + size, decoded);
-            decoded += size;
-            at = data_at + size + 2;
-            // Both fit in u32: the input holds at most a head, the body limit and the
-            // framing limit, and the body limit is checked to be far below 4 GiB.
-            (self.decoded, self.encoded) = (decoded as u32, at as u32);
-        }
-        // The trailer section: field lines up to an empty line, held to the head's limit.
-        let trailers_start = at;
-        loop {
-            let room = MAX_HEAD - (at - trailers_start);
-            let Some(line) = line_at(body, at, room, Status::HeaderTooLarge)? else {
-                return Ok(false);
-            };
-            at += line.len() + 2;
-            if line.is_empty() {
-                (self.encoded, self.done) = (at as u32, true);
-                return Ok(true);
-            }
-            if !is_field_line(line) {
-                return Err(Status::BadRequest);
-            }
-        }
-    }
-}
-
-/// How the body is framed.
-enum Framing {
-    Length(usize),
-    Chunked,
-}
-
-/// Parses the request at the front of `buf`. A body longer than `max_body` is refused with
-/// 413. A `Content-Length` body is handed out where it lies in `buf`; a chunked one once
-/// `chunked`, which must be the one given for the same request before or a new one, has
-/// decoded it ([`Parsed::ChunkedBody`]).
-pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a> {
-    let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut []);
-    // The head must fit in MAX_HEAD bytes, however much has arrived: the answer must not
-    // depend on how the bytes were split into reads.
-    let head = &buf[..buf.len().min(MAX_HEAD)];
-    let head_len = match req.parse_with_uninit_headers(head, &mut headers) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if head.len() == MAX_HEAD => {
-            // No end of line yet: it is the request line, so the target, that is too long.
-            return match head.contains(&b'\n') {
-                true => Parsed::Invalid(Status::HeaderTooLarge),
-                false => Parsed::Invalid(Status::UriTooLong),
-            };
-        }
-        Ok(httparse::Status::Partial) => return Parsed::Partial,
-        Err(httparse::Error::TooManyHeaders) => return Parsed::Invalid(Status::HeaderTooLarge),
-        Err(_) => return Parsed::Invalid(Status::BadRequest),
-    };
-    // httparse only completes with all three set.
-    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
-        return Parsed::Invalid(Status::BadRequest);
-    };
-    let http10 = minor == 0;
-
-    let (mut says_close, mut says_keep_alive) = (false, false);
-    let mut content_length: Option<usize> = None;
-    let mut transfer_encodings = 0;
-    let mut says_chunked = false;
-    let mut hosts = 0;
-    let mut expects_continue = false;
-    let mut upgrade = UpgradeHeaders::default();
-    let mut accept_encoding = AcceptEncoding::default();
-    for header in req.headers.iter() {
-        let name = header.name;
-        if name.eq_ignore_ascii_case("connection") {
-            for token in header.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                says_close |= token.eq_ignore_ascii_case(b"close");
-                says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-                upgrade.connection_upgrade |= token.eq_ignore_ascii_case(b"upgrade");
-            }
-        } else if name.eq_ignore_ascii_case("upgrade") {
-            let mut protocols = header.value.split(|&b| b == b',');
-            upgrade.websocket |=
+impl<V> Fields<V> {
+    /// Reads one header field if routes read it (its name in any case); `keep` makes the
+    /// value kept of a value's bytes.
+    pub fn read<'v>(&mut self, name: &[u8], value: &'v [u8], keep: impl FnOnce(&'v [u8]) -> V) {
+        let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+        if is(b"accept-encoding") {
+            self.accept_encoding.read(value);
+        } else if is(b"connection") {
+            let mut tokens = value.split(|&b| b == b',');
+            self.upgrade.connection_upgrade |=
+                tokens.any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"));
+        } else if is(b"upgrade") {
+            let mut protocols = value.split(|&b| b == b',');
+            self.upgrade.websocket |=
                 protocols.any(|protocol| protocol.trim_ascii().eq_ignore_ascii_case(b"websocket"));
-        } else if name.eq_ignore_ascii_case("sec-websocket-key") {
-            upgrade.key = Some(once(upgrade.key, header.value));
-        } else if name.eq_ignore_ascii_case("sec-websocket-version") {
-            upgrade.version = Some(once(upgrade.version, header.value));
-        } else if name.eq_ignore_ascii_case("content-length") {
-            let Some(length) = parse_content_length(header.value) else {
-                return Parsed::Invalid(Status::BadRequest);
-            };
-            // Repeated Content-Length headers must agree (RFC 9112, 6.3).
-            if content_length.is_some_and(|seen| seen != length) {
-                return Parsed::Invalid(Status::BadRequest);
+        } else if is(b"sec-websocket-key") {
+            self.upgrade.key = Some(keep(once(self.upgrade.key.is_some(), value)));
+        } else if is(b"sec-websocket-version") {
+            self.upgrade.version = Some(keep(once(self.upgrade.version.is_some(), value)));
+        } else if is(b"content-type") {
+            if self.content_type.is_none() {
+                self.content_type = Some(keep(value.trim_ascii()));
             }
-            content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            transfer_encodings += 1;
-            says_chunked = header.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
-        } else if name.eq_ignore_ascii_case("host") {
-            if !is_host(header.value.trim_ascii()) {
-                return Parsed::Invalid(Status::BadRequest);
-            }
-            hosts += 1;
-        } else if name.eq_ignore_ascii_case("accept-encoding") {
-            accept_encoding.read(header.value);
-        } else if name.eq_ignore_ascii_case("expect") {
-            expects_continue = header
-                .value
-                .trim_ascii()
-                .eq_ignore_ascii_case(b"100-continue");
+        } else if is(b"grpc-encoding") && self.grpc_encoding.is_none() {
+            self.grpc_encoding = Some(keep(value.trim_ascii()));
         }
     }
-    // `close` wins over `keep-alive`, wherever each stands (RFC 9112, 9.6); HTTP/1.0 closes
-    // unless it asks to keep the connection.
-    let keep_alive = !says_close && (!http10 || says_keep_alive);
-    // Only one coding is understood, chunked, alone and once: anything else (another
-    // coding, chunked twice or not last, chunked in HTTP/1.0, both framing headers at
-    // once) leaves the body's end in doubt, the shape of request smuggling (RFC 9112, 6.1).
-    let framing = match (transfer_encodings, content_length) {
-        (0, length) => Framing::Length(length.unwrap_or(0)),
-        (1, None) if says_chunked && !http10 => Framing::Chunked,
-        _ => return Parsed::Invalid(Status::BadRequest),
-    };
-    // HTTP/1.1 needs exactly one Host line; HTTP/1.0 at most one (RFC 9112, 3.2).
-    if hosts > 1 || (hosts == 0 && !http10) {
-        return Parsed::Invalid(Status::BadRequest);
-    }
-    let arrived = &buf[head_len..];
-    let (body, len) = match framing {
-        Framing::Length(length) if length > max_body => {
-            return Parsed::Invalid(Status::PayloadTooLarge)
-        }
-        Framing::Length(length) if arrived.len() < length => {
-            return match expects_continue && arrived.is_empty() && !http10 {
-                true => Parsed::ExpectsContinue,
-                false => Parsed::Partial,
-            }
-        }
-        Framing::Length(length) => (&arrived[..length], head_len + length),
-        Framing::Chunked if chunked.done => (
-            &arrived[..chunked.decoded as usize],
-            head_len + chunked.encoded as usize,
-        ),
-        Framing::Chunked if expects_continue && arrived.is_empty() => {
-            return Parsed::ExpectsContinue
-        }
-        Framing::Chunked => return Parsed::ChunkedBody { body_at: head_len },
-    };
 
-    let method = match method {
-        "GET" => Method::Get,
-        "HEAD" => Method::Head,
-        "POST" => Method::Post,
-        _ => Method::Other,
-    };
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    Parsed::Complete {
-        request: Request {
-            method,
-            path,
-            query,
-            body,
-            keep_alive,
-            http10,
-            upgrade,
-            accept_encoding,
-            grpc: None,
-        },
-        len,
+    /// The same fields with their values kept another way.
+    pub fn map<W>(self, mut f: impl FnMut(V) -> W) -> Fields<W> {
+        Fields {
+            content_type: self.content_type.map(&mut f),
+            accept_encoding: self.accept_encoding,
+            grpc_encoding: self.grpc_encoding.map(&mut f),
+            upgrade: Upgrade {
+                connection_upgrade: self.upgrade.connection_upgrade,
+                websocket: self.upgrade.websocket,
+                key: self.upgrade.key.map(&mut f),
+                version: self.upgrade.version.map(&mut f),
+            },
+        }
     }
 }
 
-/// A header's trimmed value, or empty if it was there already: a header that must appear
-/// once read as invalid when repeated.
-fn once<'a>(seen: Option<&[u8]>, value: &'a [u8]) -> &'a [u8] {
+/// A field's trimmed value, or empty if it was there already: a field that must appear
+/// once reads as invalid when repeated.
+fn once(seen: bool, value: &[u8]) -> &[u8] {
     match seen {
-        Some(_) => b"",
-        None => value.trim_ascii(),
+        true => b"",
+        false => value.trim_ascii(),
     }
 }
-
-/// Digits only: no sign, no spaces inside, no overflow.
-fn parse_content_length(value: &[u8]) -> Option<usize> {
-    let value = value.trim_ascii();
-    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
-}
-
-/// A Host value as RFC 9110 (7.2) reads it: `uri-host [ ":" port ]` (RFC 3986, 3.2.2), or
-/// empty when the target has no authority. An IP literal's inside is taken as hexadecimal
-/// digits, colons and dots. Anything else (blanks, a slash, an `@`, a bad escape) is a
-/// value that a proxy and an origin could read as different hosts.
-fn is_host(value: &[u8]) -> bool {
-    let (host, port) = match value.strip_prefix(b"[") {
-        Some(literal) => match literal.iter().position(|&b| b == b']') {
-            Some(end)
-                if literal[..end]
-                    .iter()
-                    .all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b)) =>
-            {
-                (&b""[..], &literal[end + 1..])
-            }
-            _ => return false,
-        },
-        None => {
-            let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-            value.split_at(end)
-        }
-    };
-    let port_ok = match port.split_first() {
-        None => true,
-        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
-        Some(_) => false,
-    };
-    port_ok && is_reg_name(host)
-}
-
-/// `*( unreserved / pct-encoded / sub-delims )` (RFC 3986, 3.2.2).
-fn is_reg_name(name: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(&b) = name.get(at) {
-        at += match b {
-            b'%' if name
-                .get(at + 1..at + 3)
-                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) =>
-            {
-                3
-            }
-            b if REG_NAME_BYTES[usize::from(b)] => 1,
-            _ => return false,
-        };
-    }
-    true
-}
-
-/// The bytes a reg-name holds as they are, unreserved and sub-delims: a table, since every
-/// request's Host is checked byte by byte (a search of the sub-delims per byte was 2% of a
-/// pipelined run's perf samples).
-const REG_NAME_BYTES: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let byte = b as u8;
-        table[b] = is_unreserved(byte)
-            || matches!(
-                byte,
-                b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
-            );
-        b += 1;
-    }
-    table
-};
 
 /// RFC 3986's `unreserved` (2.3): letters, digits, `-`, `.`, `_` and `~`.
 pub const fn is_unreserved(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
 }
 
-/// The line at `buf[at..]` without its CRLF, once it is in; `too_long` if it is longer
-/// than `max` with its CRLF, 400 if it does not end in CRLF.
-fn line_at(buf: &[u8], at: usize, max: usize, too_long: Status) -> Result<Option<&[u8]>, Status> {
-    let rest = &buf[at..];
-    let window = &rest[..rest.len().min(max)];
-    match window.iter().position(|&b| b == b'\n') {
-        Some(end) if end > 0 && window[end - 1] == b'\r' => Ok(Some(&window[..end - 1])),
-        Some(_) => Err(Status::BadRequest),
-        None if window.len() == max => Err(too_long),
-        None => Ok(None),
-    }
-}
-
-/// A chunk-size line's size (RFC 9112, 7.1): `1*HEXDIG *( BWS ";" BWS ext-name
-/// [ BWS "=" BWS ext-value ] )`, with no sign, no leading or trailing blanks, no overflow.
-fn chunk_size(line: &[u8]) -> Option<usize> {
-    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 || !are_chunk_extensions(&line[digits..]) {
-        return None;
-    }
-    let digits = std::str::from_utf8(&line[..digits]).ok()?;
-    usize::from_str_radix(digits, 16).ok()
-}
-
-/// Whether `rest` is a run of chunk extensions, each `BWS ";" BWS token [ BWS "=" BWS
-/// ( token / quoted-string ) ]`.
-fn are_chunk_extensions(mut rest: &[u8]) -> bool {
-    while !rest.is_empty() {
-        let Some(after) = skip_blanks(rest).strip_prefix(b";") else {
-            return false;
-        };
-        let after = skip_blanks(after);
-        let name = token_len(after);
-        if name == 0 {
-            return false;
-        }
-        rest = &after[name..];
-        if let Some(value) = skip_blanks(rest).strip_prefix(b"=") {
-            let value = skip_blanks(value);
-            let len = match value.first() {
-                Some(b'"') => quoted_string_len(value),
-                _ => token_len(value),
-            };
-            if len == 0 {
-                return false;
-            }
-            rest = &value[len..];
-        }
-    }
-    true
-}
-
-/// A trailer field line: `field-name ":" field-value`, the name a token, the value free of
-/// controls but tabs (RFC 9110, 5.5).
-fn is_field_line(line: &[u8]) -> bool {
-    let name = token_len(line);
-    name > 0
-        && line[name..].first() == Some(&b':')
-        && line[name + 1..]
-            .iter()
-            .all(|&b| b == b'\t' || !b.is_ascii_control())
-}
-
-/// Optional blanks (`BWS`): spaces and tabs.
-fn skip_blanks(bytes: &[u8]) -> &[u8] {
-    let blanks = bytes
-        .iter()
-        .take_while(|&&b| b == b' ' || b == b'\t')
-        .count();
-    &bytes[blanks..]
-}
-
-/// The length of the token at the front of `bytes` (RFC 9110, 5.6.2).
-fn token_len(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .take_while(|&&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        .count()
-}
-
-/// The length of the quoted string at the front of `bytes`, both quotes included, or 0
-/// if it is not one (RFC 9110, 5.6.4).
-fn quoted_string_len(bytes: &[u8]) -> usize {
-    let text = |b: u8| b == b'\t' || b == b' ' || (b > 0x20 && b != 0x7f);
-    let mut at = 1;
-    while let Some(&b) = bytes.get(at) {
-        match b {
-            b'"' => return at + 1,
-            b'\\' if bytes.get(at + 1).is_some_and(|&next| text(next)) => at += 2,
-            b'\\' => return 0,
-            b if text(b) => at += 1,
-            _ => return 0,
-        }
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `parse` with the default body limit, from scratch, as a connection does it: a
-    /// chunked body decoded in place (in a copy of `buf`), then parsed again.
-    fn parse(buf: &[u8]) -> Parsed<'static> {
-        parse_within(buf, MAX_BODY)
-    }
-
-    fn parse_within(buf: &[u8], max_body: usize) -> Parsed<'static> {
-        let mut owned = buf.to_vec();
-        let mut chunked = Chunked::default();
-        if let Parsed::ChunkedBody { body_at } = super::parse(&owned, max_body, &chunked) {
-            match chunked.decode(&mut owned[body_at..], max_body) {
-                Err(status) => return Parsed::Invalid(status),
-                Ok(false) => return Parsed::Partial,
-                Ok(true) => {}
-            }
+    fn read(lines: &[(&str, &'static str)]) -> Fields<&'static [u8]> {
+        let mut fields = Fields::default();
+        for (name, value) in lines {
+            fields.read(name.as_bytes(), value.as_bytes(), |value| value);
         }
-        super::parse(owned.leak(), max_body, &chunked)
-    }
-
-    const WRK_REQUEST: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\nAccept: text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7\r\nConnection: keep-alive\r\n\r\n";
-
-    fn complete(buf: &[u8]) -> (Request<'_>, usize) {
-        match parse(buf) {
-            Parsed::Complete { request, len } => (request, len),
-            other => panic!("expected a complete request, got {other:?}"),
-        }
+        fields
     }
 
     #[test]
-    fn parses_a_load_generator_request() {
-        let (request, len) = complete(WRK_REQUEST);
-        assert_eq!(len, WRK_REQUEST.len());
-        assert_eq!(request.method, Method::Get);
-        assert_eq!(request.path, "/plaintext");
-        assert_eq!(request.query, "");
-        assert!(request.keep_alive);
-        assert!(!request.http10);
-    }
-
-    #[test]
-    fn splits_the_query_string() {
-        let (request, _) = complete(b"GET /queries?queries=20&x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
-        assert_eq!(request.path, "/queries");
-        assert_eq!(request.query, "queries=20&x=1");
-    }
-
-    #[test]
-    fn pipelined_requests_come_out_one_at_a_time_in_order() {
-        let paths = ["/plaintext", "/json", "/nothing", "/plaintext?x"];
-        let mut buf = Vec::new();
-        for path in paths {
-            buf.extend_from_slice(format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
-        }
-        let mut rest = &buf[..];
-        for path in paths {
-            let (request, len) = complete(rest);
-            assert_eq!(request.path, path.split('?').next().unwrap());
-            rest = &rest[len..];
-        }
-        assert!(rest.is_empty());
-    }
-
-    #[test]
-    fn every_split_point_is_partial_until_the_last_byte() {
-        let two = [WRK_REQUEST, WRK_REQUEST].concat();
-        for cut in 0..WRK_REQUEST.len() {
-            assert_eq!(parse(&two[..cut]), Parsed::Partial, "cut at {cut}");
-        }
-        for cut in WRK_REQUEST.len()..two.len() {
-            let (_, len) = complete(&two[..cut]);
-            assert_eq!(len, WRK_REQUEST.len(), "cut at {cut}");
-        }
-    }
-
-    #[test]
-    fn http10_closes_unless_it_asks_for_keep_alive() {
-        let (request, _) = complete(b"GET /json HTTP/1.0\r\n\r\n");
-        assert!(request.http10);
-        assert!(!request.keep_alive);
-        let (request, _) = complete(b"GET /json HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
-        assert!(request.keep_alive);
-    }
-
-    #[test]
-    fn connection_close_is_honoured_among_other_tokens() {
-        let (request, _) =
-            complete(b"GET /json HTTP/1.1\r\nHost: a\r\nConnection: TE, close\r\n\r\n");
-        assert!(!request.keep_alive);
-    }
-
-    #[test]
-    fn a_body_is_consumed_and_not_taken_for_the_next_request() {
-        let buf = b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 30\r\n\r\nGET /plaintext HTTP/1.1\r\n\r\n...GET /json HTTP/1.1\r\nHost: a\r\n\r\n";
-        let (request, len) = complete(buf);
-        assert_eq!(request.method, Method::Post);
-        let (next, _) = complete(&buf[len..]);
-        assert_eq!(next.path, "/json");
-        let head = b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 30\r\n\r\n";
-        assert_eq!(parse(&buf[..head.len() + 29]), Parsed::Partial);
-    }
-
-    fn assert_all_bad_requests(cases: &[&[u8]]) {
-        for case in cases {
-            assert_eq!(
-                parse(case),
-                Parsed::Invalid(Status::BadRequest),
-                "{}",
-                String::from_utf8_lossy(case)
-            );
-        }
-    }
-
-    #[test]
-    fn malformed_requests_are_400() {
-        let cases: &[&[u8]] = &[
-            b"\x00\x01\x02garbage\r\n\r\n",
-            b"GET /json HTTP/9.9\r\nHost: a\r\n\r\n",
-            b"GET /json\r\n\r\n",
-            b"GET /json HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n",
-            b"GET /json HTTP/1.1\r\nHost: a\x00b\r\n\r\n",
-            b"GET /json HTTP/1.1\r\n\r\n",
-            b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
-            b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-            b"GET /json HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n",
-            b"POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-        ];
-        assert_all_bad_requests(cases);
-    }
-
-    const CHUNKED_HEAD: &[u8] =
-        b"POST /sum HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-
-    fn chunked(encoding: &[u8]) -> Vec<u8> {
-        [CHUNKED_HEAD, encoding].concat()
-    }
-
-    #[test]
-    fn a_content_length_body_is_handed_out_where_it_lies() {
-        let buf = b"POST /sum?a=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n20GET";
-        let Parsed::Complete { request, len } = super::parse(buf, MAX_BODY, &Chunked::default())
-        else {
-            panic!("a complete request");
-        };
-        assert_eq!((request.method, request.body), (Method::Post, &b"20"[..]));
-        assert_eq!(len, buf.len() - 3);
-        assert!(std::ptr::eq(request.body.as_ptr(), &buf[len - 2]));
-    }
-
-    #[test]
-    fn chunked_bodies_are_decoded_with_extensions_and_trailers_dropped() {
-        let buf = chunked(b"2;name=value\r\n20\r\n1 ; x\r\n5\r\nA\r\n000000000a\r\n0\r\nX-Trailer: t\r\nX-Other: u\r\n\r\nGET");
-        let (request, len) = complete(&buf);
-        assert_eq!(request.body, b"205000000000a");
-        assert_eq!(len, buf.len() - 3);
-    }
-
-    #[test]
-    fn a_chunked_body_cut_anywhere_is_partial_until_its_last_byte() {
-        let buf = chunked(b"3\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n");
-        for cut in 0..buf.len() {
-            assert_eq!(parse(&buf[..cut]), Parsed::Partial, "cut at {cut}");
-        }
-        assert_eq!(complete(&buf).0.body, b"abcde");
-    }
-
-    #[test]
-    fn a_chunked_body_arriving_in_pieces_is_decoded_from_where_it_got_to() {
-        let whole = chunked(b"3\r\nabc\r\n2;x\r\nde\r\n1\r\nf\r\n0\r\n\r\nGET");
-        let body_at = CHUNKED_HEAD.len();
-        // The input as a connection holds it: what has arrived, decoded in place as it goes.
-        let mut input = Vec::new();
-        let mut state = Chunked::default();
-        let mut decoded_at = Vec::new();
-        for &byte in &whole[..whole.len() - 3] {
-            input.push(byte);
-            match super::parse(&input, MAX_BODY, &state) {
-                Parsed::Partial => continue,
-                Parsed::ChunkedBody { body_at: at } => assert_eq!(at, body_at),
-                other => panic!("{other:?}"),
-            }
-            let done = state.decode(&mut input[body_at..], MAX_BODY).unwrap();
-            assert_eq!(done, input.len() == whole.len() - 3);
-            decoded_at.push(state.decoded);
-        }
-        // Each chunk is decoded once, when its last byte is in, and moved into place.
-        assert!(decoded_at.windows(2).all(|w| w[0] <= w[1]));
-        assert_eq!(decoded_at.last(), Some(&6));
-        input.extend_from_slice(b"GET");
-        match super::parse(&input, MAX_BODY, &state) {
-            Parsed::Complete { request, len } => {
-                assert_eq!((request.body, len), (&b"abcdef"[..], whole.len() - 3));
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn bad_chunked_framing_is_400_and_too_much_413() {
-        let cases: &[(&[u8], Status)] = &[
-            (b"x\r\nabc\r\n0\r\n\r\n", Status::BadRequest),
-            (b"-3\r\nabc\r\n0\r\n\r\n", Status::BadRequest),
-            (b" 3\r\nabc\r\n0\r\n\r\n", Status::BadRequest),
-            (b"3x\r\nabc\r\n0\r\n\r\n", Status::BadRequest),
-            (b"3\nabc\r\n0\r\n\r\n", Status::BadRequest),
-            (b"3\r\nabcd\r\n0\r\n\r\n", Status::BadRequest),
-            (b"3\r\nabc\r\n0\r\n\n", Status::BadRequest),
-            (b"fffffffffffffffffffff\r\n", Status::BadRequest),
-            (b"100001\r\n", Status::PayloadTooLarge),
-            (b"8000\r\n", Status::Ok),
-        ];
-        for &(encoding, status) in cases {
-            let buf = chunked(encoding);
-            let expected = match status {
-                Status::Ok => Parsed::Partial,
-                status => Parsed::Invalid(status),
-            };
-            assert_eq!(
-                parse(&buf),
-                expected,
-                "{}",
-                String::from_utf8_lossy(encoding)
-            );
-        }
-        let mut long_extension = chunked(b"1;");
-        long_extension.resize(long_extension.len() + MAX_CHUNK_LINE, b'x');
-        assert_eq!(parse(&long_extension), Parsed::Invalid(Status::BadRequest));
-        let mut long_trailers = chunked(b"0\r\nX: ");
-        long_trailers.resize(long_trailers.len() + MAX_HEAD, b'x');
-        assert_eq!(
-            parse(&long_trailers),
-            Parsed::Invalid(Status::HeaderTooLarge)
-        );
-        // Many small chunks add up past the limit too.
-        let many = chunked(&b"1\r\na\r\n".repeat(MAX_BODY + 1));
-        assert_eq!(parse(&many), Parsed::Invalid(Status::PayloadTooLarge));
-    }
-
-    #[test]
-    fn chunk_lines_are_read_as_the_grammar_says() {
-        // Blanks only before a `;`, never trailing; no CR but the line's end.
-        let bad: &[&[u8]] = &[
-            b"3 \t\r\nabc\r\n0\r\n\r\n",
-            b"3\r\r\nabc\r\n0\r\n\r\n",
-            b"3\r;x\r\nabc\r\n0\r\n\r\n",
-            b"3;\r\nabc\r\n0\r\n\r\n",
-            b"3;x=\r\nabc\r\n0\r\n\r\n",
-            b"3;x \r\nabc\r\n0\r\n\r\n",
-            b"3;x=\"a\r\nabc\r\n0\r\n\r\n",
-            b"3;x=a b\r\nabc\r\n0\r\n\r\n",
-            b"3;x=\"\x01\"\r\nabc\r\n0\r\n\r\n",
-            b"3\r\nabc\r\n0\r\nno colon\r\n\r\n",
-            b"3\r\nabc\r\n0\r\n: no name\r\n\r\n",
-            b"3\r\nabc\r\n0 \r\n\r\n",
-        ];
-        for encoding in bad {
-            let buf = chunked(encoding);
-            let parsed = parse(&buf);
-            assert_eq!(
-                parsed,
-                Parsed::Invalid(Status::BadRequest),
-                "{}",
-                String::from_utf8_lossy(encoding)
-            );
-        }
-        let good: &[&[u8]] = &[
-            b"3 ;x\r\nabc\r\n0\r\n\r\n",
-            b"3\t; x = y ;z\r\nabc\r\n0\r\n\r\n",
-            b"3;x=\"a \\\" ;b\"\r\nabc\r\n0\r\n\r\n",
-            b"3;x=\"\"\r\nabc\r\n0;y\r\nT:\r\nU: \tv\r\n\r\n",
-        ];
-        for encoding in good {
-            assert_eq!(
-                complete(&chunked(encoding)).0.body,
-                b"abc",
-                "{}",
-                String::from_utf8_lossy(encoding)
-            );
-        }
-    }
-
-    #[test]
-    fn chunk_framing_beyond_its_limit_is_413_however_small_the_body() {
-        // 1-byte chunks with 1,000-byte extensions: 30 bytes of body in 30 KB.
-        let mut extension = b";x=".to_vec();
-        extension.resize(1000, b'e');
-        let one = [&b"1"[..], &extension, b"\r\na\r\n"].concat();
-        let buf = chunked(&one.repeat(30));
-        assert_eq!(parse(&buf), Parsed::Invalid(Status::PayloadTooLarge));
-        // Refused as soon as the framing passes the limit, not when the body ends.
-        let cut = CHUNKED_HEAD.len() + MAX_CHUNK_FRAMING + one.len();
-        assert_eq!(parse(&buf[..cut]), Parsed::Invalid(Status::PayloadTooLarge));
-        // A body of the largest size in 1 KiB chunks is well within it.
-        let kib = [&b"400;n=v\r\n"[..], &[b'k'; 1024], b"\r\n"].concat();
-        let whole = chunked(&[&kib.repeat(MAX_BODY / 1024)[..], b"0\r\n\r\n"].concat());
-        assert_eq!(complete(&whole).0.body.len(), MAX_BODY);
-    }
-
-    #[test]
-    fn one_host_line_is_needed_and_it_must_be_a_host() {
-        assert_all_bad_requests(&[
-            b"GET / HTTP/1.1\r\nHost: p\r\nHost: q\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: p\r\nhost: p\r\n\r\n",
-            b"GET / HTTP/1.0\r\nHost: p\r\nHost: q\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a%g0\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a{b\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a\\b\r\n\r\n",
-            b"GET / HTTP/1.1\r\nHost: a\xc3\xa9\r\n\r\n",
+    fn names_are_read_in_any_case_and_values_trimmed() {
+        let fields = read(&[
+            ("Content-Type", " application/grpc "),
+            ("GRPC-Encoding", "identity"),
+            ("Upgrade", "h2c, WebSocket"),
+            ("Connection", "keep-alive, Upgrade"),
+            ("Sec-WebSocket-Key", " abc "),
+            ("Sec-WebSocket-Version", "13"),
+            ("X-Other", "ignored"),
         ]);
-        for host in [
-            "a",
-            "localhost:8080",
-            "127.0.0.1",
-            "[::1]:80",
-            "",
-            "x%41.y",
-            "a:",
-            // Every unreserved and sub-delim byte (RFC 3986, 2.2 and 2.3).
-            "Az09-._~!$&'()*+,;=",
-        ] {
-            let buf = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
-            complete(buf.as_bytes());
-        }
+        assert_eq!(fields.content_type, Some(&b"application/grpc"[..]));
+        assert_eq!(fields.grpc_encoding, Some(&b"identity"[..]));
+        assert!(fields.upgrade.websocket && fields.upgrade.connection_upgrade);
+        assert_eq!(fields.upgrade.key, Some(&b"abc"[..]));
+        assert_eq!(fields.upgrade.version, Some(&b"13"[..]));
     }
 
     #[test]
-    fn close_wins_over_keep_alive_wherever_each_stands() {
-        for connection in [
-            "close, keep-alive",
-            "keep-alive, close",
-            "keep-alive\r\nConnection: close",
-            "close\r\nConnection: keep-alive",
-        ] {
-            for version in ["1.1", "1.0"] {
-                let buf =
-                    format!("GET / HTTP/{version}\r\nHost: a\r\nConnection: {connection}\r\n\r\n");
-                assert!(!complete(buf.as_bytes()).0.keep_alive, "{buf}");
-            }
-        }
+    fn a_repeated_handshake_field_reads_as_empty_and_the_first_content_type_wins() {
+        let fields = read(&[
+            ("sec-websocket-key", "a"),
+            ("sec-websocket-key", "a"),
+            ("content-type", "text/plain"),
+            ("content-type", "application/json"),
+        ]);
+        assert_eq!(fields.upgrade.key, Some(&b""[..]));
+        assert_eq!(fields.content_type, Some(&b"text/plain"[..]));
     }
 
     #[test]
-    fn transfer_codings_other_than_chunked_alone_are_400() {
-        let cases: &[&[u8]] = &[
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n",
-        ];
-        assert_all_bad_requests(cases);
-    }
-
-    #[test]
-    fn expect_100_continue_is_reported_until_the_body_begins() {
-        let head =
-            b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
-        assert_eq!(parse(head), Parsed::ExpectsContinue);
-        assert_eq!(parse(&[&head[..], b"2"].concat()), Parsed::Partial);
-        assert_eq!(complete(&[&head[..], b"20"].concat()).0.body, b"20");
-        let chunked_head = b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert_eq!(parse(chunked_head), Parsed::ExpectsContinue);
-        // Too large is answered at once, without inviting the body.
-        let too_large = format!(
-            "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
-            MAX_BODY + 1
-        );
-        assert_eq!(
-            parse(too_large.as_bytes()),
-            Parsed::Invalid(Status::PayloadTooLarge)
-        );
-    }
-
-    #[test]
-    fn oversized_targets_are_414_heads_431_and_bodies_413() {
-        let mut target = b"GET /".to_vec();
-        target.resize(100 * 1024, b'a');
-        assert_eq!(parse(&target), Parsed::Invalid(Status::UriTooLong));
-        target.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
-        assert_eq!(parse(&target), Parsed::Invalid(Status::UriTooLong));
-
-        let mut long = b"GET /json HTTP/1.1\r\nHost: a\r\nX-Long: ".to_vec();
-        long.resize(MAX_HEAD + 10, b'a');
-        assert_eq!(parse(&long), Parsed::Invalid(Status::HeaderTooLarge));
-        long.extend_from_slice(b"\r\n\r\n");
-        assert_eq!(parse(&long), Parsed::Invalid(Status::HeaderTooLarge));
-
-        let mut many = b"GET /json HTTP/1.1\r\nHost: a\r\n".to_vec();
-        for i in 0..MAX_HEADERS {
-            many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
-        }
-        many.extend_from_slice(b"\r\n");
-        assert_eq!(parse(&many), Parsed::Invalid(Status::HeaderTooLarge));
-
-        let big_body = format!(
-            "POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
-            MAX_BODY + 1
-        );
-        assert_eq!(
-            parse(big_body.as_bytes()),
-            Parsed::Invalid(Status::PayloadTooLarge)
-        );
-    }
-
-    #[test]
-    fn accept_encoding_is_read_as_one_list_however_many_lines_it_takes() {
-        use crate::http::Coding::{Br, Gzip};
-        let tried = |raw: &[u8]| {
-            complete(raw)
-                .0
-                .accept_encoding
-                .preferred()
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(tried(WRK_REQUEST), []);
-        assert_eq!(
-            tried(b"GET /static/a.css HTTP/1.1\r\nHost: a\r\naccept-ENCODING:  br;q=1, gzip;q=0.8 \r\n\r\n"),
-            [Br, Gzip]
-        );
-        assert_eq!(
-            tried(b"GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip;q=0.9\r\nAccept: */*\r\nAccept-Encoding: br;q=0.5\r\n\r\n"),
-            [Gzip, Br]
-        );
+    fn fields_kept_as_ranges_map_back_to_the_same_values() {
+        let bytes = b"application/grpcgzip";
+        let mut fields = Fields::default();
+        fields.read(b"content-type", &bytes[..16], |_| 0..16);
+        fields.read(b"grpc-encoding", &bytes[16..], |_| 16..20);
+        let borrowed = fields.map(|range: std::ops::Range<usize>| &bytes[range]);
+        assert_eq!(borrowed.content_type, Some(&b"application/grpc"[..]));
+        assert_eq!(borrowed.grpc_encoding, Some(&b"gzip"[..]));
     }
 }

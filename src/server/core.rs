@@ -11,15 +11,14 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::h1::Connection;
 use crate::h2;
-use crate::http::{
-    BufferPool, Connection, Encoding, HttpDate, Request, Ticket, Timeouts, TIMEOUTS,
-};
+use crate::http::{BufferPool, HttpDate, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::link::Link;
 pub(super) use crate::pg::link::Order as LinkOrder;
 use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
-use crate::service::{Context, Finished, Service};
+use crate::service::{Context, Finished, Service, Serving};
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
 
 use crate::timers::Timers;
@@ -276,8 +275,7 @@ impl<S: Service, K> Core<S, K> {
             _ => Transport::Plain,
         };
         if listening == Listening::H2c {
-            slot.protocol
-                .start_h2(streams::limits(&self.service), self.now);
+            slot.protocol.start_h2(h2_limits(&self.service), self.now);
         }
         slot.socket = Some(socket);
         slot.lingering_since = None;
@@ -321,7 +319,7 @@ impl<S: Service, K> Core<S, K> {
     /// The most bytes one request, or one WebSocket frame, may take: a connection must be
     /// able to hold that much unanswered input.
     pub fn longest_request(&self) -> usize {
-        let request = crate::http::longest_request(self.service.max_body());
+        let request = crate::h1::longest_request(self.service.max_body());
         request.max(crate::ws::longest_frame(self.service.max_message()))
     }
 
@@ -473,7 +471,7 @@ impl<S: Service, K> Core<S, K> {
         if may_write && !paused {
             if let Transport::Tls(tls) = &slot.transport {
                 if tls.chose_h2() {
-                    slot.protocol.start_h2(streams::limits(service), *now);
+                    slot.protocol.start_h2(h2_limits(service), *now);
                 }
             }
             let mut cx = Context {
@@ -482,26 +480,21 @@ impl<S: Service, K> Core<S, K> {
                 db: pool,
                 timers,
             };
-            let http1 = slot.protocol.switch_to_h2(streams::limits(service), *now);
+            let http1 = slot.protocol.switch_to_h2(h2_limits(service), *now);
+            let max_body = service.max_body();
+            let mut serving = Serving {
+                service,
+                cx: &mut cx,
+            };
             if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
                 conn.collect(buffers, share);
-                let max_body = service.max_body();
-                let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
-                    service.handle(request, response, ticket, out, &mut cx)
-                };
-                conn.process_within(handle, max_body, date, *now, buffers, share);
+                conn.process_within(&mut serving, max_body, date, *now, buffers, share);
             }
             slot.protocol.switch_when_ready(*now);
             if let Protocol::Http2(conn, generation) = &mut slot.protocol {
-                streams::answer(
-                    conn,
-                    index as u32,
-                    *generation,
-                    service,
-                    &mut cx,
-                    buffers,
-                    share,
-                );
+                conn.process(date, *now, buffers, share);
+                let connection = (index as u32, *generation);
+                conn.serve(&mut serving, connection, date, *now, buffers);
             }
             if let Protocol::WebSocket(session) = &mut slot.protocol {
                 let max_message = service.max_message();
@@ -754,35 +747,26 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         }
         // A connection switched to WebSocket has no request in the works (it switches only
         // once every answer before the `101` is in its output).
-        let conn = match &mut slot.protocol {
-            Protocol::Http1(conn) => conn,
-            Protocol::Http2(conn, generation) if *generation == finished.ticket.generation => {
-                let answer = h2::Answer {
-                    status: finished.status.code(),
-                    content_type: finished.content_type.value(),
-                    encoding: Encoding::default(),
-                    body: finished.body,
-                    trailers: &[],
-                };
-                let stream = finished.ticket.seq;
-                conn.answer(stream, &answer, self.date, self.now, self.buffers);
-                recount(slot, self.buffered);
-                self.completed.push(index);
-                return;
+        let (ticket, answer) = (finished.ticket, finished.answer);
+        match &mut slot.protocol {
+            Protocol::Http1(conn) => {
+                conn.complete(ticket, answer, self.date, self.now, self.buffers)
+            }
+            Protocol::Http2(conn, generation) if *generation == ticket.generation => {
+                conn.answer(ticket.seq, answer, self.date, self.now, self.buffers)
             }
             _ => return,
-        };
-        conn.complete(
-            finished.ticket,
-            self.date,
-            finished.status,
-            finished.content_type,
-            finished.body,
-            self.now,
-            self.buffers,
-        );
+        }
         recount(slot, self.buffered);
         self.completed.push(index);
+    }
+}
+
+/// An HTTP/2 connection's limits: the defaults, with the app's largest body.
+fn h2_limits<S: Service>(service: &S) -> h2::Limits {
+    h2::Limits {
+        max_body: service.max_body(),
+        ..h2::Limits::default()
     }
 }
 
@@ -801,6 +785,5 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
     })
 }
 
-mod streams;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use sha1::{Digest, Sha1};
 
-use crate::http::UpgradeHeaders;
+use crate::http::{Upgrade, Version};
 
 /// Appended to the client's key before hashing (RFC 6455, 1.3).
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -25,8 +25,9 @@ pub enum Refusal {
 /// `Sec-WebSocket-Accept`'s value: base64 of SHA-1 of the key and the GUID, 28 characters.
 pub type Accept = [u8; 28];
 
-/// Checks a GET's headers; the value of `Sec-WebSocket-Accept` if it may switch.
-pub fn check(upgrade: &UpgradeHeaders<'_>, http10: bool) -> Result<Accept, Refusal> {
+/// Checks a GET's headers, and that it is HTTP/1.1's; the value of `Sec-WebSocket-Accept`
+/// if it may switch.
+pub fn check(upgrade: &Upgrade<&[u8]>, version: Version) -> Result<Accept, Refusal> {
     if !upgrade.websocket && upgrade.key.is_none() {
         return Err(Refusal::NotAnUpgrade);
     }
@@ -36,7 +37,7 @@ pub fn check(upgrade: &UpgradeHeaders<'_>, http10: bool) -> Result<Accept, Refus
     let Some(key) = upgrade.key.filter(|key| is_key(key)) else {
         return Err(Refusal::Malformed);
     };
-    if !upgrade.websocket || !upgrade.connection_upgrade || http10 {
+    if !upgrade.websocket || !upgrade.connection_upgrade || version != Version::Http11 {
         return Err(Refusal::Malformed);
     }
     Ok(accept(key))
@@ -57,24 +58,14 @@ fn accept(key: &[u8]) -> Accept {
     accept
 }
 
-/// Appends the `101` that switches the connection: no extension and no subprotocol.
-pub fn write_switch(out: &mut Vec<u8>, accept: &Accept) {
-    out.extend_from_slice(
-        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Accept: ",
-    );
-    out.extend_from_slice(accept);
-    out.extend_from_slice(b"\r\n\r\n");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const KEY: &[u8] = b"dGhlIHNhbXBsZSBub25jZQ==";
 
-    fn asking() -> UpgradeHeaders<'static> {
-        UpgradeHeaders {
+    fn asking() -> Upgrade<&'static [u8]> {
+        Upgrade {
             connection_upgrade: true,
             websocket: true,
             key: Some(KEY),
@@ -84,25 +75,20 @@ mod tests {
 
     #[test]
     fn the_rfc_example_is_accepted_with_its_accept_value() {
-        let accept = check(&asking(), false).unwrap();
+        let accept = check(&asking(), Version::Http11).unwrap();
         assert_eq!(&accept, b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
-        let mut out = Vec::new();
-        write_switch(&mut out, &accept);
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"));
-        assert!(text.ends_with("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"));
     }
 
     #[test]
     fn refusals() {
-        let plain = UpgradeHeaders::default();
-        assert_eq!(check(&plain, false), Err(Refusal::NotAnUpgrade));
+        let plain = Upgrade::default();
+        assert_eq!(check(&plain, Version::Http11), Err(Refusal::NotAnUpgrade));
         for version in [None, Some(&b"8"[..]), Some(b"")] {
-            let headers = UpgradeHeaders {
+            let headers = Upgrade {
                 version,
                 ..asking()
             };
-            assert_eq!(check(&headers, false), Err(Refusal::Version));
+            assert_eq!(check(&headers, Version::Http11), Err(Refusal::Version));
         }
         // 15 bytes, 17 bytes, not base64, repeated (read as empty), none.
         for key in [
@@ -113,14 +99,22 @@ mod tests {
             Some(b""),
             None,
         ] {
-            let headers = UpgradeHeaders { key, ..asking() };
-            assert_eq!(check(&headers, false), Err(Refusal::Malformed), "{key:?}");
+            let headers = Upgrade { key, ..asking() };
+            assert_eq!(
+                check(&headers, Version::Http11),
+                Err(Refusal::Malformed),
+                "{key:?}"
+            );
         }
-        let without_connection = UpgradeHeaders {
+        let without_connection = Upgrade {
             connection_upgrade: false,
             ..asking()
         };
-        assert_eq!(check(&without_connection, false), Err(Refusal::Malformed));
-        assert_eq!(check(&asking(), true), Err(Refusal::Malformed));
+        assert_eq!(
+            check(&without_connection, Version::Http11),
+            Err(Refusal::Malformed)
+        );
+        assert_eq!(check(&asking(), Version::Http10), Err(Refusal::Malformed));
+        assert_eq!(check(&asking(), Version::Http2), Err(Refusal::Malformed));
     }
 }

@@ -11,12 +11,10 @@ use std::time::Instant;
 
 use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
-use gnosis::http::{
-    parse, BufferPool, Chunked, Connection, HttpDate, Parsed, Request, Status, MAX_BODY,
-    MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
-};
+use gnosis::h1::{parse, Chunked, Connection, Parsed, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD};
+use gnosis::http::{BufferPool, HttpDate, Status, MAX_BODY};
 use gnosis::pg::Pool;
-use gnosis::service::{Context, Service};
+use gnosis::service::{Context, Service, Serving};
 use gnosis::timers::Timers;
 use proptest::prelude::*;
 
@@ -39,10 +37,11 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
             timers: &mut timers,
         };
         let max_body = app.max_body();
-        let handle = |request: &Request<'_>, response, ticket, out: &mut Vec<u8>| {
-            app.handle(request, response, ticket, out, &mut cx)
+        let mut serving = Serving {
+            service: &mut app,
+            cx: &mut cx,
         };
-        conn.process(handle, max_body, date, now, &mut buffers);
+        conn.process(&mut serving, max_body, date, now, &mut buffers);
         let unsent = conn.unsent().to_vec();
         conn.mark_sent(unsent.len(), now);
         conn.give_back_idle(&mut buffers);
@@ -235,10 +234,14 @@ fn parse_whole(bytes: &[u8], max_body: usize) -> Outcome {
     let mut chunked = Chunked::default();
     loop {
         return match parse(&buf, max_body, &chunked) {
-            Parsed::Complete { request, len } => Outcome::Complete {
+            Parsed::Complete {
+                request,
+                len,
+                keep_alive,
+            } => Outcome::Complete {
                 body: request.body.to_vec(),
                 len,
-                keep_alive: request.keep_alive,
+                keep_alive,
             },
             Parsed::Partial => Outcome::Partial,
             Parsed::ExpectsContinue => Outcome::ExpectsContinue,

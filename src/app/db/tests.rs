@@ -136,8 +136,11 @@ fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status,
     pool.link_mut(0)
         .receive(answers, Instant::now(), &mut |token, event| {
             if let Some(done) = jobs.on_event(token, event, &mut cache) {
-                let body = String::from_utf8(done.body.to_vec()).unwrap();
-                finished.push((done.ticket.seq, done.status, body));
+                let crate::http::Body::Bytes(body) = done.answer.body else {
+                    panic!("a database answer is bytes");
+                };
+                let body = String::from_utf8(body.to_vec()).unwrap();
+                finished.push((done.ticket.seq, done.answer.status, body));
             }
         });
     finished

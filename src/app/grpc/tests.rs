@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::http::Body;
 
 /// A body: the flag, the big-endian length, the message.
 fn framed(flag: u8, message: &[u8]) -> Vec<u8> {
@@ -207,24 +208,28 @@ proptest! {
     }
 }
 
-/// What `respond` wrote: the status, content type, trailers and body.
+/// What `respond` answers: the status, content type, trailers and body.
 fn answered(content_type: &[u8], body: &[u8]) -> (u16, String, Vec<(String, String)>, Vec<u8>) {
-    let headers = GrpcHeaders {
-        content_type,
-        encoding: None,
+    let fields = Fields {
+        content_type: Some(content_type),
+        ..Fields::default()
     };
-    let (mut scratch, mut out) = (Vec::new(), Vec::new());
-    respond(headers, body, &mut scratch, &mut out);
-    let answer = StreamAnswer::read(&out).unwrap();
+    let mut message = Vec::new();
+    let answer = respond(&fields, body, &mut message);
     let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
-    let trailers = answer.trailers.fields();
+    let Body::Bytes(body) = answer.body else {
+        panic!("a gRPC answer is bytes");
+    };
     (
-        answer.status,
-        text(answer.content_type),
-        trailers
+        answer.status.code(),
+        text(answer.content_type.value()),
+        answer
+            .trailers
+            .iter()
+            .flatten()
             .map(|(name, value)| (text(name), text(value)))
             .collect(),
-        answer.body.to_vec(),
+        body.to_vec(),
     )
 }
 

@@ -5,7 +5,9 @@ use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::http::{parse, Parsed};
+use crate::h1::{parse, Framing, Parsed};
+use crate::http::HttpDate;
+use std::fs::File;
 
 /// A fresh directory of this test process, removed when dropped.
 struct TempDir(PathBuf);
@@ -41,9 +43,13 @@ fn site() -> (TempDir, PathBuf) {
     (root, www)
 }
 
-fn response_to(raw: &[u8]) -> Response {
+fn framing_of(raw: &[u8]) -> Framing {
     match parse(raw, crate::http::MAX_BODY, &Default::default()) {
-        Parsed::Complete { request, .. } => Response::to(&request),
+        Parsed::Complete {
+            request,
+            keep_alive,
+            ..
+        } => Framing::to(&request, keep_alive),
         other => panic!("{other:?}"),
     }
 }
@@ -69,13 +75,8 @@ fn answer_accepting(
         accept_encoding.read(value.as_bytes());
     }
     let mut out = b"an earlier response".to_vec();
-    files.respond(
-        name,
-        accept_encoding,
-        response_to(request.as_bytes()),
-        &mut out,
-        &HttpDate::new(),
-    );
+    let answer = files.respond(name, accept_encoding);
+    framing_of(request.as_bytes()).write(&mut out, &HttpDate::new(), answer);
     let out = out
         .strip_prefix(b"an earlier response")
         .expect("what was in the output stays");
@@ -87,7 +88,7 @@ fn answer_accepting(
 fn status(files: &mut StaticFiles, name: &str) -> Result<usize, Status> {
     files
         .open(name, AcceptEncoding::default())
-        .map(|(file, _)| file.len)
+        .map(|(file, _)| file.body.len)
 }
 
 #[test]
@@ -245,19 +246,22 @@ fn a_read_takes_the_length_opened_whatever_room_the_buffer_has() {
     let file = files.open("app.js", AcceptEncoding::default()).unwrap().0;
     let mut out = Vec::with_capacity(1 << 16);
     out.extend_from_slice(b"head");
-    file.read_into(&mut out).unwrap();
+    Body::File(file.body).write_to(&mut out).unwrap();
     assert_eq!(out, b"headlet x = 1;\n");
 
     // The file grew after it was opened: its length no longer matches the head's.
     let file = files.open("app.js", AcceptEncoding::default()).unwrap().0;
     std::fs::write(www.join("app.js"), "let x = 12;\n").unwrap();
     let mut out = Vec::with_capacity(1 << 16);
-    assert_eq!(file.read_into(&mut out), Err(Status::InternalServerError));
+    assert_eq!(
+        Body::File(file.body).write_to(&mut out),
+        Err(Status::InternalServerError)
+    );
     // It shrank.
     let file = files.open("app.js", AcceptEncoding::default()).unwrap().0;
     std::fs::write(www.join("app.js"), "").unwrap();
     assert_eq!(
-        file.read_into(&mut Vec::new()),
+        Body::File(file.body).write_to(&mut Vec::new()),
         Err(Status::InternalServerError)
     );
 }

@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::Connection;
 use crate::h2::frame::{self, ErrorCode};
 use crate::h2::hpack;
-use crate::h2::stream::{write_data, Answer, State};
-use crate::http::{BufferPool, Encoding, HttpDate, Method};
+use crate::h2::stream::{write_data, State};
+use crate::http::{Answer, Body, BufferPool, HttpDate, Method, Status};
 
 impl Connection {
     /// Starts the clock on answers that wait for the peer's window alone (nothing unsent),
@@ -23,11 +23,14 @@ impl Connection {
     }
 
     /// Answers the request of `stream`: its HEADERS now, its body as flow control allows,
-    /// then its trailers. A stream that is gone (reset by the client) is not answered.
+    /// then its trailers. A stream that is gone (reset by the client) is not answered. A
+    /// file is read into a spare buffer, which the frames are written from (what the
+    /// windows hold back is copied, to wait); one that cannot be read is answered with the
+    /// error instead.
     pub fn answer(
         &mut self,
         stream: u32,
-        answer: &Answer<'_>,
+        answer: Answer<'_>,
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,
@@ -35,15 +38,27 @@ impl Connection {
         let Some(index) = self.index(stream) else {
             return;
         };
-        if !matches!(
-            self.streams[index].state,
-            State::Request { taken: true, .. }
-        ) {
+        let State::Answering { head_only } = self.streams[index].state else {
             return;
-        }
+        };
         self.last_active = now;
         self.output.lend(buffers);
-        self.respond(index, answer, false, date);
+        let mut file = Vec::new();
+        let answer = match answer.body {
+            Body::File(body) if !head_only => {
+                file = buffers.take();
+                match Body::File(body).write_to(&mut file) {
+                    Ok(()) => Answer {
+                        body: Body::Bytes(&file),
+                        ..answer
+                    },
+                    Err(status) => Answer::error(status),
+                }
+            }
+            _ => answer,
+        };
+        self.respond(index, &answer, false, date);
+        buffers.give_back(file);
         self.output.owe_progress(now);
         self.watch_window(now);
     }
@@ -52,31 +67,22 @@ impl Connection {
     pub(super) fn answer_error(
         &mut self,
         index: usize,
-        status: u16,
+        status: Status,
         reset_after: bool,
         date: &HttpDate,
     ) {
-        let reason: &[u8] = match status {
-            413 => b"Content Too Large",
-            _ => b"Request Header Fields Too Large",
-        };
-        let answer = Answer {
-            status,
-            content_type: b"text/plain",
-            encoding: Encoding::default(),
-            body: reason,
-            trailers: &[],
-        };
-        self.respond(index, &answer, reset_after, date);
+        self.respond(index, &Answer::error(status), reset_after, date);
     }
 
+    /// Writes `answer`, whose body is bytes unless it answers a HEAD.
     fn respond(&mut self, index: usize, answer: &Answer<'_>, reset_after: bool, date: &HttpDate) {
         let entry = &mut self.streams[index];
         let id = entry.id;
         let (head_only, mut data) = match &mut entry.state {
-            State::Receiving { head, body } | State::Request { head, body, .. } => {
+            State::Receiving { head, body } | State::Request { head, body } => {
                 (head.method() == Method::Head, std::mem::take(body))
             }
+            State::Answering { head_only } => (*head_only, Vec::new()),
             State::Sending { .. } => return,
         };
         self.inflow.release(data.len());
@@ -84,16 +90,23 @@ impl Connection {
             self.grant_windows();
         }
         data.clear();
-        let body = if head_only { &[][..] } else { answer.body };
-        let end_stream = body.is_empty() && answer.trailers.is_empty();
-        let (status, content_type, len) = (answer.status, answer.content_type, answer.body.len());
-        let encoding = answer.encoding;
+        // HTTP/2 has no 101 (RFC 9113, 8.6): the app switches HTTP/1.1 requests only.
+        let internal_error = Answer::error(Status::InternalServerError);
+        let answer = match answer.status {
+            Status::SwitchingProtocols => &internal_error,
+            _ => answer,
+        };
+        let body = match (&answer.body, head_only) {
+            (Body::Bytes(bytes), false) => *bytes,
+            _ => &[][..],
+        };
+        let end_stream = body.is_empty() && answer.trailers.iter().all(Option::is_none);
         let out = self.output.frames();
         frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
-            hpack::encode_answer(block, status, content_type, encoding, len, date)
+            hpack::encode_answer(block, answer, answer.body.len(), date)
         });
         let mut trailers = Vec::new();
-        hpack::encode_trailers(&mut trailers, answer.trailers);
+        hpack::encode_fields(&mut trailers, &answer.trailers);
         // What the windows let go at once is written from the answer itself; only the rest
         // is copied, to wait.
         let room = self.output.room();

@@ -15,8 +15,8 @@
 //! `loona-hpack` stays a dev-dependency, as the tests' independent encoder.
 //!
 //! A field is seen once, in the callback, and only what the server keeps is copied: the
-//! pseudo-headers, `content-type` and `grpc-encoding`, into one buffer per request
-//! (`accept-encoding` is read as it passes).
+//! pseudo-headers and the values of the fields routes read (`http::Fields`), into one
+//! buffer per request (`accept-encoding` is read as it passes).
 //!
 //! Encoding is ours, and stateless: answers are written with the static table's names and
 //! `:status` values and literals that are never indexed, so the server keeps no dynamic
@@ -26,7 +26,7 @@
 use std::ops::Range;
 
 use super::frame::{ErrorCode, H2Error};
-use crate::http::{AcceptEncoding, Encoding, HttpDate, Method};
+use crate::http::{Answer, FieldList, Fields, HttpDate, Method, Request, Version};
 
 mod decoder;
 mod huffman;
@@ -85,10 +85,8 @@ pub struct RequestHead {
     scheme: Option<Range<u16>>,
     authority: Option<Range<u16>>,
     path: Option<Range<u16>>,
-    content_type: Option<Range<u16>>,
-    grpc_encoding: Option<Range<u16>>,
-    /// `accept-encoding`, its fields read as one list, as HTTP/1.1 reads its lines.
-    pub accept_encoding: AcceptEncoding,
+    /// The fields routes read, their values in `bytes`.
+    fields: Fields<Range<u16>>,
     /// `content-length`, which the DATA received must match.
     pub content_length: Option<u64>,
 }
@@ -101,12 +99,7 @@ impl RequestHead {
     }
 
     pub fn method(&self) -> Method {
-        match self.get(&self.method) {
-            b"GET" => Method::Get,
-            b"HEAD" => Method::Head,
-            b"POST" => Method::Post,
-            _ => Method::Other,
-        }
+        Method::from_bytes(self.get(&self.method))
     }
 
     /// A text field, checked to be visible ASCII when decoded.
@@ -114,10 +107,12 @@ impl RequestHead {
         std::str::from_utf8(self.get(range)).unwrap_or_default()
     }
 
+    #[cfg(test)]
     pub fn scheme(&self) -> &str {
         self.text(&self.scheme)
     }
 
+    #[cfg(test)]
     pub fn authority(&self) -> &str {
         self.text(&self.authority)
     }
@@ -127,27 +122,35 @@ impl RequestHead {
         self.text(&self.path)
     }
 
-    pub fn content_type(&self) -> &[u8] {
-        self.get(&self.content_type)
-    }
-
-    /// gRPC's `grpc-encoding`, the compression its messages may use.
-    pub fn grpc_encoding(&self) -> Option<&[u8]> {
-        self.grpc_encoding
-            .is_some()
-            .then(|| self.get(&self.grpc_encoding))
+    /// The request as the application reads it, with its whole `body`.
+    pub fn request<'a>(&'a self, body: &'a [u8]) -> Request<'a> {
+        let (path, query) = self.path().split_once('?').unwrap_or((self.path(), ""));
+        let bytes = &self.bytes;
+        Request {
+            method: self.method(),
+            version: Version::Http2,
+            path,
+            query,
+            fields: self
+                .fields
+                .clone()
+                .map(|range| &bytes[range.start as usize..range.end as usize]),
+            body,
+        }
     }
 
     /// The bytes this head holds.
     pub fn capacity(&self) -> usize {
         self.bytes.capacity()
     }
+}
 
-    fn keep(&mut self, value: &[u8]) -> Range<u16> {
-        let start = self.bytes.len() as u16;
-        self.bytes.extend_from_slice(value);
-        start..self.bytes.len() as u16
-    }
+/// Appends `value` to a head's `bytes`; where it lies. A head holds at most the header list
+/// limit's bytes (well under 64 KiB).
+fn keep(bytes: &mut Vec<u8>, value: &[u8]) -> Range<u16> {
+    let start = bytes.len() as u16;
+    bytes.extend_from_slice(value);
+    start..bytes.len() as u16
 }
 
 /// A field's name is lowercase token characters (RFC 9113, 8.2.1, and RFC 9110's token).
@@ -283,13 +286,6 @@ fn take_field(
     }
     match name {
         b"te" if value != b"trailers" => return Err(BlockError::Malformed),
-        b"content-type" if head.content_type.is_none() => {
-            head.content_type = Some(head.keep(value));
-        }
-        b"grpc-encoding" if head.grpc_encoding.is_none() => {
-            head.grpc_encoding = Some(head.keep(value));
-        }
-        b"accept-encoding" => head.accept_encoding.read(value),
         b"content-length" => {
             let length = std::str::from_utf8(value)
                 .ok()
@@ -301,7 +297,10 @@ fn take_field(
             }
             head.content_length = Some(length);
         }
-        _ => {}
+        _ => {
+            let bytes = &mut head.bytes;
+            head.fields.read(name, value, |value| keep(bytes, value));
+        }
     }
     Ok(())
 }
@@ -315,16 +314,16 @@ const DATE: usize = 33;
 const SERVER: usize = 54;
 const VARY: usize = 59;
 
-/// Appends an answer's header block: `:status`, `content-type`, `content-encoding` and
-/// `vary` if `encoding` says so, `content-length`, `date`, `server`.
+/// Appends the header block of `answer`, whose body is `content_length` bytes:
+/// `:status`, the answer's own fields, `content-type`, `content-encoding` and `vary` if its
+/// encoding says so, `content-length`, `date`, `server`.
 pub fn encode_answer(
     out: &mut Vec<u8>,
-    status: u16,
-    content_type: &[u8],
-    encoding: Encoding,
+    answer: &Answer<'_>,
     content_length: usize,
     date: &HttpDate,
 ) {
+    let status = answer.status.code();
     // The statuses the static table holds whole (indexes 8 to 14).
     let indexed = [200, 204, 206, 304, 400, 404, 500]
         .iter()
@@ -333,11 +332,12 @@ pub fn encode_answer(
         Some(offset) => integer(out, STATUS + offset, 7, 0x80),
         None => literal(out, STATUS, itoa::Buffer::new().format(status).as_bytes()),
     }
-    literal(out, CONTENT_TYPE, content_type);
-    if let Some(coding) = encoding.coding {
+    encode_fields(out, &answer.fields);
+    literal(out, CONTENT_TYPE, answer.content_type.value());
+    if let Some(coding) = answer.encoding.coding {
         literal(out, CONTENT_ENCODING, coding.token());
     }
-    if encoding.vary {
+    if answer.encoding.vary {
         literal(out, VARY, b"accept-encoding");
     }
     literal(
@@ -349,9 +349,10 @@ pub fn encode_answer(
     literal(out, SERVER, b"gnosis");
 }
 
-/// Appends a trailer block: each field a literal with its own name, never indexed.
-pub fn encode_trailers(out: &mut Vec<u8>, trailers: &[(&[u8], &[u8])]) {
-    for (name, value) in trailers {
+/// Appends fields (an answer's own, or its trailers): each a literal with its own name,
+/// never indexed.
+pub fn encode_fields(out: &mut Vec<u8>, fields: &FieldList<'_>) {
+    for (name, value) in fields.iter().flatten() {
         out.push(0);
         string(out, name);
         string(out, value);

@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::*;
-use crate::http::{ContentType, Reply, Request, Response, Status, Ticket, TIMEOUTS};
+use crate::http::{Answer, ContentType, Reply, Request, Status, Ticket, TIMEOUTS};
 use crate::pg::pool::Threads;
 use crate::pg::protocol::script;
 use crate::pg::protocol::INT4_OID;
@@ -24,25 +24,23 @@ static STATEMENTS: &[Statement] = &[Statement {
 #[derive(Default)]
 struct TestService {
     waiting: Vec<(Ticket, usize)>,
+    accept: crate::ws::handshake::Accept,
 }
 
 impl Service for TestService {
-    fn handle(
-        &mut self,
-        request: &Request<'_>,
-        response: Response,
+    fn handle<'a>(
+        &'a mut self,
+        request: &'a Request<'a>,
         ticket: Ticket,
-        out: &mut Vec<u8>,
         cx: &mut Context<'_>,
-    ) -> Reply {
+    ) -> Reply<'a> {
         if request.path == "/ws" {
-            let accept = crate::ws::handshake::check(&request.upgrade, false).unwrap();
-            crate::ws::handshake::write_switch(out, &accept);
-            return Reply::Upgrade;
+            let upgrade = &request.fields.upgrade;
+            self.accept = crate::ws::handshake::check(upgrade, request.version).unwrap();
+            return Reply::Now(Answer::switch_to_websocket(&self.accept));
         }
         if request.path != "/db" {
-            response.write(out, cx.date, Status::Ok, ContentType::Plain, b"now");
-            return Reply::Now;
+            return Reply::Now(Answer::ok(ContentType::Plain, b"now"));
         }
         let token = self.waiting.len() as u64;
         let queued = cx
@@ -54,10 +52,7 @@ impl Service for TestService {
                 self.waiting.push((ticket, 0));
                 Reply::Later
             }
-            false => {
-                response.write_error(out, cx.date, Status::ServiceUnavailable);
-                Reply::Now
-            }
+            false => Reply::Now(Answer::error(Status::ServiceUnavailable)),
         }
     }
 
@@ -80,9 +75,7 @@ impl Service for TestService {
             }
             Event::Done | Event::Failed(_) => Some(Finished {
                 ticket: *ticket,
-                status: Status::Ok,
-                content_type: ContentType::Plain,
-                body: [b"0 rows", b"1 rows"][(*rows).min(1)],
+                answer: Answer::ok(ContentType::Plain, [b"0 rows", b"1 rows"][(*rows).min(1)]),
             }),
         }
     }
@@ -293,7 +286,7 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     let sent = String::from_utf8_lossy(core.unsent(slot)).into_owned();
     let switch = sent.find("HTTP/1.1 101 Switching Protocols\r\n").unwrap();
     assert!(sent[..switch].starts_with("HTTP/1.1 200 OK") && sent[..switch].ends_with("0 rows"));
-    let tail = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\x81\x02hi";
+    let tail = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nConnection: Upgrade\r\n\r\n\x81\x02hi";
     assert!(core.unsent(slot).ends_with(tail), "{sent:?}");
     assert!(matches!(core.slots[slot].protocol, Protocol::WebSocket(_)));
     assert_counted(&core);

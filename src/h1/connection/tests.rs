@@ -1,29 +1,30 @@
 use super::*;
 
+use crate::http::{ContentType, Request};
+
 /// Answers `/later` through a ticket, anything else at once with `now` and the body.
-struct Tickets(Vec<Ticket>);
+#[derive(Default)]
+struct Tickets(Vec<Ticket>, Vec<u8>);
 
 /// Takes bodies of up to 16 bytes.
 const TEST_MAX_BODY: usize = 16;
 /// The length of the answer to `/big`, as large as a `/cached-queries?count=500`.
 const BIG: usize = 16 * 1024;
+static BIG_BODY: [u8; BIG] = [b'b'; BIG];
 
-impl Tickets {
-    /// The `handle` for [`Connection::process`].
-    fn serve(&mut self) -> impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply + '_ {
-        |request, _response, ticket, out| {
-            if request.path == "/later" {
-                self.0.push(ticket);
-                return Reply::Later;
-            }
-            if request.path == "/big" {
-                out.resize(out.len() + BIG, b'b');
-                return Reply::Now;
-            }
-            out.extend_from_slice(b"now");
-            out.extend_from_slice(request.body);
-            Reply::Now
+impl Handler for Tickets {
+    fn handle<'a>(&'a mut self, request: &'a Request<'a>, ticket: Ticket) -> Reply<'a> {
+        if request.path == "/later" {
+            self.0.push(ticket);
+            return Reply::Later;
         }
+        if request.path == "/big" {
+            return Reply::Now(Answer::ok(ContentType::Plain, &BIG_BODY));
+        }
+        self.1.clear();
+        self.1.extend_from_slice(b"now");
+        self.1.extend_from_slice(request.body);
+        Reply::Now(Answer::ok(ContentType::Plain, &self.1))
     }
 }
 
@@ -45,30 +46,30 @@ fn send_all(conn: &mut Connection, buffers: &mut BufferPool, now: Instant) -> Ve
 fn buffers_are_held_only_while_bytes_are_in_flight() {
     let (date, now) = (HttpDate::new(), Instant::now());
     let mut buffers = BufferPool::default();
-    let mut handler = Tickets(Vec::new());
+    let mut handler = Tickets::default();
     let mut conn = Connection::new(0, now);
     assert!(!holds_buffers(&conn));
 
     let request = b"GET /now HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\n";
     conn.input(&mut buffers).extend_from_slice(request);
-    conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     conn.give_back_idle(&mut buffers);
     // Half a request waits in the input; a response waits to be sent.
-    assert!(conn.input.capacity() > 0 && conn.unsent() == b"now");
-    assert_eq!(send_all(&mut conn, &mut buffers, now), b"now");
+    assert!(conn.input.capacity() > 0 && conn.unsent().ends_with(b"\r\n\r\nnow"));
+    assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"\r\n\r\nnow"));
     assert_eq!(conn.output.capacity(), 0);
 
     conn.input(&mut buffers)
         .extend_from_slice(b"Host: a\r\n\r\n");
-    conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     conn.give_back_idle(&mut buffers);
     // A response in the works holds no buffer until it comes.
     assert!(!holds_buffers(&conn));
     assert_eq!(conn.queue.len(), 1);
 
     let ticket = handler.0.pop().unwrap();
-    let (status, plain) = (Status::Ok, ContentType::Plain);
-    conn.complete(ticket, &date, status, plain, b"later", now, &mut buffers);
+    let answer = Answer::ok(ContentType::Plain, b"later");
+    conn.complete(ticket, answer, &date, now, &mut buffers);
     conn.collect(&mut buffers, usize::MAX);
     assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
     assert!(!holds_buffers(&conn));
@@ -83,34 +84,32 @@ fn buffers_are_held_only_while_bytes_are_in_flight() {
 fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
     let (date, now) = (HttpDate::new(), Instant::now());
     let mut buffers = BufferPool::default();
-    let mut handler = Tickets(Vec::new());
+    let mut handler = Tickets::default();
     let mut conn = Connection::new(0, now);
     let mut sent = Vec::new();
     for chunk in chunks {
         conn.input(&mut buffers).extend_from_slice(chunk);
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+        conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
         sent.extend(send_all(&mut conn, &mut buffers, now));
     }
     for (n, ticket) in handler.0.drain(..).enumerate().rev() {
         let body = format!("later{n}");
         conn.complete(
             ticket,
+            Answer::ok(ContentType::Plain, body.as_bytes()),
             &date,
-            Status::Ok,
-            ContentType::Plain,
-            body.as_bytes(),
             now,
             &mut buffers,
         );
     }
     conn.collect(&mut buffers, usize::MAX);
-    conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     sent.extend(send_all(&mut conn, &mut buffers, now));
     (sent, conn.is_finished())
 }
 
 /// What was sent, each response head (written by the connection) shortened to its
-/// status in brackets; the test handler writes its immediate answers without a head.
+/// status in brackets.
 fn outline(sent: &[u8]) -> String {
     let mut text = String::from_utf8_lossy(sent).into_owned();
     while let Some(start) = text.find("HTTP/1.1 ") {
@@ -132,7 +131,10 @@ PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
 #[test]
 fn pipelined_requests_with_bodies_are_answered_in_order_however_they_are_cut() {
     let (whole, _) = serve(&[PIPELINE_WITH_BODIES]);
-    assert_eq!(outline(&whole), "nowabc[200]later0nowdef[200]later1now");
+    assert_eq!(
+        outline(&whole),
+        "[200]nowabc[200]later0[200]nowdef[200]later1[200]now"
+    );
     for cut in 0..PIPELINE_WITH_BODIES.len() {
         let (head, tail) = PIPELINE_WITH_BODIES.split_at(cut);
         assert_eq!(serve(&[head, tail]).0, whole, "cut at {cut}");
@@ -156,18 +158,22 @@ fn a_body_over_the_limit_is_413_after_the_answers_before_it_and_ends_the_connect
     assert!(finished);
     assert_eq!(outline(&sent), "[413]Content Too Large");
     let exactly = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 16\r\n\r\n0123456789abcdef";
-    assert_eq!(serve(&[exactly]), (b"now0123456789abcdef".to_vec(), false));
+    let (sent, finished) = serve(&[exactly]);
+    assert_eq!(
+        (outline(&sent), finished),
+        ("[200]now0123456789abcdef".into(), false)
+    );
 }
 
 #[test]
 fn continue_is_sent_once_and_only_when_no_answer_waits_before_it() {
     let head = b"POST /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
     let (sent, _) = serve(&[head, b"", b"1", b"2"]);
-    assert_eq!(outline(&sent), "[100]now12");
+    assert_eq!(outline(&sent), "[100][200]now12");
     // Behind a request still waiting, the 100 would overtake its answer: not sent.
     let behind = [&b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..], head].concat();
     let (sent, _) = serve(&[&behind, b"12"]);
-    assert_eq!(outline(&sent), "[200]later0now12");
+    assert_eq!(outline(&sent), "[200]later0[200]now12");
 }
 
 /// One request waiting (for the database) and 63 answered at once behind it, on a
@@ -178,7 +184,7 @@ fn continue_is_sent_once_and_only_when_no_answer_waits_before_it() {
 fn responses_in_line_count_toward_the_high_water_mark() {
     let (date, now) = (HttpDate::new(), Instant::now());
     let mut buffers = BufferPool::default();
-    let mut handler = Tickets(Vec::new());
+    let mut handler = Tickets::default();
     let mut conn = Connection::new(0, now);
     let requests = [
         &b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n"[..],
@@ -186,7 +192,7 @@ fn responses_in_line_count_toward_the_high_water_mark() {
     ]
     .concat();
     conn.input(&mut buffers).extend_from_slice(&requests);
-    conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     conn.give_back_idle(&mut buffers);
     let bound = OUTPUT_HIGH_WATER + BIG;
     assert!((conn.queued_len as usize) < bound, "{}", conn.queued_len);
@@ -200,15 +206,13 @@ fn responses_in_line_count_toward_the_high_water_mark() {
     let ticket = handler.0.pop().unwrap();
     conn.complete(
         ticket,
+        Answer::ok(ContentType::Plain, b"x"),
         &date,
-        Status::Ok,
-        ContentType::Plain,
-        b"x",
         now,
         &mut buffers,
     );
     conn.collect(&mut buffers, usize::MAX);
-    conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     assert!(conn.unsent().len() < bound, "{}", conn.unsent().len());
     assert!(conn.output.unsent().len() + (conn.queued_len as usize) < 2 * bound);
     // Read at last, it gets every answer, in order.
@@ -216,13 +220,10 @@ fn responses_in_line_count_toward_the_high_water_mark() {
     while !conn.unsent().is_empty() {
         sent.extend(send_all(&mut conn, &mut buffers, now));
         conn.collect(&mut buffers, usize::MAX);
-        conn.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+        conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     }
-    assert_eq!(
-        sent.len() - sent.iter().filter(|&&b| b != b'b').count(),
-        63 * BIG
-    );
-    assert!(outline(&sent).starts_with("[200]x"));
+    let big = format!("[200]{}", "b".repeat(BIG));
+    assert_eq!(outline(&sent), format!("[200]x{}", big.repeat(63)));
     assert_eq!((conn.queued_len, conn.queued_capacity), (0, 0));
     conn.give_back_idle(&mut buffers);
     assert_eq!(conn.held(), 0);
@@ -243,14 +244,14 @@ fn unsent_output_must_be_sent_within_the_send_timeout() {
     };
     let request = b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n".repeat(4);
     let mut buffers = BufferPool::default();
-    let mut handler = Tickets(Vec::new());
+    let mut handler = Tickets::default();
 
     let mut fast = Connection::new(0, start);
     for tick in 0..100 {
         let now = start + tick * second;
         assert!(!fast.timed_out(now, &limits), "at {tick} s");
         fast.input(&mut buffers).extend_from_slice(&request);
-        fast.process(handler.serve(), TEST_MAX_BODY, &date, now, &mut buffers);
+        fast.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
         // Two halves, a second apart: some output is always pending.
         let half = fast.unsent().len() / 2;
         fast.mark_sent(half, now);
@@ -259,7 +260,7 @@ fn unsent_output_must_be_sent_within_the_send_timeout() {
 
     let mut slow = Connection::new(1, start);
     slow.input(&mut buffers).extend_from_slice(&request);
-    slow.process(handler.serve(), TEST_MAX_BODY, &date, start, &mut buffers);
+    slow.process(&mut handler, TEST_MAX_BODY, &date, start, &mut buffers);
     let mut timed_out_at = None;
     for tick in 1..20 {
         let now = start + tick * second;
@@ -284,20 +285,18 @@ fn a_connection_owed_an_answer_is_not_idle() {
         send: 30 * second,
     };
     let mut buffers = BufferPool::default();
-    let mut handler = Tickets(Vec::new());
+    let mut handler = Tickets::default();
     let mut conn = Connection::new(0, start);
     conn.input(&mut buffers)
         .extend_from_slice(b"GET /later HTTP/1.1\r\nHost: h\r\n\r\n");
-    conn.process(handler.serve(), TEST_MAX_BODY, &date, start, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, start, &mut buffers);
     assert!(!conn.timed_out(start + 60 * second, &limits));
     let answered = start + 61 * second;
     let ticket = handler.0.pop().unwrap();
     conn.complete(
         ticket,
+        Answer::ok(ContentType::Plain, b"late"),
         &date,
-        Status::Ok,
-        ContentType::Plain,
-        b"late",
         answered,
         &mut buffers,
     );

@@ -13,36 +13,14 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{
-    lent, parse, BufferPool, Chunked, ContentType, HttpDate, Parsed, Request, Response, SendBuffer,
-    Status,
+use super::{parse, Chunked, Framing, Parsed};
+use crate::http::{
+    lent, Answer, BufferPool, Handler, HttpDate, Reply, SendBuffer, Status, Ticket, Timeouts,
 };
-
-/// How a request was answered by the `handle` given to [`Connection::process`], which
-/// appends the whole response to the request to its output and returns `Now`, or starts
-/// work whose response arrives later through [`Connection::complete`] with its ticket, or
-/// appends a `101` and returns `Upgrade`: no request after it is read, and the connection
-/// switches protocols once the `101` is in the output ([`Connection::upgraded`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reply {
-    Now,
-    Later,
-    Upgrade,
-}
-
-/// Names one request that waits for its response: which connection (a slot index and the
-/// slot's generation, so that a reused slot is not mistaken for its earlier peer) and which
-/// request on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ticket {
-    pub slot: u32,
-    pub generation: u32,
-    pub seq: u32,
-}
 
 /// A response waiting in line: still in the works, or written and waiting for an earlier one.
 struct Queued {
-    response: Response,
+    framing: Framing,
     done: bool,
     bytes: Vec<u8>,
 }
@@ -159,28 +137,29 @@ impl Connection {
         self.output.give_back_idle(buffers);
     }
 
-    /// Answers every complete request in the input, in order, as long as the client keeps
-    /// reading its responses. A malformed request is answered with its error status and
-    /// ends the connection. A request whose client waits for `100 Continue` before sending
-    /// the body gets it, once, when no earlier response is still waiting in line (the
-    /// client sends the body anyway after a pause).
-    /// Bodies of more than `max_body` bytes are answered 413 and close the connection.
+    /// Answers every complete request in the input, in order, through `handler`, as long
+    /// as the client keeps reading its answers. A malformed request is answered with its
+    /// error status and ends the connection. A request whose client waits for `100
+    /// Continue` before sending the body gets it, once, when no earlier answer is still
+    /// waiting in line (the client sends the body anyway after a pause). Bodies of more
+    /// than `max_body` bytes are answered 413 and close the connection. A `101` answered
+    /// now ends the reading: the bytes after its request are the next protocol's.
     pub fn process(
         &mut self,
-        handle: impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply,
+        handler: &mut impl Handler,
         max_body: usize,
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,
     ) {
-        self.process_within(handle, max_body, date, now, buffers, usize::MAX);
+        self.process_within(handler, max_body, date, now, buffers, usize::MAX);
     }
 
     /// [`Connection::process`], with the high-water mark lowered to `share` (the worker's
     /// budget shared among its connections, once it is spent).
     pub fn process_within(
         &mut self,
-        mut handle: impl FnMut(&Request<'_>, Response, Ticket, &mut Vec<u8>) -> Reply,
+        handler: &mut impl Handler,
         max_body: usize,
         date: &HttpDate,
         now: Instant,
@@ -192,44 +171,40 @@ impl Connection {
         let mut partial = false;
         while !self.closing && !self.upgrading && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &self.chunked) {
-                Parsed::Complete { request, len } => {
+                Parsed::Complete {
+                    request,
+                    len,
+                    keep_alive,
+                } => {
                     consumed += len;
                     self.continued = false;
-                    let response = Response::to(&request);
+                    let framing = Framing::to(&request, keep_alive);
                     let ticket = Ticket {
                         slot: self.slot,
                         generation: self.generation,
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
-                    let reply = if self.queue.is_empty() {
-                        let output = self.output.lend(buffers);
-                        let reply = handle(&request, response, ticket, output);
-                        if reply == Reply::Later {
-                            // No buffer until the response comes: a request held for
-                            // seconds (a timer, a slow query) costs its entry alone.
-                            self.queue.push_back(Queued {
-                                response,
-                                done: false,
-                                bytes: Vec::new(),
-                            });
+                    let mut switched = false;
+                    match handler.handle(&request, ticket) {
+                        Reply::Now(answer) => {
+                            switched = answer.status == Status::SwitchingProtocols;
+                            if self.queue.is_empty() {
+                                framing.write(self.output.lend(buffers), date, answer);
+                            } else {
+                                let mut bytes = buffers.take();
+                                framing.write(&mut bytes, date, answer);
+                                self.enqueue(framing, true, bytes);
+                            }
                         }
-                        reply
+                        // No buffer until the answer comes: a request held for seconds (a
+                        // timer, a slow query) costs its entry alone.
+                        Reply::Later => self.enqueue(framing, false, Vec::new()),
+                    }
+                    if switched {
+                        self.upgrading = true;
                     } else {
-                        let mut bytes = buffers.take();
-                        let reply = handle(&request, response, ticket, &mut bytes);
-                        let done = reply != Reply::Later;
-                        if !done {
-                            buffers.give_back(std::mem::take(&mut bytes));
-                        }
-                        self.enqueue(response, done, bytes);
-                        reply
-                    };
-                    match reply {
-                        Reply::Upgrade => self.upgrading = true,
-                        _ => {
-                            self.closing = !response.keep_alive();
-                            self.close_asked = self.closing && consumed == self.input.len();
-                        }
+                        self.closing = !framing.keep_alive();
+                        self.close_asked = self.closing && consumed == self.input.len();
                     }
                     self.chunked = Chunked::default();
                 }
@@ -295,11 +270,11 @@ impl Connection {
     }
 
     /// Puts a response in line: in the works (`done` false, no buffer), or written.
-    fn enqueue(&mut self, response: Response, done: bool, bytes: Vec<u8>) {
+    fn enqueue(&mut self, framing: Framing, done: bool, bytes: Vec<u8>) {
         self.queued_len += bytes.len() as u32;
         self.queued_capacity += bytes.capacity() as u32;
         self.queue.push_back(Queued {
-            response,
+            framing,
             done,
             bytes,
         });
@@ -307,28 +282,26 @@ impl Connection {
 
     /// Answers with an error status and closes once it is sent.
     fn fail(&mut self, status: Status, date: &HttpDate, buffers: &mut BufferPool) {
+        let (framing, answer) = (Framing::closing(), Answer::error(status));
         if self.queue.is_empty() {
-            Response::closing().write_error(self.output.lend(buffers), date, status);
+            framing.write(self.output.lend(buffers), date, answer);
         } else {
             let mut bytes = buffers.take();
-            Response::closing().write_error(&mut bytes, date, status);
-            self.enqueue(Response::closing(), true, bytes);
+            framing.write(&mut bytes, date, answer);
+            self.enqueue(framing, true, bytes);
         }
         self.closing = true;
     }
 
-    /// Writes the response for `ticket` into its place in line, in a buffer lent from
-    /// `buffers`; [`Connection::collect`] moves it to the output once every response before
+    /// Writes the answer for `ticket` into its place in line, in a buffer lent from
+    /// `buffers`; [`Connection::collect`] moves it to the output once every answer before
     /// it is there too. A ticket of an earlier peer of this slot, or one already answered,
     /// is ignored.
-    #[allow(clippy::too_many_arguments)] // what a response is, where it goes, and when
     pub fn complete(
         &mut self,
         ticket: Ticket,
+        answer: Answer<'_>,
         date: &HttpDate,
-        status: Status,
-        content_type: ContentType,
-        body: &[u8],
         now: Instant,
         buffers: &mut BufferPool,
     ) {
@@ -340,9 +313,7 @@ impl Connection {
             return;
         };
         let bytes = lent(&mut queued.bytes, buffers);
-        queued
-            .response
-            .write(bytes, date, status, content_type, body);
+        queued.framing.write(bytes, date, answer);
         let (len, capacity) = (bytes.len(), bytes.capacity());
         queued.done = true;
         self.queued_len += len as u32;
@@ -491,27 +462,6 @@ impl Connection {
         self.queue.is_empty() && now.duration_since(self.last_active) > limits.idle
     }
 }
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeouts {
-    /// Longest time a request may take to arrive once its first byte has.
-    pub request: std::time::Duration,
-    /// Longest keep-alive pause between requests.
-    pub idle: std::time::Duration,
-    /// Longest time the output unsent at any instant may take to be sent.
-    pub send: std::time::Duration,
-}
-
-/// The default send timeout: what is unsent is at most the high-water mark and a response,
-/// about 300 KiB, which a client reading at 10 KB/s (80 kbit/s) takes 30 s to read; a client
-/// reading at full speed takes milliseconds, however long the pipelined load lasts.
-pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-pub const TIMEOUTS: Timeouts = Timeouts {
-    request: std::time::Duration::from_secs(10),
-    idle: std::time::Duration::from_secs(60),
-    send: SEND_TIMEOUT,
-};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,255 @@
+//! An answer written as HTTP/1.1 text (RFC 9112): the status line, the fields, the body.
+
+use crate::http::{Answer, HttpDate, Method, Request, Status, Version};
+
+/// What an HTTP/1.1 answer must say of its connection and whether its body goes: read from
+/// its request. Small and `Copy`, so that an answer that waits for the database carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Framing {
+    keep_alive: bool,
+    http10: bool,
+    head_only: bool,
+}
+
+impl Framing {
+    pub fn to(request: &Request<'_>, keep_alive: bool) -> Self {
+        Framing {
+            keep_alive,
+            http10: request.version == Version::Http10,
+            head_only: request.method == Method::Head,
+        }
+    }
+
+    /// For a request that could not be parsed: the connection closes after it.
+    pub fn closing() -> Self {
+        Framing {
+            keep_alive: false,
+            http10: false,
+            head_only: false,
+        }
+    }
+
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+
+    /// Appends `answer` to `out`: status line, fields, body (not for HEAD). A body that
+    /// cannot be read (a file that changed) is answered with the error instead.
+    pub fn write(self, out: &mut Vec<u8>, date: &HttpDate, answer: Answer<'_>) {
+        let start = out.len();
+        self.write_head(out, date, &answer);
+        if self.head_only || answer.status == Status::SwitchingProtocols {
+            return;
+        }
+        if let Err(status) = answer.body.write_to(out) {
+            out.truncate(start);
+            self.write(out, date, Answer::error(status));
+        }
+    }
+
+    /// The status line and the fields of `answer`. A `101` has no content and says
+    /// `Connection: Upgrade`.
+    fn write_head(self, out: &mut Vec<u8>, date: &HttpDate, answer: &Answer<'_>) {
+        let status = answer.status;
+        out.extend_from_slice(status_line(status));
+        for (name, value) in answer.fields.iter().flatten() {
+            write_field(out, name, value);
+        }
+        if status == Status::SwitchingProtocols {
+            out.extend_from_slice(b"Connection: Upgrade\r\n\r\n");
+            return;
+        }
+        out.extend_from_slice(b"Server: gnosis\r\nDate: ");
+        out.extend_from_slice(date.as_bytes());
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(answer.content_type.value());
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(answer.body.len()).as_bytes());
+        if let Some(coding) = answer.encoding.coding {
+            out.extend_from_slice(b"\r\nContent-Encoding: ");
+            out.extend_from_slice(coding.token());
+        }
+        if answer.encoding.vary {
+            out.extend_from_slice(b"\r\nVary: Accept-Encoding");
+        }
+        if !self.keep_alive {
+            out.extend_from_slice(b"\r\nConnection: close");
+        } else if self.http10 {
+            out.extend_from_slice(b"\r\nConnection: keep-alive");
+        }
+        out.extend_from_slice(b"\r\n\r\n");
+    }
+}
+
+/// The status line.
+fn status_line(status: Status) -> &'static [u8] {
+    match status {
+        Status::SwitchingProtocols => b"HTTP/1.1 101 Switching Protocols\r\n",
+        Status::Ok => b"HTTP/1.1 200 OK\r\n",
+        Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
+        Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
+        Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
+        Status::PayloadTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
+        Status::UnsupportedMediaType => b"HTTP/1.1 415 Unsupported Media Type\r\n",
+        Status::UpgradeRequired => b"HTTP/1.1 426 Upgrade Required\r\n",
+        Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
+        Status::HeaderTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+        Status::InternalServerError => b"HTTP/1.1 500 Internal Server Error\r\n",
+        Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
+        Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
+    }
+}
+
+/// A field line, its lowercase name capitalized as HTTP/1.1's tradition writes it
+/// (`sec-websocket-accept`: `Sec-WebSocket-Accept`; the name is case-insensitive, but
+/// some clients compare it as written).
+fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    let written: &[u8] = match name {
+        b"allow" => b"Allow",
+        b"upgrade" => b"Upgrade",
+        b"sec-websocket-accept" => b"Sec-WebSocket-Accept",
+        b"sec-websocket-version" => b"Sec-WebSocket-Version",
+        other => other,
+    };
+    out.extend_from_slice(written);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h1::{parse, Parsed};
+    use crate::http::{Coding, ContentType, Encoding};
+
+    fn framing_of(raw: &[u8]) -> Framing {
+        match parse(raw, crate::http::MAX_BODY, &Default::default()) {
+            Parsed::Complete {
+                request,
+                keep_alive,
+                ..
+            } => Framing::to(&request, keep_alive),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn written(framing: Framing, answer: Answer<'_>) -> String {
+        let mut out = Vec::new();
+        framing.write(&mut out, &HttpDate::new(), answer);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn writes_every_required_header() {
+        let date = HttpDate::new();
+        let mut out = Vec::new();
+        let framing = framing_of(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        framing.write(&mut out, &date, Answer::ok(ContentType::Json, b"{}"));
+        let expected = format!(
+            "HTTP/1.1 200 OK\r\nServer: gnosis\r\nDate: {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+            std::str::from_utf8(date.as_bytes()).unwrap()
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
+    #[test]
+    fn says_close_and_keep_alive_when_it_must() {
+        let cases: [(&[u8], &str); 3] = [
+            (
+                b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+                "Connection: close\r\n",
+            ),
+            (b"GET / HTTP/1.0\r\n\r\n", "Connection: close\r\n"),
+            (
+                b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+                "Connection: keep-alive\r\n",
+            ),
+        ];
+        for (raw, header) in cases {
+            let text = written(framing_of(raw), Answer::ok(ContentType::Plain, b"x"));
+            assert!(text.contains(header), "{header}");
+        }
+    }
+
+    #[test]
+    fn head_gets_the_headers_without_the_body() {
+        let framing = framing_of(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n");
+        let text = written(framing, Answer::ok(ContentType::Plain, b"Hello, World!"));
+        assert!(text.contains("Content-Length: 13\r\n"));
+        assert!(text.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn an_encoding_is_written_as_its_fields() {
+        let framing = framing_of(b"GET /static/a.css HTTP/1.1\r\nHost: a\r\n\r\n");
+        for coding in [None, Some(Coding::Br), Some(Coding::Gzip)] {
+            for vary in [false, true] {
+                let answer = Answer {
+                    encoding: Encoding { coding, vary },
+                    ..Answer::ok(ContentType::Css, b"1234567")
+                };
+                let text = written(framing, answer);
+                let named = coding.map(|coding| std::str::from_utf8(coding.token()).unwrap());
+                let line = named.map(|name| format!("Content-Encoding: {name}\r\n"));
+                assert_eq!(
+                    text.contains("Content-Encoding"),
+                    coding.is_some(),
+                    "{text}"
+                );
+                assert!(line.is_none_or(|line| text.contains(&line)), "{text}");
+                assert_eq!(text.contains("Vary: Accept-Encoding\r\n"), vary, "{text}");
+                assert!(text.contains("Content-Length: 7\r\n"), "{text}");
+                assert!(text.ends_with("\r\n\r\n1234567"), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_status_line_carries_its_code_and_reason() {
+        for status in [
+            Status::SwitchingProtocols,
+            Status::Ok,
+            Status::BadRequest,
+            Status::NotFound,
+            Status::MethodNotAllowed,
+            Status::PayloadTooLarge,
+            Status::UnsupportedMediaType,
+            Status::UpgradeRequired,
+            Status::UriTooLong,
+            Status::HeaderTooLarge,
+            Status::InternalServerError,
+            Status::ServiceUnavailable,
+            Status::GatewayTimeout,
+        ] {
+            let line = String::from_utf8_lossy(status_line(status));
+            let expected = format!("HTTP/1.1 {} {}\r\n", status.code(), status.reason());
+            assert_eq!(line, expected);
+        }
+    }
+
+    #[test]
+    fn an_error_names_what_its_status_needs() {
+        let text = written(Framing::closing(), Answer::error(Status::MethodNotAllowed));
+        assert!(text.starts_with("HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n"));
+        assert!(text.ends_with("Connection: close\r\n\r\nMethod Not Allowed"));
+        let text = written(Framing::closing(), Answer::error(Status::UpgradeRequired));
+        assert!(text.starts_with(
+            "HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        ));
+    }
+
+    #[test]
+    fn a_switch_is_a_head_alone_with_the_accept_value() {
+        let framing = framing_of(b"GET /ws HTTP/1.1\r\nHost: a\r\n\r\n");
+        let text = written(
+            framing,
+            Answer::switch_to_websocket(b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        );
+        assert_eq!(
+            text,
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nConnection: Upgrade\r\n\r\n"
+        );
+    }
+}

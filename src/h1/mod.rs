@@ -1,0 +1,14 @@
+//! HTTP/1.1 (RFC 9112), no I/O: a connection's requests parsed (`parse`: pipelining,
+//! bodies with Content-Length or chunked decoded in place, 400/413/414/431), handed to the
+//! application in order, and its answers written as text (`encode`), in order, whenever
+//! they come.
+
+mod connection;
+mod encode;
+mod parse;
+
+pub use connection::Connection;
+pub use encode::Framing;
+pub use parse::{
+    longest_request, parse, Chunked, Parsed, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
+};
