@@ -4,6 +4,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::app::Settings;
 use crate::http::{LARGEST_MAX_BODY, MAX_BODY, SEND_TIMEOUT, TIMEOUTS};
 use crate::server::Limits;
 use crate::transport::Listening;
@@ -362,6 +363,21 @@ impl Config {
         ports
     }
 
+    /// What the app takes from the command line (`app::prepare`).
+    pub fn app_settings(&self) -> Settings {
+        Settings {
+            connect_timeout: self.connect_timeout,
+            query_timeout: self.query_timeout,
+            pg_max_message: self.pg_max_message,
+            pg_max_rows: self.pg_max_rows,
+            pg_conns: self.pg_conns,
+            max_db_requests: self.max_db_requests,
+            dataset: self.dataset.clone(),
+            max_body: self.max_body,
+            max_message: self.max_message,
+        }
+    }
+
     /// What each worker lets its clients cost it.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -499,6 +515,37 @@ mod tests {
                 max_conns: 50,
                 send_timeout: Duration::from_millis(1500),
                 idle_timeout: Duration::from_secs(90),
+            }
+        );
+    }
+
+    /// The app gets its options as given: each from its own flag.
+    #[test]
+    fn the_app_settings_are_the_apps_options() {
+        let config = parse(&[
+            "--connect-timeout=1000",
+            "--query-timeout=250",
+            "--pg-max-message=1000",
+            "--pg-max-rows=12",
+            "--pg-conns=3",
+            "--max-db-requests=8",
+            "--dataset=/tmp/items.json",
+            "--max-body=100",
+            "--max-message=200",
+        ])
+        .unwrap();
+        assert_eq!(
+            config.app_settings(),
+            Settings {
+                connect_timeout: Duration::from_secs(1),
+                query_timeout: Duration::from_millis(250),
+                pg_max_message: 1000,
+                pg_max_rows: 12,
+                pg_conns: 3,
+                max_db_requests: 8,
+                dataset: Some(PathBuf::from("/tmp/items.json")),
+                max_body: 100,
+                max_message: 200,
             }
         );
     }

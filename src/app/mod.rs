@@ -14,6 +14,7 @@ mod error;
 pub mod fortune;
 pub mod grpc;
 mod query;
+mod settings;
 pub mod static_files;
 pub mod world;
 
@@ -22,7 +23,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::Config;
 use crate::http::{Answer, ContentType, Method, Reply, Request, Status, Ticket, Version};
 use crate::pg::{self, Pool, Target};
 use crate::service::{Context, Finished, Service};
@@ -35,6 +35,7 @@ use static_files::StaticFiles;
 use world::{random_id, World, WorldSnapshot};
 
 pub use error::AppError;
+pub use settings::Settings;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -140,7 +141,7 @@ impl App {
 
 /// What both servers do before serving: find the database, start loading the cache, and
 /// return what makes each worker thread's app and database connections.
-pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
+pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
     // A DATABASE_URL that cannot be used ends the start, as a bad argument does.
     let pg_config = pg::Config::from_env().unwrap_or_else(|error| {
         crate::log!("{error}");
@@ -151,18 +152,18 @@ pub fn prepare(config: &Config) -> impl Fn() -> (App, Pool) + Send + Sync + 'sta
     // never falls among the requests TFB's verifier counts statements for; a busy machine
     // gets the whole connect timeout for it. Without a database the server goes on at once
     // (a refused connection ends the attempt) and the caches fill in once it answers.
-    let snapshot = WorldSnapshot::load_in_background(target.clone(), config.connect_timeout);
-    snapshot.wait_for_first_attempt(config.connect_timeout + Duration::from_secs(1));
+    let snapshot = WorldSnapshot::load_in_background(target.clone(), settings.connect_timeout);
+    snapshot.wait_for_first_attempt(settings.connect_timeout + Duration::from_secs(1));
     let options = pg::Options {
-        connect_timeout: config.connect_timeout,
-        query_timeout: config.query_timeout,
-        max_message_len: config.pg_max_message,
-        max_rows: config.pg_max_rows,
+        connect_timeout: settings.connect_timeout,
+        query_timeout: settings.query_timeout,
+        max_message_len: settings.pg_max_message,
+        max_rows: settings.pg_max_rows,
         ..pg::Options::default()
     };
-    let (pg_conns, max_db_requests) = (config.pg_conns, config.max_db_requests);
-    let dataset = arena::load_dataset(&arena::dataset_path(config.dataset.as_deref()));
-    let (max_body, max_message) = (config.max_body, config.max_message);
+    let (pg_conns, max_db_requests) = (settings.pg_conns, settings.max_db_requests);
+    let dataset = arena::load_dataset(&arena::dataset_path(settings.dataset.as_deref()));
+    let (max_body, max_message) = (settings.max_body, settings.max_message);
     let static_dir = static_files::static_dir();
     let threads = Arc::new(pg::pool::Threads::default());
     move || {

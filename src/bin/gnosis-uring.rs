@@ -38,7 +38,7 @@ fn main() {
         options.buffers,
         config.pg_conns
     );
-    let new_worker = gnosis::app::prepare(&config);
+    let new_worker = gnosis::app::prepare(&config.app_settings());
     if let Err(err) =
         gnosis::server::run_uring(listeners, new_worker, config.limits(), tls, options)
     {

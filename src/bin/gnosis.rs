@@ -17,7 +17,7 @@ fn main() {
         "gnosis: serving on 0.0.0.0:{} (h2c also on {}) with {} threads (epoll), {} PostgreSQL connection(s) each",
         config.port, config.h2c_port, config.threads, config.pg_conns
     );
-    let new_worker = gnosis::app::prepare(&config);
+    let new_worker = gnosis::app::prepare(&config.app_settings());
     if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits(), tls) {
         eprintln!("gnosis: {err}");
         std::process::exit(1);
