@@ -81,6 +81,20 @@ impl Framing {
     }
 }
 
+/// The framing of the request at the front of `raw`, for tests that write answers as
+/// HTTP/1.1 would.
+#[cfg(test)]
+pub(crate) fn framing_of(raw: &[u8]) -> Framing {
+    match super::parse(raw, crate::http::MAX_BODY, &Default::default()) {
+        super::Parsed::Complete {
+            request,
+            keep_alive,
+            ..
+        } => Framing::to(&request, keep_alive),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// The status line.
 fn status_line(status: Status) -> &'static [u8] {
     match status {
@@ -120,19 +134,7 @@ fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h1::{parse, Parsed};
     use crate::http::{Coding, ContentType, Encoding};
-
-    fn framing_of(raw: &[u8]) -> Framing {
-        match parse(raw, crate::http::MAX_BODY, &Default::default()) {
-            Parsed::Complete {
-                request,
-                keep_alive,
-                ..
-            } => Framing::to(&request, keep_alive),
-            other => panic!("{other:?}"),
-        }
-    }
 
     fn written(framing: Framing, answer: Answer<'_>) -> String {
         let mut out = Vec::new();

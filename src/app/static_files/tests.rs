@@ -5,7 +5,7 @@ use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::h1::{parse, Framing, Parsed};
+use crate::h1::framing_of;
 use crate::http::HttpDate;
 use std::fs::File;
 
@@ -41,17 +41,6 @@ fn site() -> (TempDir, PathBuf) {
     std::fs::write(www.join("sub").join("inner.css"), "a{}").unwrap();
     std::fs::write(root.0.join("secret.txt"), "secret").unwrap();
     (root, www)
-}
-
-fn framing_of(raw: &[u8]) -> Framing {
-    match parse(raw, crate::http::MAX_BODY, &Default::default()) {
-        Parsed::Complete {
-            request,
-            keep_alive,
-            ..
-        } => Framing::to(&request, keep_alive),
-        other => panic!("{other:?}"),
-    }
 }
 
 /// The status line and the body of `respond`'s answer to `method` for `name`.
