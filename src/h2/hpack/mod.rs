@@ -62,6 +62,8 @@ pub struct PendingBlock {
     pub end_stream: bool,
     pub self_dependent: bool,
     pub bytes: Vec<u8>,
+    /// When its first frame came: the rest must follow within the request timeout.
+    pub since: std::time::Instant,
 }
 
 impl PendingBlock {
