@@ -190,7 +190,12 @@ impl Service for App {
         cx: &mut Context<'_>,
     ) -> Reply {
         let Some(route) = Route::find(request.path, request.query) else {
-            response.write_error(out, cx.date, Status::NotFound);
+            // CONNECT's target is a host, never a route's path: no route opens a tunnel.
+            let status = match request.method {
+                Method::Connect => Status::MethodNotAllowed,
+                _ => Status::NotFound,
+            };
+            response.write_error(out, cx.date, status);
             return Reply::Now;
         };
         // Every route but gRPC's answers GET and HEAD; only /baseline11, /echo and gRPC's

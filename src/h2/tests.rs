@@ -480,7 +480,23 @@ fn malformed_requests_are_refused() {
             (":path", "/"),
             ("content-length", "x"),
         ],
+        // CONNECT has :authority, and neither :scheme nor :path (RFC 9113, 8.5).
+        &[(":method", "CONNECT")],
+        &[
+            (":method", "CONNECT"),
+            (":authority", "a:443"),
+            (":path", "/"),
+        ],
+        &[
+            (":method", "CONNECT"),
+            (":authority", "a:443"),
+            (":scheme", "http"),
+        ],
     ];
+    assert_eq!(
+        check_request(&[(":method", "CONNECT"), (":authority", "a:443")]),
+        Ok(())
+    );
     for fields in malformed {
         assert_eq!(
             check_request(fields),

@@ -37,6 +37,8 @@ pub enum Method {
     Get,
     Head,
     Post,
+    /// A tunnel to `host:port` (RFC 9110, 9.3.6), which no route opens.
+    Connect,
     Other,
 }
 
@@ -298,6 +300,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
         "GET" => Method::Get,
         "HEAD" => Method::Head,
         "POST" => Method::Post,
+        "CONNECT" => Method::Connect,
         _ => Method::Other,
     };
     let (path, query) = target.split_once('?').unwrap_or((target, ""));

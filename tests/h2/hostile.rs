@@ -242,9 +242,37 @@ fn start_with_tls(binary: &str, extra: &[&str]) -> common::Server {
 }
 
 test_both_binaries!(gnosis, gnosis_uring;
+    connect_is_answered_405_on_both_protocols,
     the_server_says_goaway_before_it_closes_an_idle_or_stalled_connection,
     pings_and_empty_continuations_do_not_hold_a_request_past_its_deadline,
 );
+
+/// CONNECT with `:authority` alone is well-formed (RFC 9113, 8.5), and no route opens a
+/// tunnel: 405, as nginx answers, and as HTTP/1.1's `CONNECT host:port` is answered.
+fn connect_is_answered_405_on_both_protocols(binary: &str) {
+    let server = common::Server::start(binary, &[]);
+    let mut client = RawClient::h2c(server.h2c_port, &[]);
+    let fields = [(":method", "CONNECT"), (":authority", "example.com:443")];
+    client.send(&frame(
+        HEADERS,
+        END_HEADERS | END_STREAM,
+        1,
+        &block(&fields),
+    ));
+    let deadline = Instant::now() + GENEROUS;
+    let answer = loop {
+        let frame = client.next(deadline).expect("an answer to CONNECT");
+        assert_ne!(frame.kind, RST_STREAM, "CONNECT reset: {:?}", frame.words());
+        assert_ne!(frame.kind, GOAWAY, "CONNECT ended the connection");
+        if (frame.kind, frame.stream) == (HEADERS, 1) {
+            break frame;
+        }
+    };
+    assert_eq!(status(&answer), "405");
+    let mut http1 = server.connect();
+    http1.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    assert_eq!(http1.response().unwrap().status, 405);
+}
 
 /// Every close the server decides is announced with GOAWAY (RFC 9113, 6.8), NO_ERROR and the
 /// last stream it took, on h2c and over TLS: a connection idle past `--idle-timeout`, and

@@ -107,6 +107,7 @@ impl RequestHead {
             b"GET" => Method::Get,
             b"HEAD" => Method::Head,
             b"POST" => Method::Post,
+            b"CONNECT" => Method::Connect,
             _ => Method::Other,
         }
     }
@@ -216,15 +217,21 @@ impl Decoder {
         if let Some(error) = error {
             return Err(error);
         }
-        // Every request has :method, :scheme and a non-empty :path (RFC 9113, 8.3.1);
-        // CONNECT, which has neither, is not served.
+        // Every request has :method, :scheme and a non-empty :path (RFC 9113, 8.3.1), but
+        // CONNECT, which has :authority alone (8.5).
         let path = head.get(&head.path);
         let path_ok =
             path.first() == Some(&b'/') || (path == b"*" && head.get(&head.method) == b"OPTIONS");
-        if head.method.is_none() || head.scheme.is_none() || !path_ok {
-            return Err(BlockError::Malformed);
+        let well_formed = match head.method() {
+            Method::Connect => {
+                head.authority.is_some() && head.scheme.is_none() && head.path.is_none()
+            }
+            _ => head.method.is_some() && head.scheme.is_some() && path_ok,
+        };
+        match well_formed {
+            true => Ok(head),
+            false => Err(BlockError::Malformed),
         }
-        Ok(head)
     }
 
     /// Decodes a trailer block, which is checked and dropped: no pseudo-header, nothing
