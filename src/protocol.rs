@@ -193,11 +193,17 @@ impl Protocol {
         }
     }
 
-    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
-        match self {
+    /// What the deadlines that passed ask: HTTP/2 says GOAWAY first (or resets a late
+    /// request's stream); the others close at once.
+    pub fn expire(&mut self, now: Instant, limits: &Timeouts) -> h2::Expiry {
+        let timed_out = match self {
             Protocol::Http1(conn) => conn.timed_out(now, limits),
             Protocol::WebSocket(session) => session.timed_out(now, limits),
-            Protocol::Http2(h2, _) => h2.timed_out(now, limits),
+            Protocol::Http2(h2, _) => return h2.expire(now, limits),
+        };
+        match timed_out {
+            true => h2::Expiry::Close,
+            false => h2::Expiry::Met,
         }
     }
 

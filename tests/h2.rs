@@ -6,6 +6,8 @@
 #[macro_use]
 #[path = "common/mod.rs"]
 mod common;
+#[path = "h2/hostile.rs"]
+mod hostile;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -192,7 +192,12 @@ impl Service for App {
         cx: &mut Context<'_>,
     ) -> Reply<'a> {
         let Some(route) = Route::find(request.path, request.query) else {
-            return Reply::Now(Answer::error(Status::NotFound));
+            // CONNECT's target is a host, never a route's path: no route opens a tunnel.
+            let status = match request.method {
+                Method::Connect => Status::MethodNotAllowed,
+                _ => Status::NotFound,
+            };
+            return Reply::Now(Answer::error(status));
         };
         // Every route but gRPC's answers GET and HEAD; only /baseline11, /echo and gRPC's
         // take a POST.

@@ -8,9 +8,9 @@ mod encode;
 mod parse;
 
 pub use connection::Connection;
-pub use encode::Framing;
 #[cfg(test)]
 pub(crate) use encode::framing_of;
+pub use encode::Framing;
 pub use parse::{
     longest_request, parse, Chunked, Parsed, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
 };

@@ -6,6 +6,7 @@
 //! [`Connection::unsent`], reporting what went ([`Connection::sent`]).
 
 mod answers;
+mod deadlines;
 
 use std::time::Instant;
 
@@ -15,7 +16,9 @@ use super::inflow::Inflow;
 use super::output::Output;
 use super::settings::{Limits, PeerSettings, DEFAULT_WINDOW};
 use super::stream::{Closed, State, Stream, Taken};
-use crate::http::{lent, BufferPool, Handler, HttpDate, Reply, Status, Ticket, Timeouts};
+use crate::http::{lent, BufferPool, Handler, HttpDate, Reply, Status, Ticket};
+
+pub use deadlines::Expiry;
 
 /// The client's connection preface (RFC 9113, 3.4), which also tells an HTTP/2 client by
 /// prior knowledge from an HTTP/1.1 one.
@@ -130,7 +133,7 @@ impl Connection {
         let input = std::mem::take(&mut self.input);
         let mut at = 0;
         while self.output.room() > 0 {
-            match self.read_frame(&input[at..], date) {
+            match self.read_frame(&input[at..], date, now) {
                 Ok(0) => break,
                 Ok(len) => at += len,
                 Err(code) => {
@@ -153,7 +156,12 @@ impl Connection {
     /// Reads the frame at the front of `input` and acts on it; returns its length, or 0
     /// while it is not all in. A stream error closes its stream: only a connection error
     /// comes out.
-    fn read_frame(&mut self, input: &[u8], date: &HttpDate) -> Result<usize, ErrorCode> {
+    fn read_frame(
+        &mut self,
+        input: &[u8],
+        date: &HttpDate,
+        now: Instant,
+    ) -> Result<usize, ErrorCode> {
         if matches!(self.phase, Phase::Preface) {
             let len = input.len().min(PREFACE.len());
             if input[..len] != PREFACE[..len] {
@@ -174,7 +182,7 @@ impl Connection {
         let Some(payload) = input.get(HEAD_LEN..HEAD_LEN + head.len) else {
             return Ok(0);
         };
-        match self.on_frame(&head, payload, date) {
+        match self.on_frame(&head, payload, date, now) {
             Ok(()) => {}
             Err(H2Error::Stream(id, code)) => self.reset(id, code)?,
             Err(H2Error::Connection(code)) => return Err(code),
@@ -182,7 +190,13 @@ impl Connection {
         Ok(HEAD_LEN + head.len)
     }
 
-    fn on_frame(&mut self, head: &Head, payload: &[u8], date: &HttpDate) -> Result<(), H2Error> {
+    fn on_frame(
+        &mut self,
+        head: &Head,
+        payload: &[u8],
+        date: &HttpDate,
+        now: Instant,
+    ) -> Result<(), H2Error> {
         let protocol_error = Err(H2Error::Connection(ErrorCode::Protocol));
         // A header block's frames come one after the other, on its stream (RFC 9113, 4.3).
         if let Some(pending) = &self.pending_block {
@@ -213,13 +227,22 @@ impl Connection {
             } => {
                 let self_dependent = priority.is_some_and(|p| p.depends_on == stream);
                 if end_headers {
-                    return self.on_header_block(stream, block, end_stream, self_dependent, date);
+                    let opened = now;
+                    return self.on_header_block(
+                        stream,
+                        block,
+                        end_stream,
+                        self_dependent,
+                        date,
+                        opened,
+                    );
                 }
                 let mut pending = PendingBlock {
                     stream,
                     end_stream,
                     self_dependent,
                     bytes: Vec::new(),
+                    since: now,
                 };
                 pending.extend(block, self.limits.max_header_list)?;
                 self.pending_block = Some(pending);
@@ -244,6 +267,7 @@ impl Connection {
                     pending.end_stream,
                     pending.self_dependent,
                     date,
+                    pending.since,
                 )
             }
             Frame::Priority { stream, priority } => {
@@ -402,6 +426,8 @@ impl Connection {
         }
     }
 
+    /// A header block is in: a request's head (its first frame came at `opened`), or a
+    /// stream's trailers.
     fn on_header_block(
         &mut self,
         stream: u32,
@@ -409,6 +435,7 @@ impl Connection {
         end_stream: bool,
         self_dependent: bool,
         date: &HttpDate,
+        opened: Instant,
     ) -> Result<(), H2Error> {
         let max_list = self.limits.max_header_list as usize;
         if let Some(index) = self.index(stream) {
@@ -475,6 +502,7 @@ impl Connection {
             id: stream,
             send_window: self.peer.initial_window,
             recv_window: self.inflow.new_stream_window(),
+            opened,
             state: State::Receiving {
                 head,
                 body: Vec::new(),
@@ -586,8 +614,8 @@ impl Connection {
         Ok(())
     }
 
-    /// A connection error: GOAWAY with the last stream the server took, and nothing more
-    /// is read or answered.
+    /// A connection error, or a close the server decides (a deadline passed): GOAWAY with
+    /// `code` and the last stream the server took, and nothing more is read or answered.
     fn fail(&mut self, code: ErrorCode) {
         frame::write_goaway(self.output.frames(), self.last_stream, code);
         self.phase = Phase::Failed;
@@ -689,19 +717,6 @@ impl Connection {
                 Phase::Draining { .. } => self.streams.is_empty(),
                 _ => self.peer_eof && answered(),
             }
-    }
-
-    /// The client took too long to read what was unsent at some instant, or to open its
-    /// window to answers waiting for it, or nothing moved either way for the idle timeout
-    /// while the server owed it no answer.
-    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
-        let owes = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
-        let idle =
-            !self.streams.iter().any(owes) && now.duration_since(self.last_active) > limits.idle;
-        let window_stalled = self
-            .window_stalled_since
-            .is_some_and(|since| now.duration_since(since) > limits.send);
-        self.output.late(now, limits.send) || window_stalled || idle
     }
 
     /// Gives back the buffers that are empty: the input once every frame in it is read, the

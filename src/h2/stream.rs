@@ -32,6 +32,8 @@ pub struct Stream {
     pub send_window: i64,
     /// What the server lets the peer send and it has not used yet.
     pub recv_window: i64,
+    /// When the request's first frame came: it must be all in within the request timeout.
+    pub opened: std::time::Instant,
     pub state: State,
 }
 

@@ -8,7 +8,7 @@ use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
 use super::hpack::{self, hex, BlockError, Decoder};
 use proptest::prelude::*;
 
-use super::{Connection, Limits, PREFACE};
+use super::{Connection, Expiry, Limits, PREFACE};
 use crate::http::{
     AcceptEncoding, Answer, BufferPool, Coding, ContentType, Encoding, HttpDate, Method, Status,
     Timeouts,
@@ -477,7 +477,23 @@ fn malformed_requests_are_refused() {
             (":path", "/"),
             ("content-length", "x"),
         ],
+        // CONNECT has :authority, and neither :scheme nor :path (RFC 9113, 8.5).
+        &[(":method", "CONNECT")],
+        &[
+            (":method", "CONNECT"),
+            (":authority", "a:443"),
+            (":path", "/"),
+        ],
+        &[
+            (":method", "CONNECT"),
+            (":authority", "a:443"),
+            (":scheme", "http"),
+        ],
     ];
+    assert_eq!(
+        check_request(&[(":method", "CONNECT"), (":authority", "a:443")]),
+        Ok(())
+    );
     for fields in malformed {
         assert_eq!(
             check_request(fields),
@@ -1128,6 +1144,47 @@ fn an_idle_connection_holds_only_the_fields_its_client_indexed() {
     assert_eq!(client.connection.held(), held);
 }
 
+/// A request not all in within the request timeout is reset, whatever frames without any
+/// of it came meanwhile; a header block left open ends the connection; the idle timeout
+/// ends it with GOAWAY NO_ERROR and the last stream taken; a deadline after the GOAWAY
+/// closes it.
+#[test]
+fn passed_deadlines_are_told_by_reset_or_goaway_before_the_close() {
+    let limits = crate::http::TIMEOUTS;
+    let later = |seconds| Instant::now() + Duration::from_secs(seconds);
+    let mut client = Client::new(Limits::default());
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/"),
+        ("content-length", "100"),
+    ];
+    let mut bytes = client.headers(1, &fields, false);
+    bytes.extend(raw(DATA, 0, 1, &[b'x'; 10]));
+    client.send(&bytes);
+    client.read();
+    let ping = raw(PING, 0, 0, &[0; 8]);
+    client.send(&ping);
+    client.read();
+    assert_eq!(client.connection.expire(later(9), &limits), Expiry::Met);
+    assert_eq!(client.connection.expire(later(11), &limits), Expiry::Told);
+    assert_eq!(client.error(), (RST_STREAM, 1, ErrorCode::Protocol as u32));
+    assert_eq!(client.connection.expire(later(11), &limits), Expiry::Met);
+    assert_eq!(client.connection.expire(later(61), &limits), Expiry::Told);
+    assert_eq!(client.error(), (GOAWAY, 1, ErrorCode::NoError as u32));
+    assert!(client.connection.is_finished());
+    assert_eq!(client.connection.expire(later(61), &limits), Expiry::Close);
+    // A header block that never ends, however many empty CONTINUATIONs come.
+    let mut client = Client::new(Limits::default());
+    let block = client.block(&[(":method", "GET")]);
+    client.send(&raw(HEADERS, 0, 1, &block));
+    client.send(&raw(CONTINUATION, 0, 1, &[]));
+    client.read();
+    assert_eq!(client.connection.expire(later(9), &limits), Expiry::Met);
+    assert_eq!(client.connection.expire(later(11), &limits), Expiry::Told);
+    assert_eq!(client.error(), (GOAWAY, 0, ErrorCode::Protocol as u32));
+}
+
 #[test]
 fn timeouts_count_what_the_server_owes_and_a_peer_that_left_ends_once_answered() {
     let limits = Timeouts {
@@ -1526,9 +1583,10 @@ proptest! {
 
 /// Every HTTP/2 connection, idle or not, is boxed in its slot (132 bytes more before its list
 /// of recently closed streams took one word a stream; 16 of it the window's stall clock, 8
-/// the output's high-water mark lowered to the budget's share).
+/// the output's high-water mark lowered to the budget's share, 16 the request clock of a
+/// header block not yet ended).
 #[test]
 fn a_connection_is_small_to_keep() {
     let size = std::mem::size_of::<Connection>();
-    assert!(size <= 536, "{size} bytes");
+    assert!(size <= 552, "{size} bytes");
 }

@@ -20,6 +20,8 @@ pub enum Method {
     Get,
     Head,
     Post,
+    /// A tunnel to `host:port` (RFC 9110, 9.3.6), which no route opens.
+    Connect,
     Other,
 }
 
@@ -29,6 +31,7 @@ impl Method {
             b"GET" => Method::Get,
             b"HEAD" => Method::Head,
             b"POST" => Method::Post,
+            b"CONNECT" => Method::Connect,
             _ => Method::Other,
         }
     }

@@ -87,7 +87,8 @@ impl Default for Limits {
 pub(super) enum Swept {
     /// It idled, lingered or stalled too long: close it.
     Expired,
-    /// It was paused for the budget and may read again: advance it.
+    /// It was paused for the budget and may read again, or wrote its last word before a
+    /// deadline's close: advance it.
     Resumable,
 }
 
@@ -560,36 +561,6 @@ impl<S: Service, K> Core<S, K> {
         std::mem::swap(into, &mut self.completed);
     }
 
-    /// Once a second, tells `found` of every connection that idled, lingered or stalled
-    /// too long, and of every one paused for the budget that may read again (one paused
-    /// with no output to drain would otherwise never be woken); returns whether it ran.
-    pub fn sweep(&mut self, mut found: impl FnMut(usize, Swept)) -> bool {
-        if self.now < self.next_sweep {
-            return false;
-        }
-        self.next_sweep = self.now + SWEEP_EVERY;
-        for index in 0..self.slots.len() {
-            let slot = &self.slots[index];
-            if slot.socket.is_none() {
-                continue;
-            }
-            let handshake_late =
-                matches!(&slot.transport, Transport::Tls(tls) if tls.handshake_expired(self.now));
-            let expired = handshake_late
-                || match slot.lingering_since {
-                    Some(since) => self.now.duration_since(since) > LINGER,
-                    None => slot.protocol.timed_out(self.now, &self.limits.timeouts),
-                };
-            if expired {
-                found(index, Swept::Expired);
-            } else if slot.paused && !self.over_budget(index) {
-                self.slots[index].paused = false;
-                found(index, Swept::Resumable);
-            }
-        }
-        true
-    }
-
     /// Answers the requests whose time has come, runs the database connections' timers
     /// (reconnects, deadlines), and gives back connections another thread needs more.
     pub fn on_timers(&mut self) {
@@ -785,5 +756,6 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
     })
 }
 
+mod sweep;
 #[cfg(test)]
 mod tests;

@@ -62,6 +62,8 @@ pub struct PendingBlock {
     pub end_stream: bool,
     pub self_dependent: bool,
     pub bytes: Vec<u8>,
+    /// When its first frame came: the rest must follow within the request timeout.
+    pub since: std::time::Instant,
 }
 
 impl PendingBlock {
@@ -217,15 +219,21 @@ impl Decoder {
         if let Some(error) = error {
             return Err(error);
         }
-        // Every request has :method, :scheme and a non-empty :path (RFC 9113, 8.3.1);
-        // CONNECT, which has neither, is not served.
+        // Every request has :method, :scheme and a non-empty :path (RFC 9113, 8.3.1), but
+        // CONNECT, which has :authority alone (8.5).
         let path = head.get(&head.path);
         let path_ok =
             path.first() == Some(&b'/') || (path == b"*" && head.get(&head.method) == b"OPTIONS");
-        if head.method.is_none() || head.scheme.is_none() || !path_ok {
-            return Err(BlockError::Malformed);
+        let well_formed = match head.method() {
+            Method::Connect => {
+                head.authority.is_some() && head.scheme.is_none() && head.path.is_none()
+            }
+            _ => head.method.is_some() && head.scheme.is_some() && path_ok,
+        };
+        match well_formed {
+            true => Ok(head),
+            false => Err(BlockError::Malformed),
         }
-        Ok(head)
     }
 
     /// Decodes a trailer block, which is checked and dropped: no pseudo-header, nothing
