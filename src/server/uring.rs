@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
 
-use self::ring::{send_entry, unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
+use self::ring::{unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
 pub use self::ring::{RingSetup, UringOptions};
 use super::core::{Core, LinkOrder, Next, Swept};
 use super::Listener;
@@ -487,11 +487,9 @@ impl<S: Service> Worker<S> {
         };
         let unsent = self.core.unsent(index);
         if !sending && !unsent.is_empty() {
-            let entry = send_entry(socket, unsent, user_data(SEND, generation, index));
             self.io[index].sending = true;
-            // SAFETY: the output is left alone while `sending` is set, and the slot (and
-            // with it the connection's buffers) is not reused before the send completes.
-            unsafe { self.ring.push(entry) }?;
+            self.ring
+                .push_send(socket, unsent, user_data(SEND, generation, index))?;
         }
         let wants_input = read
             && (self.core.is_lingering(index)
@@ -731,12 +729,9 @@ impl<S: Service> Worker<S> {
             if unsent.is_empty() {
                 continue;
             }
-            let entry = send_entry(types::Fd(fd), unsent, user_data(LINK_SEND, 0, index));
             self.links[index].sending = true;
-            // SAFETY: the core leaves the link's unsent bytes as they are until they are
-            // reported sent or the socket closed, and the socket closes only once this
-            // send has completed.
-            unsafe { self.ring.push(entry) }?;
+            self.ring
+                .push_send(types::Fd(fd), unsent, user_data(LINK_SEND, 0, index))?;
         }
         Ok(())
     }
