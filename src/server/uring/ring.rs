@@ -402,8 +402,8 @@ impl Ring {
         };
         let entry = send.flags(libc::MSG_NOSIGNAL).build().user_data(data);
         // SAFETY: the entry points into `bytes`, which stay in place and allocated until
-        // the send completes. The core leaves a connection's output alone while the worker
-        // marks the slot `sending` (it advances it with `may_write` false), and a
+        // the send completes. The core leaves a connection's output alone while the slot's
+        // send is not `SendOp::Idle` (the worker advances it with `may_write` false), and a
         // link's unsent bytes until they are reported sent or the link closed. Neither is
         // freed early: a slot is released, and a link's socket closed, only once no
         // operation of theirs is in flight (`SlotIo::in_flight`, `LinkIo::in_flight`).
