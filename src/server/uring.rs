@@ -7,6 +7,7 @@
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
 mod ring;
+mod slot;
 
 use std::collections::VecDeque;
 use std::io;
@@ -15,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
 
-use self::ring::{send_entry, unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
+use self::ring::{unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
 pub use self::ring::{RingSetup, UringOptions};
+use self::slot::{Life, RecvOp, SendOp, SlotIo};
 use super::core::{Core, LinkOrder, Next, Swept};
 use super::Listener;
 use crate::service::Service;
@@ -70,34 +72,6 @@ fn decode(user_data: u64) -> (u64, u32, usize) {
         (user_data >> 32) as u32 & GENERATION_MASK,
         (user_data & 0xffff_ffff) as usize,
     )
-}
-
-/// The io_uring state of one HTTP connection (same index as the core's slot).
-#[derive(Default)]
-struct SlotIo {
-    recv_armed: bool,
-    /// A cancel of the receive was submitted (to stop reading for a while).
-    recv_cancelled: bool,
-    /// The kernel is reading the connection's unsent output: nothing may change it until
-    /// the send completes.
-    sending: bool,
-    /// A shutdown is under way. io_uring runs shutdowns on its worker threads, which look
-    /// the socket's file-table entry up only when they get to it.
-    shutting_down: bool,
-    /// A cancel of the send was submitted (the connection is closing).
-    send_cancelled: bool,
-    /// Being closed: waiting for its operations to end before the socket is closed.
-    closing: bool,
-    /// Queued to be brought up to date after the current batch of completions.
-    dirty: bool,
-}
-
-impl SlotIo {
-    /// Whether an operation the kernel holds still names the socket's file-table entry:
-    /// until none does, closing it could let the entry's next socket get that operation.
-    fn in_flight(&self) -> bool {
-        self.recv_armed || self.sending || self.shutting_down
-    }
 }
 
 /// The io_uring state of one PostgreSQL link (same index as the core's link): its socket,
@@ -361,9 +335,7 @@ impl<S: Service> Worker<S> {
         let entry = opcode::RecvMulti::new(socket, BUFFER_GROUP)
             .build()
             .user_data(user_data(RECV, self.core.generation(index), index));
-        let io = &mut self.io[index];
-        io.recv_armed = true;
-        io.recv_cancelled = false;
+        self.io[index].recv = RecvOp::Armed;
         self.ring.push_plain(entry)
     }
 
@@ -382,7 +354,7 @@ impl<S: Service> Worker<S> {
     ) -> io::Result<()> {
         let buffer = cqueue::buffer_select(flags);
         let live = self.live(index, generation);
-        if live && !self.io[index].closing {
+        if live && !self.io[index].closing() {
             match (buffer, result) {
                 (Some(id), 1..) => {
                     let data = self.buffers.filled(id, result as usize);
@@ -399,9 +371,7 @@ impl<S: Service> Worker<S> {
             return Ok(());
         }
         if !cqueue::more(flags) {
-            let io = &mut self.io[index];
-            io.recv_armed = false;
-            io.recv_cancelled = false;
+            self.io[index].recv = RecvOp::Idle;
         }
         match result {
             0.. => {}
@@ -425,12 +395,12 @@ impl<S: Service> Worker<S> {
             return Ok(());
         }
         let io = &mut self.io[index];
-        io.sending = false;
+        io.send = SendOp::Idle;
         if result <= 0 {
             // The peer is gone (EPIPE, ECONNRESET), or we cancelled the send.
             return self.begin_close(index);
         }
-        if !io.closing {
+        if !io.closing() {
             let sent = (result as usize).min(self.core.unsent(index).len());
             self.core.sent(index, sent);
         }
@@ -444,8 +414,8 @@ impl<S: Service> Worker<S> {
             return Ok(());
         }
         let io = &mut self.io[index];
-        io.shutting_down = false;
-        if io.closing {
+        io.shutdown_ended();
+        if io.closing() {
             self.mark_dirty(index);
         }
         Ok(())
@@ -464,10 +434,10 @@ impl<S: Service> Worker<S> {
     fn advance(&mut self, index: usize) -> io::Result<()> {
         let io = &mut self.io[index];
         io.dirty = false;
-        if io.closing {
+        if io.closing() {
             return self.begin_close(index);
         }
-        let sending = io.sending;
+        let sending = io.send != SendOp::Idle;
         let next = self.core.advance(index, !sending);
         let Some(&socket) = self.core.socket(index) else {
             return Ok(());
@@ -479,7 +449,7 @@ impl<S: Service> Worker<S> {
                 let entry = opcode::Shutdown::new(socket, libc::SHUT_WR)
                     .build()
                     .user_data(user_data(SHUTDOWN, generation, index));
-                self.io[index].shutting_down = true;
+                self.io[index].life = Life::ShuttingDown;
                 self.ring.push_plain(entry)?;
                 true
             }
@@ -487,17 +457,15 @@ impl<S: Service> Worker<S> {
         };
         let unsent = self.core.unsent(index);
         if !sending && !unsent.is_empty() {
-            let entry = send_entry(socket, unsent, user_data(SEND, generation, index));
-            self.io[index].sending = true;
-            // SAFETY: the output is left alone while `sending` is set, and the slot (and
-            // with it the connection's buffers) is not reused before the send completes.
-            unsafe { self.ring.push(entry) }?;
+            self.io[index].send = SendOp::Sending;
+            self.ring
+                .push_send(socket, unsent, user_data(SEND, generation, index))?;
         }
         let wants_input = read
             && (self.core.is_lingering(index)
                 || self.core.buffered_input(index)
                     < MAX_BUFFERED_INPUT.max(self.core.longest_request()));
-        if wants_input && !self.io[index].recv_armed {
+        if wants_input && self.io[index].recv == RecvOp::Idle {
             self.arm_recv(index)?;
         } else if !wants_input {
             // Stop reading until the client has taken its responses.
@@ -509,8 +477,8 @@ impl<S: Service> Worker<S> {
     /// Cancels the connection's receive if it is armed and not cancelled already.
     fn cancel_recv(&mut self, index: usize, generation: u32) -> io::Result<()> {
         let io = &mut self.io[index];
-        if io.recv_armed && !io.recv_cancelled {
-            io.recv_cancelled = true;
+        if io.recv == RecvOp::Armed {
+            io.recv = RecvOp::Cancelling;
             self.ring.push_plain(cancel(RECV, generation, index))?;
         }
         Ok(())
@@ -525,7 +493,7 @@ impl<S: Service> Worker<S> {
         };
         let generation = self.core.generation(index);
         let io = &mut self.io[index];
-        io.closing = true;
+        io.begin_close();
         if !io.in_flight() {
             *io = SlotIo::default();
             self.core.release(index);
@@ -539,8 +507,8 @@ impl<S: Service> Worker<S> {
         // completions bring it back here; a cancel itself names no descriptor.
         self.cancel_recv(index, generation)?;
         let io = &mut self.io[index];
-        if io.sending && !io.send_cancelled {
-            io.send_cancelled = true;
+        if io.send == SendOp::Sending {
+            io.send = SendOp::Cancelling;
             self.ring.push_plain(cancel(SEND, generation, index))?;
         }
         Ok(())
@@ -731,12 +699,9 @@ impl<S: Service> Worker<S> {
             if unsent.is_empty() {
                 continue;
             }
-            let entry = send_entry(types::Fd(fd), unsent, user_data(LINK_SEND, 0, index));
             self.links[index].sending = true;
-            // SAFETY: the core leaves the link's unsent bytes as they are until they are
-            // reported sent or the socket closed, and the socket closes only once this
-            // send has completed.
-            unsafe { self.ring.push(entry) }?;
+            self.ring
+                .push_send(types::Fd(fd), unsent, user_data(LINK_SEND, 0, index))?;
         }
         Ok(())
     }

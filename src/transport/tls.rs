@@ -73,33 +73,61 @@ impl TlsConfig {
     }
 }
 
-enum Stage {
-    /// Waiting for the whole ClientHello.
-    Hello(Acceptor),
+/// Where a session is in its life, holding what rustls keeps for it there.
+///
+/// ```text
+///  Hello ──ClientHello accepted──▶ Open ──close()──────────────▶ Closing
+///    │  │                           │                               │
+///    │  │                           │ the peer's close_notify       │ the peer's close_notify
+///    │  │                           ▼                               ▼
+///    │  │                       PeerClosed ──close()────────────▶ Closed
+///    │  └─refused──▶ Failed(Refused(alert)) ──flush──▶ Failed(Alerted)
+///    └─too much input──▶ Failed(Hello)
+///
+///  Open, Closing ──garbage, a bad record, too much input──▶ Failed(Session(session))
+/// ```
+///
+/// Hello, Open and Closing read the peer's ciphertext; Closing, Closed and Failed have
+/// nothing more to queue once their output is sent.
+enum State {
+    /// Waiting for the whole ClientHello; the listener offers `h2` by ALPN if `offer_h2`.
+    Hello { acceptor: Acceptor, offer_h2: bool },
+    /// The handshake, then records both ways.
     Open(ServerConnection),
+    /// Our close_notify is queued; the peer's records are still read.
+    Closing(ServerConnection),
+    /// The peer sent close_notify: nothing more is read. Ours is not queued yet.
+    PeerClosed(ServerConnection),
+    /// close_notify both ways: nothing more is read, ours is queued.
+    Closed(ServerConnection),
+    /// Nothing more is read, plaintext is dropped, and what is left to send is the alert.
+    Failed(Failure),
+}
+
+/// How a session failed, and what it holds of the alert to send.
+// The session lives in a box of its own whatever its state: the variants' sizes cost nothing.
+#[allow(clippy::large_enum_variant)]
+enum Failure {
+    /// The ClientHello was more than rustls would hold: no alert.
+    Hello,
+    /// rustls failed the session, and queued its alert in it.
+    Session(ServerConnection),
     /// The ClientHello was refused, with this alert to send.
     Refused(AcceptedAlert),
     /// Refused, and the alert is in the output.
-    Over,
+    Alerted,
 }
 
 /// One connection's TLS state. Boxed in its slot: a plain connection does not pay for it.
 pub struct TlsSession {
     config: Arc<TlsConfig>,
-    /// The listener offers `h2` by ALPN.
-    offer_h2: bool,
-    stage: Stage,
+    state: State,
     /// Ciphertext to send, lent from the worker's buffers while it has bytes.
     out: Vec<u8>,
     /// How much of `out` has been sent.
     sent: usize,
     /// The handshake must be over by then.
     handshake_by: Instant,
-    /// The peer sent close_notify, or the session failed: nothing more will be read.
-    input_closed: bool,
-    /// The session failed: what is left to send is the alert; plaintext is dropped.
-    failed: bool,
-    close_notify_queued: bool,
 }
 
 impl TlsSession {
@@ -108,14 +136,13 @@ impl TlsSession {
     pub fn new(config: Arc<TlsConfig>, offer_h2: bool, handshake_by: Instant) -> Box<Self> {
         Box::new(TlsSession {
             config,
-            offer_h2,
-            stage: Stage::Hello(Acceptor::default()),
+            state: State::Hello {
+                acceptor: Acceptor::default(),
+                offer_h2,
+            },
             out: Vec::new(),
             sent: 0,
             handshake_by,
-            input_closed: false,
-            failed: false,
-            close_notify_queued: false,
         })
     }
 
@@ -123,11 +150,11 @@ impl TlsSession {
     /// Returns false once the peer will send no more: it sent close_notify, or the session
     /// failed (garbage, a refused ClientHello: the alert is then queued to be sent).
     pub fn receive(&mut self, mut ciphertext: &[u8], plaintext: &mut Vec<u8>) -> bool {
-        while !ciphertext.is_empty() && !self.input_closed {
-            let read = match &mut self.stage {
-                Stage::Hello(acceptor) => acceptor.read_tls(&mut ciphertext),
-                Stage::Open(session) => session.read_tls(&mut ciphertext),
-                Stage::Refused(_) | Stage::Over => break,
+        while !ciphertext.is_empty() {
+            let read = match &mut self.state {
+                State::Hello { acceptor, .. } => acceptor.read_tls(&mut ciphertext),
+                State::Open(session) | State::Closing(session) => session.read_tls(&mut ciphertext),
+                State::PeerClosed(_) | State::Closed(_) | State::Failed(_) => break,
             };
             match read {
                 Ok(_) => self.progress(plaintext),
@@ -135,29 +162,29 @@ impl TlsSession {
                 Err(_) => self.fail(),
             }
         }
-        !self.input_closed
+        matches!(
+            self.state,
+            State::Hello { .. } | State::Open(_) | State::Closing(_)
+        )
     }
 
     /// Processes what rustls has read: the ClientHello, handshake messages, records.
     fn progress(&mut self, plaintext: &mut Vec<u8>) {
-        if let Stage::Hello(acceptor) = &mut self.stage {
+        if let State::Hello { acceptor, offer_h2 } = &mut self.state {
             let opened = match acceptor.accept() {
                 Ok(None) => return,
                 Ok(Some(accepted)) => {
-                    let config = self.config.for_hello(&accepted, self.offer_h2);
+                    let config = self.config.for_hello(&accepted, *offer_h2);
                     accepted.into_connection(config)
                 }
                 Err(refused) => Err(refused),
             };
-            match opened {
-                Ok(session) => self.stage = Stage::Open(session),
-                Err((_, alert)) => {
-                    self.stage = Stage::Refused(alert);
-                    return self.fail();
-                }
-            }
+            self.state = match opened {
+                Ok(session) => State::Open(session),
+                Err((_, alert)) => State::Failed(Failure::Refused(alert)),
+            };
         }
-        let Stage::Open(session) = &mut self.stage else {
+        let (State::Open(session) | State::Closing(session)) = &mut self.state else {
             return;
         };
         // On an error rustls queues the alert to send; it is written out with the rest.
@@ -173,16 +200,48 @@ impl TlsSession {
                     reader.consume(len);
                 }
                 if state.peer_has_closed() {
-                    self.input_closed = true;
+                    self.shift(|state| match state {
+                        State::Open(session) => State::PeerClosed(session),
+                        State::Closing(session) => State::Closed(session),
+                        other => other,
+                    });
                 }
             }
             Err(_) => self.fail(),
         }
     }
 
+    /// Nothing more is read, plaintext is dropped, and what rustls holds of the alert is
+    /// what is left to send.
     fn fail(&mut self) {
-        self.input_closed = true;
-        self.failed = true;
+        self.shift(|state| {
+            State::Failed(match state {
+                State::Hello { .. } => Failure::Hello,
+                State::Open(session)
+                | State::Closing(session)
+                | State::PeerClosed(session)
+                | State::Closed(session) => Failure::Session(session),
+                State::Failed(failure) => failure,
+            })
+        });
+    }
+
+    /// Moves to the state `next` makes of the current one.
+    fn shift(&mut self, next: impl FnOnce(State) -> State) {
+        let state = std::mem::replace(&mut self.state, State::Failed(Failure::Alerted));
+        self.state = next(state);
+    }
+
+    /// rustls's session, once the ClientHello is accepted, failed or not.
+    fn session(&self) -> Option<&ServerConnection> {
+        match &self.state {
+            State::Open(session)
+            | State::Closing(session)
+            | State::PeerClosed(session)
+            | State::Closed(session)
+            | State::Failed(Failure::Session(session)) => Some(session),
+            State::Hello { .. } | State::Failed(_) => None,
+        }
     }
 
     /// Encrypts what it can of `plaintext` into the output and returns how many bytes it
@@ -191,9 +250,14 @@ impl TlsSession {
     /// where its high-water mark and send timeout see it. After a failure plaintext is
     /// dropped (taken whole). Also queues what the handshake has to send.
     pub fn seal(&mut self, plaintext: &[u8], buffers: &mut BufferPool) -> usize {
-        let taken = match &mut self.stage {
-            _ if self.failed => plaintext.len(),
-            Stage::Open(session) if !session.is_handshaking() && self.sent == self.out.len() => {
+        let taken = match &mut self.state {
+            State::Failed(_) => plaintext.len(),
+            State::Open(session)
+            | State::Closing(session)
+            | State::PeerClosed(session)
+            | State::Closed(session)
+                if !session.is_handshaking() && self.sent == self.out.len() =>
+            {
                 session.writer().write(plaintext).unwrap_or(0)
             }
             _ => 0,
@@ -204,11 +268,13 @@ impl TlsSession {
 
     /// Queues close_notify once: the protocol above is done and all of its output sealed.
     pub fn close(&mut self, buffers: &mut BufferPool) {
-        if let Stage::Open(session) = &mut self.stage {
-            if !self.close_notify_queued && !self.failed {
-                session.send_close_notify();
-                self.close_notify_queued = true;
-            }
+        if let State::Open(session) | State::PeerClosed(session) = &mut self.state {
+            session.send_close_notify();
+            self.shift(|state| match state {
+                State::Open(session) => State::Closing(session),
+                State::PeerClosed(session) => State::Closed(session),
+                other => other,
+            });
         }
         self.flush(buffers);
     }
@@ -216,13 +282,19 @@ impl TlsSession {
     /// Moves what rustls has to send into the output (called only while the backend is not
     /// sending from it).
     fn flush(&mut self, buffers: &mut BufferPool) {
-        match &mut self.stage {
-            Stage::Open(session) if session.wants_write() => {
+        match &mut self.state {
+            State::Open(session)
+            | State::Closing(session)
+            | State::PeerClosed(session)
+            | State::Closed(session)
+            | State::Failed(Failure::Session(session))
+                if session.wants_write() =>
+            {
                 let out = lent(&mut self.out, buffers);
                 while session.wants_write() && session.write_tls(out).is_ok() {}
             }
-            Stage::Refused(_) => {
-                if let Stage::Refused(mut alert) = std::mem::replace(&mut self.stage, Stage::Over) {
+            State::Failed(failure @ Failure::Refused(_)) => {
+                if let Failure::Refused(mut alert) = std::mem::replace(failure, Failure::Alerted) {
                     let _ = alert.write_all(lent(&mut self.out, buffers));
                 }
             }
@@ -248,25 +320,26 @@ impl TlsSession {
     /// Whether nothing is left to send once the protocol above is done: close_notify (or
     /// the alert of a failure) is queued and all of it is sent.
     pub fn is_closed(&self) -> bool {
-        (self.close_notify_queued || self.failed) && self.unsent().is_empty()
+        let queued = matches!(
+            self.state,
+            State::Closing(_) | State::Closed(_) | State::Failed(_)
+        );
+        queued && self.unsent().is_empty()
     }
 
     /// Whether the handshake is over and chose `h2`: the protocol above is HTTP/2.
     pub fn chose_h2(&self) -> bool {
-        match &self.stage {
-            Stage::Open(session) => {
-                !session.is_handshaking() && session.alpn_protocol() == Some(H2)
-            }
-            _ => false,
-        }
+        self.session()
+            .is_some_and(|session| !session.is_handshaking() && session.alpn_protocol() == Some(H2))
     }
 
-    /// Whether the handshake is unfinished past its deadline.
+    /// Whether the handshake is unfinished past its deadline (a ClientHello too long to
+    /// hold counts as unfinished).
     pub fn handshake_expired(&self, now: Instant) -> bool {
-        let handshaking = match &self.stage {
-            Stage::Hello(_) => true,
-            Stage::Open(session) => session.is_handshaking(),
-            Stage::Refused(_) | Stage::Over => false,
+        let handshaking = match (&self.state, self.session()) {
+            (_, Some(session)) => session.is_handshaking(),
+            (State::Hello { .. } | State::Failed(Failure::Hello), None) => true,
+            (_, None) => false,
         };
         handshaking && now > self.handshake_by
     }

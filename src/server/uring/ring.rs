@@ -1,6 +1,6 @@
 //! The io_uring side of a worker that touches memory the kernel shares: the ring's set-up,
-//! the provided-buffer ring, and submission. Every `unsafe` of the io_uring server is here;
-//! the worker beside it calls [`Ring::push`] (unsafe) only for sends from its buffers.
+//! the provided-buffer ring, and submission. Every `unsafe` of the io_uring server is here,
+//! including the one the worker's sends rest on ([`Ring::push_send`]).
 
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -347,7 +347,7 @@ impl Ring {
     /// # Safety
     ///
     /// Whatever memory `entry` points to must stay valid until its last completion.
-    pub(super) unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+    unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         loop {
             // SAFETY: the caller keeps the entry's memory valid.
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
@@ -381,18 +381,34 @@ impl Ring {
         // are leaked, so they outlive every operation.
         unsafe { self.push(entry) }
     }
-}
 
-/// A send of `bytes` that raises no SIGPIPE when the peer is gone; more than 4 GiB goes out
-/// in part (the completion says how much). The entry points into `bytes`: the caller keeps
-/// them in place until the send completes.
-pub(super) fn send_entry(socket: impl Into<Socket>, bytes: &[u8], data: u64) -> squeue::Entry {
-    let (pointer, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
-    let send = match socket.into() {
-        Socket::Fixed(socket) => opcode::Send::new(socket, pointer, len),
-        Socket::Fd(fd) => opcode::Send::new(fd, pointer, len),
-    };
-    send.flags(libc::MSG_NOSIGNAL).build().user_data(data)
+    /// Queues a send of `bytes` with user data `data`, raising no SIGPIPE when the peer is
+    /// gone; more than 4 GiB goes out in part (the completion says how much).
+    ///
+    /// The kernel reads `bytes` after this returns, so the worker calls it only with bytes
+    /// the core holds in place until the send's completion is handled: an HTTP connection's
+    /// unsent output (`Core::unsent`, advanced with `may_write` false while its send is in
+    /// flight) or a PostgreSQL link's (`Core::link_unsent`, kept until `Core::link_sent`).
+    pub(super) fn push_send(
+        &mut self,
+        socket: impl Into<Socket>,
+        bytes: &[u8],
+        data: u64,
+    ) -> io::Result<()> {
+        let (pointer, len) = (bytes.as_ptr(), bytes.len().min(u32::MAX as usize) as u32);
+        let send = match socket.into() {
+            Socket::Fixed(socket) => opcode::Send::new(socket, pointer, len),
+            Socket::Fd(fd) => opcode::Send::new(fd, pointer, len),
+        };
+        let entry = send.flags(libc::MSG_NOSIGNAL).build().user_data(data);
+        // SAFETY: the entry points into `bytes`, which stay in place and allocated until
+        // the send completes. The core leaves a connection's output alone while the slot's
+        // send is not `SendOp::Idle` (the worker advances it with `may_write` false), and a
+        // link's unsent bytes until they are reported sent or the link closed. Neither is
+        // freed early: a slot is released, and a link's socket closed, only once no
+        // operation of theirs is in flight (`SlotIo::in_flight`, `LinkIo::in_flight`).
+        unsafe { self.push(entry) }
+    }
 }
 
 /// What a send goes to: an HTTP connection (an entry of the ring's file table) or a
