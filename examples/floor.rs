@@ -94,7 +94,7 @@ fn switch(request: &[u8], out: &mut Vec<u8>) -> bool {
     };
     // A 101 says nothing of the connection's framing, and carries no date.
     let answer = Answer::switch_to_websocket(&accept);
-    Framing::closing().write(out, &HttpDate::new(), answer);
+    Framing::closing().write(out, &HttpDate::new(), &answer);
     true
 }
 

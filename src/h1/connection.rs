@@ -185,7 +185,7 @@ impl Connection {
                         seq: self.front_seq.wrapping_add(self.queue.len() as u32),
                     };
                     let mut switched = false;
-                    match handler.handle(&request, ticket) {
+                    match &handler.handle(&request, ticket) {
                         Reply::Now(answer) => {
                             switched = answer.status == Status::SwitchingProtocols;
                             if self.queue.is_empty() {
@@ -284,10 +284,10 @@ impl Connection {
     fn fail(&mut self, status: Status, date: &HttpDate, buffers: &mut BufferPool) {
         let (framing, answer) = (Framing::closing(), Answer::error(status));
         if self.queue.is_empty() {
-            framing.write(self.output.lend(buffers), date, answer);
+            framing.write(self.output.lend(buffers), date, &answer);
         } else {
             let mut bytes = buffers.take();
-            framing.write(&mut bytes, date, answer);
+            framing.write(&mut bytes, date, &answer);
             self.enqueue(framing, true, bytes);
         }
         self.closing = true;
@@ -300,7 +300,7 @@ impl Connection {
     pub fn complete(
         &mut self,
         ticket: Ticket,
-        answer: Answer<'_>,
+        answer: &Answer<'_>,
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,

@@ -35,15 +35,15 @@ impl Framing {
 
     /// Appends `answer` to `out`: status line, fields, body (not for HEAD). A body that
     /// cannot be read (a file that changed) is answered with the error instead.
-    pub fn write(self, out: &mut Vec<u8>, date: &HttpDate, answer: Answer<'_>) {
+    pub fn write(self, out: &mut Vec<u8>, date: &HttpDate, answer: &Answer<'_>) {
         let start = out.len();
-        self.write_head(out, date, &answer);
+        self.write_head(out, date, answer);
         if self.head_only || answer.status == Status::SwitchingProtocols {
             return;
         }
         if let Err(status) = answer.body.write_to(out) {
             out.truncate(start);
-            self.write(out, date, Answer::error(status));
+            self.write(out, date, &Answer::error(status));
         }
     }
 
@@ -138,7 +138,7 @@ mod tests {
 
     fn written(framing: Framing, answer: Answer<'_>) -> String {
         let mut out = Vec::new();
-        framing.write(&mut out, &HttpDate::new(), answer);
+        framing.write(&mut out, &HttpDate::new(), &answer);
         String::from_utf8(out).unwrap()
     }
 
@@ -147,7 +147,7 @@ mod tests {
         let date = HttpDate::new();
         let mut out = Vec::new();
         let framing = framing_of(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
-        framing.write(&mut out, &date, Answer::ok(ContentType::Json, b"{}"));
+        framing.write(&mut out, &date, &Answer::ok(ContentType::Json, b"{}"));
         let expected = format!(
             "HTTP/1.1 200 OK\r\nServer: gnosis\r\nDate: {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
             std::str::from_utf8(date.as_bytes()).unwrap()

@@ -553,7 +553,7 @@ impl Connection {
                 generation,
                 seq: taken.stream,
             };
-            if let Reply::Now(answer) = handler.handle(&taken.request(), ticket) {
+            if let Reply::Now(answer) = &handler.handle(&taken.request(), ticket) {
                 self.answer(taken.stream, answer, date, now, buffers);
             }
         }

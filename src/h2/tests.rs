@@ -166,7 +166,7 @@ impl Client {
         let answer = Answer::ok(ContentType::Plain, body);
         let (date, buffers) = (&self.date, &mut self.buffers);
         self.connection
-            .answer(stream, answer, date, Instant::now(), buffers);
+            .answer(stream, &answer, date, Instant::now(), buffers);
     }
 
     /// Sends `GET /` on stream 1, takes it and answers it with `body`: what the windows hold
@@ -712,7 +712,7 @@ fn head_gets_the_length_without_the_body_and_trailers_end_the_stream() {
     let (date, buffers) = (&client.date, &mut client.buffers);
     client
         .connection
-        .answer(3, answer, date, Instant::now(), buffers);
+        .answer(3, &answer, date, Instant::now(), buffers);
     let frames = client.read();
     let kinds: Vec<_> = frames.iter().map(|f| (f.kind, f.flags)).collect();
     assert_eq!(

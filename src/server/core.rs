@@ -718,7 +718,7 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         }
         // A connection switched to WebSocket has no request in the works (it switches only
         // once every answer before the `101` is in its output).
-        let (ticket, answer) = (finished.ticket, finished.answer);
+        let (ticket, answer) = (finished.ticket, &finished.answer);
         match &mut slot.protocol {
             Protocol::Http1(conn) => {
                 conn.complete(ticket, answer, self.date, self.now, self.buffers)

@@ -65,7 +65,7 @@ fn answer_accepting(
     }
     let mut out = b"an earlier response".to_vec();
     let answer = files.respond(name, accept_encoding);
-    framing_of(request.as_bytes()).write(&mut out, &HttpDate::new(), answer);
+    framing_of(request.as_bytes()).write(&mut out, &HttpDate::new(), &answer);
     let out = out
         .strip_prefix(b"an earlier response")
         .expect("what was in the output stays");

@@ -69,7 +69,7 @@ fn buffers_are_held_only_while_bytes_are_in_flight() {
 
     let ticket = handler.0.pop().unwrap();
     let answer = Answer::ok(ContentType::Plain, b"later");
-    conn.complete(ticket, answer, &date, now, &mut buffers);
+    conn.complete(ticket, &answer, &date, now, &mut buffers);
     conn.collect(&mut buffers, usize::MAX);
     assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
     assert!(!holds_buffers(&conn));
@@ -96,7 +96,7 @@ fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
         let body = format!("later{n}");
         conn.complete(
             ticket,
-            Answer::ok(ContentType::Plain, body.as_bytes()),
+            &Answer::ok(ContentType::Plain, body.as_bytes()),
             &date,
             now,
             &mut buffers,
@@ -206,7 +206,7 @@ fn responses_in_line_count_toward_the_high_water_mark() {
     let ticket = handler.0.pop().unwrap();
     conn.complete(
         ticket,
-        Answer::ok(ContentType::Plain, b"x"),
+        &Answer::ok(ContentType::Plain, b"x"),
         &date,
         now,
         &mut buffers,
@@ -295,7 +295,7 @@ fn a_connection_owed_an_answer_is_not_idle() {
     let ticket = handler.0.pop().unwrap();
     conn.complete(
         ticket,
-        Answer::ok(ContentType::Plain, b"late"),
+        &Answer::ok(ContentType::Plain, b"late"),
         &date,
         answered,
         &mut buffers,

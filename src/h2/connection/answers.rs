@@ -30,7 +30,7 @@ impl Connection {
     pub fn answer(
         &mut self,
         stream: u32,
-        answer: Answer<'_>,
+        answer: &Answer<'_>,
         date: &HttpDate,
         now: Instant,
         buffers: &mut BufferPool,
@@ -44,20 +44,25 @@ impl Connection {
         self.last_active = now;
         self.output.lend(buffers);
         let mut file = Vec::new();
-        let answer = match answer.body {
-            Body::File(body) if !head_only => {
+        let error;
+        let read;
+        let answer = match &answer.body {
+            Body::File(_) if !head_only => {
                 file = buffers.take();
-                match Body::File(body).write_to(&mut file) {
-                    Ok(()) => Answer {
-                        body: Body::Bytes(&file),
-                        ..answer
-                    },
-                    Err(status) => Answer::error(status),
+                match answer.body.write_to(&mut file) {
+                    Ok(()) => {
+                        read = answer.with_body(Body::Bytes(&file));
+                        &read
+                    }
+                    Err(status) => {
+                        error = Answer::error(status);
+                        &error
+                    }
                 }
             }
             _ => answer,
         };
-        self.respond(index, &answer, false, date);
+        self.respond(index, answer, false, date);
         buffers.give_back(file);
         self.output.owe_progress(now);
         self.watch_window(now);
