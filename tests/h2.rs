@@ -16,7 +16,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ::gnosis::h2::{Connection, Limits};
-use ::gnosis::http::{Answer, BufferPool, ContentType, Handler, HttpDate, Reply, Request, Ticket};
+use ::gnosis::http::{
+    Answer, BufferPool, ContentType, Handler, HttpDate, Reply, Request, Ticket, Wire,
+};
 use ::gnosis::transport::test_pair;
 
 /// h2spec, from the shared anchors beside the repository (`H2SPEC` names another).

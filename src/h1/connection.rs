@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::{parse, Chunked, Framing, Parsed};
 use crate::http::{
-    lent, Answer, BufferPool, Handler, HttpDate, Reply, SendBuffer, Status, Ticket, Timeouts,
+    lent, Answer, BufferPool, Handler, HttpDate, Reply, SendBuffer, Status, Ticket, Timeouts, Wire,
 };
 
 /// A response waiting in line: still in the works, or written and waiting for an earlier one.
@@ -34,6 +34,57 @@ const MAX_QUEUED: usize = 64;
 /// plus those still in the works when it was reached.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
+/// Where a connection is in its life:
+///
+/// ```text
+///   Reading <──(the output drained)──> Full      (reading stopped at the output's mark)
+///      │  (either)
+///      ├──(a 101 answered)──> Upgrading ──(it and every answer before it in the output:
+///      │                                   the slot switches, protocol.rs)
+///      └──(an answer without keep-alive, a malformed request, the peer's EOF)──> Closing
+/// ```
+///
+/// `Upgrading` closes too on the peer's EOF. `Closing` answers nothing more: its last
+/// answer closes the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Reading,
+    /// The output reached the high-water mark at the last [`Connection::process`]: reading
+    /// stopped, and starts again once the output drains.
+    Full,
+    /// A `101` was written: the bytes after its request belong to the next protocol.
+    Upgrading,
+    /// `asked`: the client asked for the close (its last request said `Connection: close`,
+    /// or was HTTP/1.0 without keep-alive) and sent nothing after that request.
+    Closing {
+        asked: bool,
+    },
+}
+
+/// What the client owes of the request at the front of the input. Nothing, too, while the
+/// server itself holds the input back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owed {
+    Nothing,
+    /// The rest of a request begun `since` then.
+    Request {
+        since: Instant,
+    },
+    /// The body of a request that asked for `100 Continue`, which went out.
+    Body {
+        since: Instant,
+    },
+}
+
+impl Owed {
+    fn since(self) -> Option<Instant> {
+        match self {
+            Owed::Nothing => None,
+            Owed::Request { since } | Owed::Body { since } => Some(since),
+        }
+    }
+}
+
 pub struct Connection {
     slot: u32,
     generation: u32,
@@ -48,26 +99,14 @@ pub struct Connection {
     /// (u32: a connection's slot stays small, and the line holds far less than 4 GiB).
     queued_len: u32,
     queued_capacity: u32,
-    /// No further requests will be answered: the last response closes the connection.
-    closing: bool,
-    /// The client asked for the close (its last request said `Connection: close`, or was
-    /// HTTP/1.0 without keep-alive) and had sent nothing after that request.
-    close_asked: bool,
-    /// A `101` was written: the bytes after its request belong to the next protocol.
-    upgrading: bool,
+    phase: Phase,
     /// The peer sent its last byte; the requests already in `input` are still answered.
     peer_eof: bool,
-    /// `100 Continue` went out for the request at the front of the input.
-    continued: bool,
-    /// The output reached the high-water mark at the last [`Connection::process`]: reading
-    /// stopped, and must start again once the output drains.
-    full: bool,
     /// How far the chunked body of the request at the front of the input is decoded (in
     /// the input itself) while it has not all arrived.
     chunked: Chunked,
-    /// Since when the client owes the rest of a request it has begun; `None` while there is
-    /// no partial request, or while the server itself holds the input back.
-    waiting_since: Option<Instant>,
+    /// What the client owes of a request it has begun.
+    owed: Owed,
     /// The last time a request was taken in or a response byte went out.
     last_active: Instant,
 }
@@ -83,58 +122,23 @@ impl Connection {
             front_seq: 0,
             queued_len: 0,
             queued_capacity: 0,
-            closing: false,
-            close_asked: false,
-            upgrading: false,
+            phase: Phase::Reading,
             peer_eof: false,
-            continued: false,
-            full: false,
             chunked: Chunked::default(),
-            waiting_since: None,
+            owed: Owed::Nothing,
             last_active: now,
         }
-    }
-
-    /// Gives every buffer back: the connection is closed, and the kernel no longer sends
-    /// from its output.
-    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
-        buffers.give_back(std::mem::take(&mut self.input));
-        self.output.give_back_all(buffers);
-        for queued in self.queue.drain(..) {
-            buffers.give_back(queued.bytes);
-        }
-        (self.queued_len, self.queued_capacity) = (0, 0);
-        self.chunked = Chunked::default();
     }
 
     /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer.
     pub fn reset(&mut self, now: Instant) {
         self.generation = self.generation.wrapping_add(1);
-        self.closing = false;
-        self.close_asked = false;
-        self.upgrading = false;
+        self.phase = Phase::Reading;
         self.peer_eof = false;
-        self.continued = false;
-        self.full = false;
-        self.waiting_since = None;
+        self.owed = Owed::Nothing;
         self.last_active = now;
         // Counted from the new peer's first byte (`first_bytes` looks for none sent).
         self.output = SendBuffer::default();
-    }
-
-    /// The buffer that received bytes are appended to, lent from `buffers` if the
-    /// connection has none.
-    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
-        lent(&mut self.input, buffers)
-    }
-
-    /// Gives back the buffers that are empty: the input once every request in it is
-    /// answered, the output once it is all sent (so the kernel is not sending from it).
-    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
-        if self.input.is_empty() && self.input.capacity() > 0 {
-            buffers.give_back(std::mem::take(&mut self.input));
-        }
-        self.output.give_back_idle(buffers);
     }
 
     /// Answers every complete request in the input, in order, through `handler`, as long
@@ -169,7 +173,7 @@ impl Connection {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         let mut consumed = 0;
         let mut partial = false;
-        while !self.closing && !self.upgrading && self.has_room(high_water) {
+        while self.reading() && self.has_room(high_water) {
             match parse(&self.input[consumed..], max_body, &self.chunked) {
                 Parsed::Complete {
                     request,
@@ -177,7 +181,7 @@ impl Connection {
                     keep_alive,
                 } => {
                     consumed += len;
-                    self.continued = false;
+                    self.owed = Owed::Nothing;
                     let framing = Framing::to(&request, keep_alive);
                     let ticket = Ticket {
                         slot: self.slot,
@@ -201,10 +205,10 @@ impl Connection {
                         Reply::Later => self.enqueue(framing, false, Vec::new()),
                     }
                     if switched {
-                        self.upgrading = true;
-                    } else {
-                        self.closing = !framing.keep_alive();
-                        self.close_asked = self.closing && consumed == self.input.len();
+                        self.phase = Phase::Upgrading;
+                    } else if !framing.keep_alive() {
+                        let asked = consumed == self.input.len();
+                        self.phase = Phase::Closing { asked };
                     }
                     self.chunked = Chunked::default();
                 }
@@ -228,11 +232,13 @@ impl Connection {
                     break;
                 }
                 Parsed::ExpectsContinue => {
-                    if !self.continued && self.queue.is_empty() {
+                    let continued = matches!(self.owed, Owed::Body { .. });
+                    if !continued && self.queue.is_empty() {
                         self.output
                             .lend(buffers)
                             .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-                        self.continued = true;
+                        let since = self.owed.since().unwrap_or(now);
+                        self.owed = Owed::Body { since };
                     }
                     partial = true;
                     break;
@@ -243,7 +249,7 @@ impl Connection {
                 }
             }
         }
-        if self.closing {
+        if self.closing() {
             self.chunked = Chunked::default();
         }
         self.input.drain(..consumed);
@@ -252,20 +258,27 @@ impl Connection {
         }
         // A request the peer began but can no longer finish is dropped with the connection.
         if self.peer_eof && (partial || self.input.is_empty()) {
-            self.closing = true;
+            self.close();
         }
-        if self.closing {
+        if self.closing() {
             self.input.clear();
             partial = false;
         }
         // The request timeout runs from the first byte of the request the client has not
         // finished; requests held back by the server do not count against the client.
-        self.waiting_since = match partial {
-            false => None,
-            true if consumed > 0 => Some(now),
-            true => self.waiting_since.or(Some(now)),
+        let since = |since: Instant| if consumed > 0 { now } else { since };
+        self.owed = match (partial, self.owed) {
+            (false, _) => Owed::Nothing,
+            (true, Owed::Nothing) => Owed::Request { since: now },
+            (true, Owed::Request { since: at }) => Owed::Request { since: since(at) },
+            (true, Owed::Body { since: at }) => Owed::Body { since: since(at) },
         };
-        self.full = !self.has_room(high_water);
+        if self.reading() {
+            self.phase = match self.has_room(high_water) {
+                true => Phase::Reading,
+                false => Phase::Full,
+            };
+        }
         self.output.owe_progress(now);
     }
 
@@ -290,7 +303,23 @@ impl Connection {
             framing.write(&mut bytes, date, &answer);
             self.enqueue(framing, true, bytes);
         }
-        self.closing = true;
+        self.close();
+    }
+
+    /// Whether requests are still read (the output may be full).
+    fn reading(&self) -> bool {
+        matches!(self.phase, Phase::Reading | Phase::Full)
+    }
+
+    fn closing(&self) -> bool {
+        matches!(self.phase, Phase::Closing { .. })
+    }
+
+    /// Answers nothing more: the last answer closes the connection.
+    fn close(&mut self) {
+        if !self.closing() {
+            self.phase = Phase::Closing { asked: false };
+        }
     }
 
     /// Writes the answer for `ticket` into its place in line, in a buffer lent from
@@ -339,25 +368,11 @@ impl Connection {
         }
     }
 
-    /// The peer sent its last byte: answer the complete requests already received, then
-    /// close.
-    pub fn peer_closed(&mut self) {
-        self.peer_eof = true;
-        if self.input.is_empty() {
-            self.closing = true;
-        }
-    }
-
     /// Whether the client asked for the close and sent nothing after: RFC 9112 9.6 forbids
     /// it to send more, so the connection may close at once instead of lingering for the
     /// client's EOF (what nginx does too).
     pub fn close_asked(&self) -> bool {
-        self.close_asked
-    }
-
-    /// Whether the peer has sent its last byte.
-    pub fn peer_eof(&self) -> bool {
-        self.peer_eof
+        matches!(self.phase, Phase::Closing { asked: true })
     }
 
     /// Tells this peer's tickets (and a backend's operations for it) from those of the
@@ -366,53 +381,22 @@ impl Connection {
         self.generation
     }
 
-    /// Received bytes not answered yet.
-    pub fn buffered_input(&self) -> usize {
-        self.input.len()
-    }
-
-    pub fn unsent(&self) -> &[u8] {
-        self.output.unsent()
-    }
-
-    /// `n` bytes of [`Connection::unsent`] went out; the kernel is done with them.
-    pub fn mark_sent(&mut self, n: usize, now: Instant) {
-        self.output.sent(n, now);
-        if n > 0 {
-            self.last_active = now;
-        }
-    }
-
     /// Whether more responses may be produced now: the client is reading them.
     fn has_room(&self, high_water: usize) -> bool {
         self.output.unsent().len() + (self.queued_len as usize) < high_water
             && self.queue.len() < MAX_QUEUED
     }
 
-    /// The bytes of buffer memory the connection holds: its input, its output and the
-    /// responses waiting in line.
-    pub fn held(&self) -> usize {
-        self.input.capacity() + self.output.capacity() + self.queued_capacity as usize
-    }
-
-    /// Whether the server should read more from this peer now (not while a switch waits
-    /// for the answers before it).
-    pub fn wants_input(&self) -> bool {
-        !self.closing && !self.upgrading && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
-    }
-
     /// Whether the connection is ready to switch protocols: its `101` and every answer
     /// before it are in the output.
     pub fn upgraded(&self) -> bool {
-        self.upgrading && !self.closing && self.queue.is_empty()
+        self.phase == Phase::Upgrading && self.queue.is_empty()
     }
 
-    /// The bytes received, while nothing was answered or sent yet: the first bytes of a
-    /// connection, which may be HTTP/2's preface instead of a request.
-    pub fn first_bytes(&self) -> Option<&[u8]> {
-        let untouched =
-            self.output.none_sent() && self.output.is_drained() && self.queue.is_empty();
-        untouched.then_some(&self.input[..])
+    /// The bytes received and not read yet: a connection's first bytes, while its version
+    /// is read (they may be HTTP/2's preface instead of a request).
+    pub fn first_bytes(&self) -> &[u8] {
+        &self.input
     }
 
     /// Hands over, for the protocol switched to: the generation, the input (the bytes after
@@ -433,33 +417,105 @@ impl Connection {
             ..Connection::new(slot, now)
         }
     }
+}
+
+impl Wire for Connection {
+    /// The buffer that received bytes are appended to, lent from `buffers` if the
+    /// connection has none.
+    fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    /// Received bytes not answered yet.
+    fn buffered_input(&self) -> usize {
+        self.input.len()
+    }
+
+    /// The peer sent its last byte: answer the complete requests already received, then
+    /// close.
+    fn peer_closed(&mut self) {
+        self.peer_eof = true;
+        if self.input.is_empty() {
+            self.close();
+        }
+    }
+
+    /// Whether the peer has sent its last byte.
+    fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
+
+    fn unsent(&self) -> &[u8] {
+        self.output.unsent()
+    }
+
+    /// `n` bytes of [`Connection::unsent`] went out; the kernel is done with them.
+    fn mark_sent(&mut self, n: usize, now: Instant) {
+        self.output.sent(n, now);
+        if n > 0 {
+            self.last_active = now;
+        }
+    }
+
+    /// Whether the server should read more from this peer now (not while a switch waits
+    /// for the answers before it).
+    fn wants_input(&self) -> bool {
+        self.reading() && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
+    }
 
     /// Complete requests wait in the input, or finished responses in line, for the output
     /// to drain; or reading stopped while it was full.
-    pub fn has_backlog(&self) -> bool {
-        let requests = !self.closing && !self.input.is_empty() && self.waiting_since.is_none();
+    fn has_backlog(&self) -> bool {
+        let requests = !self.closing() && !self.input.is_empty() && self.owed == Owed::Nothing;
         requests
-            || self.full && !self.closing
+            || self.phase == Phase::Full
             || self.queue.front().is_some_and(|queued| queued.done)
     }
 
     /// Everything is answered and sent and no more will be read.
-    pub fn is_finished(&self) -> bool {
-        self.closing && self.queue.is_empty() && self.output.is_drained()
+    fn is_finished(&self) -> bool {
+        self.closing() && self.queue.is_empty() && self.output.is_drained()
     }
 
     /// Whether the client took too long to send a request it began, or to read what was
     /// unsent at some instant (a client that reads a few bytes now and then), or nothing
     /// moved in either direction for too long (an idle keep-alive connection). A connection
     /// that waits for an answer the server owes it (a timer, the database) is not idle.
-    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+    fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
         if self.output.late(now, limits.send) {
             return true;
         }
-        if let Some(since) = self.waiting_since {
+        if let Some(since) = self.owed.since() {
             return now.duration_since(since) > limits.request;
         }
         self.queue.is_empty() && now.duration_since(self.last_active) > limits.idle
+    }
+
+    /// The bytes of buffer memory the connection holds: its input, its output and the
+    /// responses waiting in line.
+    fn held(&self) -> usize {
+        self.input.capacity() + self.output.capacity() + self.queued_capacity as usize
+    }
+
+    /// Gives back the buffers that are empty: the input once every request in it is
+    /// answered, the output once it is all sent (so the kernel is not sending from it).
+    fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            buffers.give_back(std::mem::take(&mut self.input));
+        }
+        self.output.give_back_idle(buffers);
+    }
+
+    /// Gives every buffer back: the connection is closed, and the kernel no longer sends
+    /// from its output.
+    fn give_back_all(&mut self, buffers: &mut BufferPool) {
+        buffers.give_back(std::mem::take(&mut self.input));
+        self.output.give_back_all(buffers);
+        for queued in self.queue.drain(..) {
+            buffers.give_back(queued.bytes);
+        }
+        (self.queued_len, self.queued_capacity) = (0, 0);
+        self.chunked = Chunked::default();
     }
 }
 

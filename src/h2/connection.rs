@@ -16,9 +16,9 @@ use super::inflow::Inflow;
 use super::output::Output;
 use super::settings::{Limits, PeerSettings, DEFAULT_WINDOW};
 use super::stream::{Closed, State, Stream, Taken};
-use crate::http::{lent, BufferPool, Handler, HttpDate, Reply, Status, Ticket};
-
-pub use deadlines::Expiry;
+use crate::http::{
+    lent, BufferPool, Expiry, Handler, HttpDate, Reply, Status, Ticket, Timeouts, Wire,
+};
 
 /// The client's connection preface (RFC 9113, 3.4), which also tells an HTTP/2 client by
 /// prior knowledge from an HTTP/1.1 one.
@@ -99,12 +99,6 @@ impl Connection {
             last_active: now,
             window_stalled_since: None,
         }
-    }
-
-    /// The buffer received plaintext is appended to, lent from `buffers` if it has none;
-    /// [`Connection::process`] reads it.
-    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
-        lent(&mut self.input, buffers)
     }
 
     /// Takes bytes received before the connection was known to be HTTP/2 (the preface and
@@ -634,14 +628,46 @@ impl Connection {
             last_stream: self.last_stream,
         };
     }
+}
+
+impl Wire for Connection {
+    /// See [`Connection::deadline_passed`].
+    fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+        self.deadline_passed(now, limits)
+    }
+
+    /// See [`Connection::act_on_deadlines`].
+    fn expire(&mut self, now: Instant, limits: &Timeouts) -> Expiry {
+        self.act_on_deadlines(now, limits)
+    }
+
+    /// The buffer received plaintext is appended to, lent from `buffers` if it has none;
+    /// [`Connection::process`] reads it.
+    fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    fn buffered_input(&self) -> usize {
+        self.input.len()
+    }
+
+    /// The peer sent its last byte: the whole frames already in are still read, and the
+    /// streams whose requests are in still answered.
+    fn peer_closed(&mut self) {
+        self.peer_eof = true;
+    }
+
+    fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
 
     /// The bytes to send.
-    pub fn unsent(&self) -> &[u8] {
+    fn unsent(&self) -> &[u8] {
         self.output.unsent()
     }
 
     /// `len` bytes of [`Connection::unsent`] went; answers waiting for room follow them.
-    pub fn mark_sent(&mut self, len: usize, now: Instant) {
+    fn mark_sent(&mut self, len: usize, now: Instant) {
         self.output.sent(len, now);
         if len > 0 {
             self.last_active = now;
@@ -653,9 +679,18 @@ impl Connection {
         }
     }
 
+    /// Whether the connection takes more bytes now: not once it failed, nor while it holds
+    /// a whole frame it cannot read (its output is over the high-water mark, the client
+    /// not reading).
+    fn wants_input(&self) -> bool {
+        !matches!(self.phase, Phase::Failed)
+            && !self.peer_eof
+            && self.input.len() < HEAD_LEN + self.limits.max_frame_size as usize
+    }
+
     /// Whether processing again once the output has drained may do more: frames wait in
     /// the input, requests to be taken, or answers whose DATA stopped at the high-water mark.
-    pub fn has_backlog(&self) -> bool {
+    fn has_backlog(&self) -> bool {
         let waiting = |stream: &Stream| match stream.state {
             State::Request { .. } => true,
             // An answer whose DATA stopped at the output's high-water mark, not at a window.
@@ -666,47 +701,10 @@ impl Connection {
             && (!self.input.is_empty() || self.streams.iter().any(waiting))
     }
 
-    /// The peer sent its last byte: the whole frames already in are still read, and the
-    /// streams whose requests are in still answered.
-    pub fn peer_closed(&mut self) {
-        self.peer_eof = true;
-    }
-
-    pub fn peer_eof(&self) -> bool {
-        self.peer_eof
-    }
-
-    pub fn buffered_input(&self) -> usize {
-        self.input.len()
-    }
-
-    /// What the connection holds in memory, for the worker's budget: its buffers, its
-    /// streams' and the HPACK decoder's.
-    pub fn held(&self) -> usize {
-        self.input.capacity()
-            + self.output.capacity()
-            + self
-                .pending_block
-                .as_ref()
-                .map_or(0, |block| block.bytes.capacity())
-            + self.streams.capacity() * std::mem::size_of::<Stream>()
-            + self.streams.iter().map(Stream::held).sum::<usize>()
-            + self.decoder.held()
-    }
-
-    /// Whether the connection takes more bytes now: not once it failed, nor while it holds
-    /// a whole frame it cannot read (its output is over the high-water mark, the client
-    /// not reading).
-    pub fn wants_input(&self) -> bool {
-        !matches!(self.phase, Phase::Failed)
-            && !self.peer_eof
-            && self.input.len() < HEAD_LEN + self.limits.max_frame_size as usize
-    }
-
     /// Whether the connection is over and everything is sent: after a connection error;
     /// after a GOAWAY, once its streams are answered; after the peer's last byte, once the
     /// requests it finished are answered.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         let answered = || {
             let owed = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
             !self.streams.iter().any(owed)
@@ -719,10 +717,24 @@ impl Connection {
             }
     }
 
+    /// What the connection holds in memory, for the worker's budget: its buffers, its
+    /// streams' and the HPACK decoder's.
+    fn held(&self) -> usize {
+        self.input.capacity()
+            + self.output.capacity()
+            + self
+                .pending_block
+                .as_ref()
+                .map_or(0, |block| block.bytes.capacity())
+            + self.streams.capacity() * std::mem::size_of::<Stream>()
+            + self.streams.iter().map(Stream::held).sum::<usize>()
+            + self.decoder.held()
+    }
+
     /// Gives back the buffers that are empty: the input once every frame in it is read, the
     /// output once all of it is sent, the decoder's scratch (empty between blocks), and the
     /// streams' list once no stream is open, so that an idle connection holds none.
-    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+    fn give_back_idle(&mut self, buffers: &mut BufferPool) {
         if self.input.is_empty() && self.input.capacity() > 0 {
             buffers.give_back(std::mem::take(&mut self.input));
         }
@@ -734,7 +746,7 @@ impl Connection {
     }
 
     /// Gives every buffer back: the connection is closed.
-    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+    fn give_back_all(&mut self, buffers: &mut BufferPool) {
         buffers.give_back(std::mem::take(&mut self.input));
         self.output.give_back_all(buffers);
         self.decoder.give_back(buffers);

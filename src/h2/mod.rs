@@ -17,7 +17,7 @@ mod output;
 mod settings;
 mod stream;
 
-pub use connection::{Connection, Expiry, PREFACE};
+pub use connection::{Connection, PREFACE};
 pub use frame::ErrorCode;
 pub use settings::Limits;
 pub use stream::Taken;

@@ -8,10 +8,10 @@ use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN};
 use super::hpack::{self, hex, BlockError, Decoder};
 use proptest::prelude::*;
 
-use super::{Connection, Expiry, Limits, PREFACE};
+use super::{Connection, Limits, PREFACE};
 use crate::http::{
-    AcceptEncoding, Answer, BufferPool, Coding, ContentType, Encoding, HttpDate, Method, Status,
-    Timeouts,
+    AcceptEncoding, Answer, BufferPool, Coding, ContentType, Encoding, Expiry, HttpDate, Method,
+    Status, Timeouts, Wire,
 };
 
 const DATA: u8 = 0;

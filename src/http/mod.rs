@@ -11,6 +11,7 @@ mod date;
 mod request;
 mod send_buffer;
 mod status;
+mod wire;
 
 pub use accept_encoding::{AcceptEncoding, Coding};
 pub use answer::{
@@ -23,6 +24,7 @@ pub use request::{
 };
 pub use send_buffer::SendBuffer;
 pub use status::Status;
+pub use wire::{Expiry, Wire};
 
 use std::time::Duration;
 

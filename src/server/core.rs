@@ -238,7 +238,7 @@ impl<S: Service, K> Core<S, K> {
     fn may_read(&mut self, index: usize) -> bool {
         let paused = self.hold_back(index);
         let slot = &self.slots[index];
-        let wanted = slot.lingering_since.is_some() || slot.protocol.wants_input();
+        let wanted = slot.lingering_since.is_some() || slot.protocol.wire().wants_input();
         wanted && (!paused || slot.protocol.reads_while_paused())
     }
 
@@ -247,17 +247,13 @@ impl<S: Service, K> Core<S, K> {
     /// idle timeout, if shorter).
     pub fn open(&mut self, socket: K, listening: Listening) -> usize {
         let index = match self.free.pop() {
-            Some(index) => {
-                if let Protocol::Http1(conn) = &mut self.slots[index].protocol {
-                    conn.reset(self.now);
-                }
-                index
-            }
+            Some(index) => index,
             None => {
+                let conn = Connection::new(self.slots.len() as u32, self.now);
                 self.slots.push(Slot {
                     socket: None,
                     transport: Transport::Plain,
-                    protocol: Protocol::Http1(Connection::new(self.slots.len() as u32, self.now)),
+                    protocol: Protocol::ReadVersion(conn),
                     lingering_since: None,
                     held: 0,
                     paused: false,
@@ -275,9 +271,8 @@ impl<S: Service, K> Core<S, K> {
             }
             _ => Transport::Plain,
         };
-        if listening == Listening::H2c {
-            slot.protocol.start_h2(h2_limits(&self.service), self.now);
-        }
+        let h2 = (listening == Listening::H2c).then(|| h2_limits(&self.service));
+        slot.protocol.open(h2, self.now);
         slot.socket = Some(socket);
         slot.lingering_since = None;
         slot.paused = false;
@@ -291,7 +286,7 @@ impl<S: Service, K> Core<S, K> {
     pub fn release(&mut self, index: usize) -> Option<K> {
         let slot = &mut self.slots[index];
         let socket = slot.socket.take()?;
-        slot.protocol.give_back_all(&mut self.buffers);
+        slot.protocol.wire_mut().give_back_all(&mut self.buffers);
         slot.protocol.end(index as u32, self.now);
         if let Transport::Tls(tls) = &mut slot.transport {
             tls.give_back(&mut self.buffers);
@@ -326,7 +321,7 @@ impl<S: Service, K> Core<S, K> {
 
     /// Received bytes the connection has not answered yet.
     pub fn buffered_input(&self, index: usize) -> usize {
-        self.slots[index].protocol.buffered_input()
+        self.slots[index].protocol.wire().buffered_input()
     }
 
     /// Reads into the connection's input with `read`, which returns how many bytes it
@@ -372,11 +367,14 @@ impl<S: Service, K> Core<S, K> {
         }
         let more = match (ciphertext.is_empty(), slot.lingering_since) {
             (true, _) => false,
-            (false, None) => tls.receive(ciphertext, slot.protocol.input(&mut self.buffers)),
+            (false, None) => {
+                let plaintext = slot.protocol.wire_mut().input(&mut self.buffers);
+                tls.receive(ciphertext, plaintext)
+            }
             (false, Some(_)) => true,
         };
         if !more {
-            slot.protocol.peer_closed();
+            slot.protocol.wire_mut().peer_closed();
         }
         self.recount(index);
     }
@@ -399,13 +397,13 @@ impl<S: Service, K> Core<S, K> {
             self.buffers.give_back(ciphertext);
             return Some(result);
         }
-        let input = slot.protocol.input(&mut self.buffers);
+        let input = slot.protocol.wire_mut().input(&mut self.buffers);
         let result = read(socket, input);
         if slot.lingering_since.is_some() {
             input.clear();
         }
         if let Ok(0) = result {
-            slot.protocol.peer_closed();
+            slot.protocol.wire_mut().peer_closed();
         }
         self.recount(index);
         Some(result)
@@ -415,7 +413,7 @@ impl<S: Service, K> Core<S, K> {
     pub fn unsent(&self, index: usize) -> &[u8] {
         let slot = &self.slots[index];
         match &slot.transport {
-            Transport::Plain => slot.protocol.unsent(),
+            Transport::Plain => slot.protocol.wire().unsent(),
             Transport::Tls(tls) => tls.unsent(),
         }
     }
@@ -433,7 +431,10 @@ impl<S: Service, K> Core<S, K> {
             next => next,
         };
         // Whatever happened, a connection with nothing buffered holds no buffer.
-        self.slots[index].protocol.give_back_idle(&mut self.buffers);
+        self.slots[index]
+            .protocol
+            .wire_mut()
+            .give_back_idle(&mut self.buffers);
         self.recount(index);
         next
     }
@@ -460,7 +461,7 @@ impl<S: Service, K> Core<S, K> {
             return Next::Close;
         }
         if slot.lingering_since.is_some() {
-            return match slot.protocol.peer_eof() {
+            return match slot.protocol.wire().peer_eof() {
                 true => Next::Close,
                 false => Next::Keep { read: true },
             };
@@ -470,10 +471,9 @@ impl<S: Service, K> Core<S, K> {
                 .process_while_paused(date, *now, buffers, share);
         }
         if may_write && !paused {
-            if let Transport::Tls(tls) = &slot.transport {
-                if tls.chose_h2() {
-                    slot.protocol.start_h2(h2_limits(service), *now);
-                }
+            if let Protocol::ReadVersion(_) = slot.protocol {
+                let alpn_h2 = matches!(&slot.transport, Transport::Tls(tls) if tls.chose_h2());
+                slot.protocol.settle(alpn_h2, h2_limits(service), *now);
             }
             let mut cx = Context {
                 date,
@@ -481,44 +481,48 @@ impl<S: Service, K> Core<S, K> {
                 db: pool,
                 timers,
             };
-            let http1 = slot.protocol.switch_to_h2(h2_limits(service), *now);
             let max_body = service.max_body();
             let mut serving = Serving {
                 service,
                 cx: &mut cx,
             };
-            if let (true, Protocol::Http1(conn)) = (http1, &mut slot.protocol) {
+            if let Protocol::Http1(conn) = &mut slot.protocol {
                 conn.collect(buffers, share);
                 conn.process_within(&mut serving, max_body, date, *now, buffers, share);
+                // A 101 hands what came after it to the session, answered in this pass.
+                slot.protocol.switch_when_ready(*now);
             }
-            slot.protocol.switch_when_ready(*now);
-            if let Protocol::Http2(conn, generation) = &mut slot.protocol {
-                conn.process(date, *now, buffers, share);
-                let connection = (index as u32, *generation);
-                conn.serve(&mut serving, connection, date, *now, buffers);
-            }
-            if let Protocol::WebSocket(session) = &mut slot.protocol {
-                let max_message = service.max_message();
-                let on_message = |message: crate::ws::Message<'_>, out: &mut Vec<u8>| {
-                    service.on_message(message, out)
-                };
-                session.process(on_message, max_message, *now, buffers, share);
+            match &mut slot.protocol {
+                Protocol::ReadVersion(_) | Protocol::Http1(_) => {}
+                Protocol::Http2(conn, generation) => {
+                    conn.process(date, *now, buffers, share);
+                    let connection = (index as u32, *generation);
+                    conn.serve(&mut serving, connection, date, *now, buffers);
+                }
+                Protocol::WebSocket(session) => {
+                    let max_message = serving.service.max_message();
+                    let on_message = |message: crate::ws::Message<'_>, out: &mut Vec<u8>| {
+                        serving.service.on_message(message, out)
+                    };
+                    session.process(on_message, max_message, *now, buffers, share);
+                }
             }
         }
         if may_write {
+            let wire = slot.protocol.wire_mut();
             if let Transport::Tls(tls) = &mut slot.transport {
-                let taken = tls.seal(slot.protocol.unsent(), buffers);
-                slot.protocol.mark_sent(taken, *now);
-                if slot.protocol.is_finished() {
+                let taken = tls.seal(wire.unsent(), buffers);
+                wire.mark_sent(taken, *now);
+                if wire.is_finished() {
                     tls.close(buffers);
                 }
             }
-            if slot.protocol.is_finished() && slot.transport.is_closed() {
+            if wire.is_finished() && slot.transport.is_closed() {
                 // No linger when the peer is done, or asked for the close with nothing
                 // after it in plaintext (over TLS its close_notify may follow, and closing
                 // with it unread would reset the connection under the last answer).
                 let plain = matches!(slot.transport, Transport::Plain);
-                if slot.protocol.peer_eof() || (plain && slot.protocol.close_asked()) {
+                if wire.peer_eof() || (plain && slot.protocol.close_asked()) {
                     return Next::Close;
                 }
                 slot.lingering_since = Some(*now);
@@ -535,7 +539,7 @@ impl<S: Service, K> Core<S, K> {
     /// finished.
     pub fn sent(&mut self, index: usize, n: usize) -> bool {
         let slot = &mut self.slots[index];
-        let conn = &mut slot.protocol;
+        let conn = slot.protocol.wire_mut();
         let drained = match &mut slot.transport {
             Transport::Plain => {
                 conn.mark_sent(n, self.now);
@@ -743,7 +747,7 @@ fn h2_limits<S: Service>(service: &S) -> h2::Limits {
 
 /// Brings the count of what `slot` holds, and with it the worker's total, up to date.
 fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
-    let held = slot.protocol.held() + slot.transport.held();
+    let held = slot.protocol.wire().held() + slot.transport.held();
     let held = u32::try_from(held).unwrap_or(u32::MAX);
     *buffered = *buffered - slot.held as usize + held as usize;
     slot.held = held;

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::frame::{self, Decoded, Opcode, Utf8};
-use crate::http::{lent, BufferPool, SendBuffer, Timeouts};
+use crate::http::{lent, BufferPool, SendBuffer, Timeouts, Wire};
 
 /// Unsent output above which no more frames are read (as an HTTP connection's high-water
 /// mark): a client that does not read its echoes stops being read.
@@ -80,11 +80,6 @@ impl Session {
 
     pub fn generation(&self) -> u32 {
         self.generation
-    }
-
-    /// The buffer received bytes are appended to, lent from `buffers` if it has none.
-    pub fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
-        lent(&mut self.input, buffers)
     }
 
     /// Takes every whole frame in the input while the client reads its answers: each data
@@ -213,34 +208,41 @@ impl Session {
         }
         buffers.give_back(std::mem::take(&mut self.message));
     }
+}
 
-    pub fn unsent(&self) -> &[u8] {
+impl Wire for Session {
+    /// The buffer received bytes are appended to, lent from `buffers` if it has none.
+    fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {
+        lent(&mut self.input, buffers)
+    }
+
+    fn buffered_input(&self) -> usize {
+        self.input.len()
+    }
+
+    /// The peer sent its last byte: the whole frames already in are still taken.
+    fn peer_closed(&mut self) {
+        self.peer_eof = true;
+    }
+
+    fn peer_eof(&self) -> bool {
+        self.peer_eof
+    }
+
+    fn unsent(&self) -> &[u8] {
         self.output.unsent()
     }
 
     /// `n` bytes of [`Session::unsent`] went out.
-    pub fn mark_sent(&mut self, n: usize, now: Instant) {
+    fn mark_sent(&mut self, n: usize, now: Instant) {
         self.output.sent(n, now);
         if n > 0 {
             self.last_active = now;
         }
     }
 
-    /// The peer sent its last byte: the whole frames already in are still taken.
-    pub fn peer_closed(&mut self) {
-        self.peer_eof = true;
-    }
-
-    pub fn peer_eof(&self) -> bool {
-        self.peer_eof
-    }
-
-    pub fn buffered_input(&self) -> usize {
-        self.input.len()
-    }
-
     /// Whether to read more now: it is open and the client reads its answers.
-    pub fn wants_input(&self) -> bool {
+    fn wants_input(&self) -> bool {
         self.state != State::Closed
             && !self.peer_eof
             && self.output.unsent().len() < OUTPUT_HIGH_WATER
@@ -248,29 +250,29 @@ impl Session {
 
     /// Whether advancing again once the output has drained may do more: take the frames
     /// waiting in the input, or read again (reading stopped while the output was full).
-    pub fn has_backlog(&self) -> bool {
+    fn has_backlog(&self) -> bool {
         self.state != State::Closed && (self.full || !self.input.is_empty())
     }
 
     /// Closed and everything sent: the connection may close.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.state == State::Closed && self.output.is_drained()
     }
 
     /// The client took too long to read what was unsent at some instant, or nothing moved
     /// either way for the idle timeout (which also bounds how long a frame may take to
     /// arrive once begun).
-    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+    fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
         self.output.late(now, limits.send) || now.duration_since(self.last_active) > limits.idle
     }
 
     /// The buffer memory it holds.
-    pub fn held(&self) -> usize {
+    fn held(&self) -> usize {
         self.input.capacity() + self.output.capacity() + self.message.capacity()
     }
 
     /// Gives back the buffers that are empty.
-    pub fn give_back_idle(&mut self, buffers: &mut BufferPool) {
+    fn give_back_idle(&mut self, buffers: &mut BufferPool) {
         self.output.give_back_idle(buffers);
         for buffer in [&mut self.input, &mut self.message] {
             if buffer.is_empty() && buffer.capacity() > 0 {
@@ -280,7 +282,7 @@ impl Session {
     }
 
     /// Gives every buffer back: the connection is closed.
-    pub fn give_back_all(&mut self, buffers: &mut BufferPool) {
+    fn give_back_all(&mut self, buffers: &mut BufferPool) {
         self.output.give_back_all(buffers);
         for buffer in [&mut self.input, &mut self.message] {
             buffers.give_back(std::mem::take(buffer));

@@ -12,7 +12,7 @@ use std::time::Instant;
 use gnosis::app::world::WorldSnapshot;
 use gnosis::app::App;
 use gnosis::h1::{parse, Chunked, Connection, Parsed, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD};
-use gnosis::http::{BufferPool, HttpDate, Status, MAX_BODY};
+use gnosis::http::{BufferPool, HttpDate, Status, Wire, MAX_BODY};
 use gnosis::pg::Pool;
 use gnosis::service::{Context, Service, Serving};
 use gnosis::timers::Timers;

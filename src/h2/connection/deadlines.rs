@@ -8,20 +8,7 @@ use std::time::Instant;
 use super::{Connection, Phase};
 use crate::h2::frame::ErrorCode;
 use crate::h2::stream::{State, Stream};
-use crate::http::Timeouts;
-
-/// What the worker's sweep does with a connection ([`Connection::expire`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expiry {
-    /// No deadline passed.
-    Met,
-    /// A deadline passed and the connection wrote its last word: GOAWAY (nothing more is
-    /// read, and it is finished once that is sent), or RST_STREAM on the streams whose
-    /// requests are late. It is to be sent; a finished connection then closes as any does.
-    Told,
-    /// A deadline passed after the GOAWAY (the peer does not read it): close the socket.
-    Close,
-}
+use crate::http::{Expiry, Timeouts};
 
 impl Connection {
     /// Whether a deadline passed: the client took too long to send a request it began
@@ -29,18 +16,18 @@ impl Connection {
     /// SETTINGS, WINDOW_UPDATE or an empty CONTINUATION carry none of it), to read what was
     /// unsent at some instant, or to open its window to answers waiting for it; or nothing
     /// moved either way for the idle timeout while the server owed it no answer.
-    pub fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
+    pub(super) fn deadline_passed(&self, now: Instant, limits: &Timeouts) -> bool {
         self.connection_late(now, limits) || self.request_late(now, limits)
     }
 
-    /// Acts on the deadlines that passed (see [`Connection::timed_out`]), as nginx does: a
+    /// Acts on the deadlines that passed (see [`Connection::deadline_passed`]), as nginx does: a
     /// late request's stream is reset (PROTOCOL_ERROR), a late header block ends the
     /// connection (GOAWAY PROTOCOL_ERROR: a block cannot be cut short, the HPACK table would
     /// be lost), and the send and idle timeouts end it with GOAWAY NO_ERROR (RFC 9113, 6.8),
     /// so that the client knows which streams were taken. A deadline passing again after
     /// the GOAWAY closes the socket.
-    pub fn expire(&mut self, now: Instant, limits: &Timeouts) -> Expiry {
-        if !self.timed_out(now, limits) {
+    pub(super) fn act_on_deadlines(&mut self, now: Instant, limits: &Timeouts) -> Expiry {
+        if !self.deadline_passed(now, limits) {
             return Expiry::Met;
         }
         if matches!(self.phase, Phase::Failed) {

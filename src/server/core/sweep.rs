@@ -2,7 +2,7 @@
 //! for the budget that may read again.
 
 use super::{Core, Swept, Transport, LINGER, SWEEP_EVERY};
-use crate::h2::Expiry;
+use crate::http::Expiry;
 use crate::service::Service;
 
 impl<S: Service, K> Core<S, K> {
@@ -26,7 +26,10 @@ impl<S: Service, K> Core<S, K> {
                 _ if handshake_late => Expiry::Close,
                 Some(since) if self.now.duration_since(since) > LINGER => Expiry::Close,
                 Some(_) => Expiry::Met,
-                None => slot.protocol.expire(self.now, &self.limits.timeouts),
+                None => slot
+                    .protocol
+                    .wire_mut()
+                    .expire(self.now, &self.limits.timeouts),
             };
             match expiry {
                 Expiry::Close => found(index, Swept::Expired),

@@ -143,12 +143,13 @@ fn ready_core() -> Core<TestService, u32> {
 #[test]
 fn a_slot_stays_small() {
     // Every connection ever open at once keeps its slot: it must stay far below the
-    // buffers an idle connection no longer holds (16,384 slots, the default cap: 3.5 MiB).
-    // 216 bytes, and 8 for the transport: a TLS session is boxed, a plain connection's
-    // transport is the null pointer's niche.
+    // buffers an idle connection no longer holds (16,384 slots, the default cap: 3.75 MiB).
+    // 232 bytes, and 8 for the transport: a TLS session is boxed, a plain connection's
+    // transport is the null pointer's niche. The protocol's tag is a word of its own, since
+    // two variants carry HTTP/1.1's connection (reading its version, and settled).
     assert_eq!(std::mem::size_of::<Transport>(), 8);
     assert!(
-        std::mem::size_of::<Slot<OwnedFd>>() <= 224,
+        std::mem::size_of::<Slot<OwnedFd>>() <= 240,
         "{}",
         std::mem::size_of::<Slot<OwnedFd>>()
     );
@@ -260,7 +261,7 @@ fn a_db_request_goes_through_the_link_and_back() {
 
 /// The switch to WebSocket: a request waiting for the database, the upgrade and the
 /// client's first frame, all in one read. The database's answer goes first, then the `101`,
-/// then the echo; the session counts in the budget; the slot's next peer speaks HTTP/1.1,
+/// then the echo; the session counts in the budget; the slot's next peer reads its version,
 /// under a new generation.
 #[test]
 fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
@@ -299,7 +300,10 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     assert_eq!(core.release(slot), Some(7));
     assert_counted(&core);
     let slot = core.open(8, Listening::Http);
-    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    assert!(matches!(
+        core.slots[slot].protocol,
+        Protocol::ReadVersion(_)
+    ));
     assert_eq!(core.generation(slot), generation.wrapping_add(1));
 }
 
@@ -370,7 +374,7 @@ fn assert_counted(core: &Core<TestService, u32>) {
         .slots
         .iter()
         .filter(|slot| slot.socket.is_some())
-        .map(|slot| slot.protocol.held())
+        .map(|slot| slot.protocol.wire().held())
         .sum();
     assert_eq!(core.buffered, held);
 }
@@ -506,4 +510,53 @@ fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() 
     assert!(core.sweep(|index, swept| found.push((index, swept))));
     assert_eq!(found, [(stalled, Swept::Expired)]);
     assert!(core.socket(plain).is_some());
+}
+
+/// The protocol is chosen once: by the first bytes on the HTTP port (HTTP/2's preface, cut
+/// anywhere, waits whole; anything else is HTTP/1.1), from the open on the h2c port; a
+/// settled HTTP/1.1 connection never becomes HTTP/2, whatever it later receives.
+#[test]
+fn the_protocol_is_chosen_once_by_the_first_bytes_or_the_port() {
+    let mut core = ready_core();
+    let preface = crate::h2::PREFACE;
+    for cut in 1..preface.len() {
+        let slot = core.open(1, Listening::Http);
+        core.received(slot, &preface[..cut]);
+        core.advance(slot, true);
+        assert!(matches!(
+            core.slots[slot].protocol,
+            Protocol::ReadVersion(_)
+        ));
+        core.received(slot, &preface[cut..]);
+        core.advance(slot, true);
+        assert!(matches!(core.slots[slot].protocol, Protocol::Http2(..)));
+        core.release(slot);
+    }
+
+    let slot = core.open(2, Listening::Http);
+    core.received(slot, b"GET /plaintext HTTP/1.1\r\nHost: a\r\n\r\n");
+    core.advance(slot, true);
+    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    let len = core.unsent(slot).len();
+    core.sent(slot, len);
+    // The preface after a request is no request: HTTP/1.1 refuses it.
+    core.received(slot, preface);
+    core.advance(slot, true);
+    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    let answer = String::from_utf8_lossy(core.unsent(slot)).into_owned();
+    assert!(
+        answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{answer}"
+    );
+    core.release(slot);
+
+    // One byte that cannot begin the preface settles HTTP/1.1 before the request is whole.
+    let slot = core.open(3, Listening::Http);
+    core.received(slot, b"G");
+    core.advance(slot, true);
+    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    core.release(slot);
+
+    let slot = core.open(4, Listening::H2c);
+    assert!(matches!(core.slots[slot].protocol, Protocol::Http2(..)));
 }
