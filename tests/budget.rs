@@ -6,6 +6,8 @@
 //! sockets.
 
 mod common;
+#[path = "budget/h2.rs"]
+mod h2;
 
 use std::any::Any;
 use std::io::{self, Read, Write};

@@ -6,6 +6,7 @@
 //! [`Connection::unsent`], reporting what went ([`Connection::sent`]).
 
 mod answers;
+mod bodies;
 mod deadlines;
 
 use std::time::Instant;
@@ -69,10 +70,17 @@ pub struct Connection {
     peer_eof: bool,
     /// The last time a frame arrived or a byte went.
     last_active: Instant,
-    /// Since when answers have waited for the peer's window with nothing else unsent and
-    /// no DATA written: past the send timeout the connection ends, so that a peer that
-    /// never opens its window cannot hold them forever.
+    /// Since when answers have waited with no DATA of theirs written (for the peer's
+    /// window, or for room in the output): past the send timeout the connection ends, so
+    /// that a peer that never opens its window cannot hold them forever. Only their DATA
+    /// stops it, not what else goes (a PING's ACK is no progress on them).
     window_stalled_since: Option<Instant>,
+    /// What the answers waiting to be written hold (their streams' buffers): past
+    /// `answers_bound` no further request is taken.
+    answers_held: usize,
+    /// [`answers::MAX_WAITING`], or the connection's share of the worker's budget as
+    /// [`Connection::process`] was last told, if less.
+    answers_bound: u32,
 }
 
 impl Connection {
@@ -98,6 +106,8 @@ impl Connection {
             peer_eof: false,
             last_active: now,
             window_stalled_since: None,
+            answers_held: 0,
+            answers_bound: answers::MAX_WAITING as u32,
         }
     }
 
@@ -109,8 +119,8 @@ impl Connection {
 
     /// Reads every whole frame received, as long as the output is under its high-water
     /// mark, lowered to `share` (the rest waits for the output to drain:
-    /// [`Connection::has_backlog`]). `date` is for the answers the connection gives itself
-    /// (413, 431).
+    /// [`Connection::has_backlog`]); over `share` it gives no window and takes no request.
+    /// `date` is for the answers the connection gives itself (413, 431).
     pub fn process(
         &mut self,
         date: &HttpDate,
@@ -121,7 +131,9 @@ impl Connection {
         if matches!(self.phase, Phase::Failed) {
             return;
         }
+        self.answers_bound = answers::MAX_WAITING.min(share) as u32;
         self.output.share(share);
+        self.follow_share(share);
         self.output.lend(buffers);
         self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);
@@ -354,72 +366,6 @@ impl Connection {
         Ok(())
     }
 
-    fn on_data(
-        &mut self,
-        stream: u32,
-        data: &[u8],
-        end_stream: bool,
-        flow_len: u32,
-        date: &HttpDate,
-    ) -> Result<(), H2Error> {
-        let flow_len = flow_len as i64;
-        self.inflow.take(flow_len).map_err(H2Error::Connection)?;
-        self.inflow.grant_connection(self.output.frames());
-        let Some(index) = self.index(stream) else {
-            return self.closed_stream(stream, ErrorCode::StreamClosed);
-        };
-        let max_body = self.limits.max_body;
-        let entry = &mut self.streams[index];
-        if flow_len > entry.recv_window {
-            return Err(H2Error::Stream(stream, ErrorCode::FlowControl));
-        }
-        entry.recv_window -= flow_len;
-        let State::Receiving { head, body } = &mut entry.state else {
-            // The rest of a request answered already is dropped.
-            return match entry.state {
-                State::Sending {
-                    reset_after: true, ..
-                } => Ok(()),
-                _ => Err(H2Error::Stream(stream, ErrorCode::StreamClosed)),
-            };
-        };
-        let len = body.len() + data.len();
-        if head
-            .content_length
-            .is_some_and(|length| len as u64 > length)
-        {
-            return Err(H2Error::Stream(stream, ErrorCode::Protocol));
-        }
-        if len > max_body {
-            self.answer_error(index, Status::PayloadTooLarge, !end_stream, date);
-            return Ok(());
-        }
-        body.extend_from_slice(data);
-        self.inflow.hold(data.len());
-        if end_stream {
-            self.request_complete(index)
-        } else {
-            let out = self.output.frames();
-            self.inflow.grant_stream(out, &mut self.streams[index]);
-            Ok(())
-        }
-    }
-
-    /// DATA on a stream not open: an idle one's is a connection error, a closed one's a
-    /// stream error, but one the server reset lately may still be in flight and is ignored,
-    /// as are those opened after the server's GOAWAY.
-    fn closed_stream(&self, stream: u32, code: ErrorCode) -> Result<(), H2Error> {
-        let after_goaway =
-            matches!(self.phase, Phase::Draining { last_stream } if stream > last_stream);
-        if stream > self.last_stream {
-            Err(H2Error::Connection(ErrorCode::Protocol))
-        } else if after_goaway || self.recently_closed.by_reset(stream) {
-            Ok(())
-        } else {
-            Err(H2Error::Stream(stream, code))
-        }
-    }
-
     /// A header block is in: a request's head (its first frame came at `opened`), or a
     /// stream's trailers.
     fn on_header_block(
@@ -521,14 +467,6 @@ impl Connection {
             .map_err(|code| H2Error::Stream(entry.id, code))
     }
 
-    /// Bodies were let go: the windows held back for the budget are given now.
-    fn grant_windows(&mut self) {
-        self.inflow.grant_connection(self.output.frames());
-        for stream in &mut self.streams {
-            self.inflow.grant_stream(self.output.frames(), stream);
-        }
-    }
-
     /// Hands every complete request not yet handed out to `handler`, in the order of their
     /// streams, and answers those it answers at once; the others wait for
     /// [`Connection::answer`] by their ticket (whose sequence number is the stream).
@@ -554,11 +492,12 @@ impl Connection {
     }
 
     /// The next request not yet handed out, in the order of their streams; none while the
-    /// output is over its high-water mark (the client does not read its answers), so that
-    /// answers are not made faster than they go. Its body is out of the connection's count
-    /// once handed out: its window is granted again.
+    /// output is over its high-water mark (the client does not read its answers) or the
+    /// answers waiting for window or room hold their bound, so that answers are not made
+    /// faster than they go. Its body is out of the connection's count once handed out: its
+    /// window is granted again.
     pub fn take_request(&mut self) -> Option<Taken> {
-        if self.output.room() == 0 {
+        if self.output.room() == 0 || self.answers_full() {
             return None;
         }
         let taken = self.streams.iter_mut().find_map(Stream::take_request)?;
@@ -573,6 +512,9 @@ impl Connection {
     fn remove(&mut self, index: usize, by_reset: bool) -> Stream {
         let entry = self.streams.remove(index);
         self.inflow.release(entry.body_len());
+        if matches!(entry.state, State::Sending { .. }) {
+            self.answers_held -= entry.held();
+        }
         if entry.body_len() > 0 {
             self.grant_windows();
         }
@@ -614,6 +556,7 @@ impl Connection {
         frame::write_goaway(self.output.frames(), self.last_stream, code);
         self.phase = Phase::Failed;
         self.streams = Vec::new();
+        self.answers_held = 0;
         self.pending_block = None;
     }
 

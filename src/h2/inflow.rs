@@ -19,6 +19,11 @@ pub struct Inflow {
     /// window is the default.
     settings_acked: bool,
     max_body: usize,
+    /// The connection holds more than its share of the worker's budget: no window is
+    /// granted until it is back under, so that its peer is held by flow control.
+    paused: bool,
+    /// Window was due while paused: it is granted once the connection is back under.
+    owed: bool,
 }
 
 impl Inflow {
@@ -30,7 +35,32 @@ impl Inflow {
             stream_window: limits.initial_window as i64,
             settings_acked: false,
             max_body: limits.max_body,
+            paused: false,
+            owed: false,
         }
+    }
+
+    /// Pauses the grants while the connection holds more than its share of the worker's
+    /// budget, or resumes them; returns whether window was due meanwhile, to grant now.
+    pub fn pause(&mut self, paused: bool) -> bool {
+        self.paused = paused;
+        !paused && std::mem::take(&mut self.owed)
+    }
+
+    /// Whether the bodies held reached the budget: no window is given until some are let
+    /// go.
+    pub fn over_budget(&self) -> bool {
+        self.held >= self.budget
+    }
+
+    /// Whether window that is due may be given now: within the budget and not paused (then
+    /// it is owed).
+    fn may_grant(&mut self) -> bool {
+        if self.paused {
+            self.owed = true;
+            return false;
+        }
+        !self.over_budget()
     }
 
     /// The window of a stream the peer opens now.
@@ -72,9 +102,9 @@ impl Inflow {
     }
 
     /// Gives the peer back the connection window its DATA used, once half of it is used,
-    /// while the bodies held are within the budget.
+    /// while the bodies held are within the budget and the connection is not paused.
     pub fn grant_connection(&mut self, out: &mut Vec<u8>) {
-        if self.window <= DEFAULT_WINDOW / 2 && self.held < self.budget {
+        if self.window <= DEFAULT_WINDOW / 2 && self.may_grant() {
             let increment = DEFAULT_WINDOW - self.window;
             frame::write_window_update(out, 0, increment as u32);
             self.window = DEFAULT_WINDOW;
@@ -82,14 +112,14 @@ impl Inflow {
     }
 
     /// Gives `stream` back the window its body used, once half of it is used, while its
-    /// body is under the limit and the bodies held are within the budget.
-    pub fn grant_stream(&self, out: &mut Vec<u8>, stream: &mut Stream) {
+    /// body is under the limit, the bodies held are within the budget and the connection
+    /// is not paused.
+    pub fn grant_stream(&mut self, out: &mut Vec<u8>, stream: &mut Stream) {
         let State::Receiving { body, .. } = &stream.state else {
             return;
         };
         let target = self.stream_window;
-        if stream.recv_window <= target / 2 && self.held < self.budget && body.len() < self.max_body
-        {
+        if stream.recv_window <= target / 2 && body.len() < self.max_body && self.may_grant() {
             let increment = (target - stream.recv_window) as u32;
             frame::write_window_update(out, stream.id, increment);
             stream.recv_window = target;

@@ -561,6 +561,7 @@ pub fn reset_on_close(stream: &TcpStream) {
 
 pub mod cluster;
 pub mod fake_pg;
+pub mod h2;
 pub mod pg;
 pub mod proxy;
 pub mod tls;

@@ -3,233 +3,10 @@
 //! promises (the GOAWAY, the reset, the close) within a bound far above it, never by a
 //! stopwatch that a loaded machine could break.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
-use rustls::pki_types::ServerName;
-use rustls::{ClientConnection, StreamOwned};
+use std::time::Instant;
 
 use crate::common;
-
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const NO_ERROR: u32 = 0x0;
-const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
-
-/// Far above every deadline these tests set or wait for (1 s, and the request timeout of
-/// 10 s): only a server that never ends the connection reaches it.
-const GENEROUS: Duration = Duration::from_secs(40);
-
-trait Socket: Read + Write + Send {}
-impl<T: Read + Write + Send> Socket for T {}
-
-struct Frame {
-    kind: u8,
-    stream: u32,
-    payload: Vec<u8>,
-}
-
-impl Frame {
-    /// A GOAWAY's last stream and error code, an RST_STREAM's code in the second place.
-    fn words(&self) -> (u32, u32) {
-        let word = |at: usize| {
-            let bytes = self.payload.get(at..at + 4).unwrap_or(&[0; 4]);
-            u32::from_be_bytes(bytes.try_into().unwrap()) & 0x7fff_ffff
-        };
-        match self.kind {
-            RST_STREAM => (self.stream, word(0)),
-            _ => (word(0), word(4)),
-        }
-    }
-}
-
-/// What ended a connection, as the client saw it.
-#[derive(Debug, PartialEq)]
-enum End {
-    /// The server closed it (EOF or reset); the GOAWAY it sent first, if it sent one, as
-    /// (last stream, error code).
-    Closed { goaway: Option<(u32, u32)> },
-    /// The stream was reset, with this code.
-    Reset(u32, u32),
-}
-
-/// A client speaking HTTP/2 frame by frame, its preface and SETTINGS sent.
-struct RawClient {
-    socket: Box<dyn Socket>,
-    input: Vec<u8>,
-}
-
-impl RawClient {
-    fn h2c(port: u16, settings: &[(u16, u32)]) -> RawClient {
-        RawClient::start(Box::new(connect(port)), settings)
-    }
-
-    /// Over TLS, ALPN `h2`.
-    fn tls(port: u16, settings: &[(u16, u32)]) -> RawClient {
-        let config = common::tls::tls13(&[b"h2"]);
-        let name = ServerName::try_from("localhost").unwrap();
-        let session = ClientConnection::new(config, name).unwrap();
-        let stream = StreamOwned::new(session, connect(port));
-        RawClient::start(Box::new(stream), settings)
-    }
-
-    fn start(socket: Box<dyn Socket>, settings: &[(u16, u32)]) -> RawClient {
-        let mut client = RawClient {
-            socket,
-            input: Vec::new(),
-        };
-        let mut payload = Vec::new();
-        for (id, value) in settings {
-            payload.extend_from_slice(&id.to_be_bytes());
-            payload.extend_from_slice(&value.to_be_bytes());
-        }
-        let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-        preface.extend(frame(SETTINGS, 0, 0, &payload));
-        client.send(&preface);
-        client
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.socket.write_all(bytes).unwrap();
-        self.socket.flush().unwrap();
-    }
-
-    /// The next frame, or `None` once the server closed the connection. Panics past
-    /// `deadline`.
-    fn next(&mut self, deadline: Instant) -> Option<Frame> {
-        loop {
-            if self.input.len() >= 9 {
-                let len = u32::from_be_bytes([0, self.input[0], self.input[1], self.input[2]]);
-                let end = 9 + len as usize;
-                if self.input.len() >= end {
-                    let head: Vec<u8> = self.input.drain(..end).collect();
-                    let stream = u32::from_be_bytes(head[5..9].try_into().unwrap());
-                    return Some(Frame {
-                        kind: head[3],
-                        stream: stream & 0x7fff_ffff,
-                        payload: head[9..].to_vec(),
-                    });
-                }
-            }
-            assert!(Instant::now() < deadline, "the server never ended it");
-            let mut buf = [0; 16 * 1024];
-            match self.socket.read(&mut buf) {
-                Ok(0) => return None,
-                Ok(n) => self.input.extend_from_slice(&buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// Reads until the server closes the connection or resets `stream`, sending `every`
-    /// (if any) each half second meanwhile; answers its PINGs' ACKs with nothing.
-    fn until_ended(&mut self, stream: u32, every: Option<&dyn Fn() -> Vec<u8>>) -> End {
-        let deadline = Instant::now() + GENEROUS;
-        let mut goaway = None;
-        let mut next_send = Instant::now();
-        loop {
-            if let Some(make) = every {
-                if Instant::now() >= next_send && goaway.is_none() {
-                    // The server may close first: what it does not take is no matter.
-                    let _ = self.socket.write_all(&make());
-                    let _ = self.socket.flush();
-                    next_send += Duration::from_millis(500);
-                }
-            }
-            let Some(frame) = self.next(deadline) else {
-                return End::Closed { goaway };
-            };
-            match frame.kind {
-                GOAWAY => goaway = Some(frame.words()),
-                RST_STREAM if frame.stream == stream => {
-                    let (stream, code) = frame.words();
-                    return End::Reset(stream, code);
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The frames up to the first on `stream` of `kind`.
-    fn until(&mut self, stream: u32, kind: u8) -> Frame {
-        let deadline = Instant::now() + GENEROUS;
-        loop {
-            let frame = self.next(deadline).expect("the connection ended early");
-            if (frame.stream, frame.kind) == (stream, kind) {
-                return frame;
-            }
-        }
-    }
-}
-
-/// A socket to the server whose reads wait 100 ms at most, for the client to look at its
-/// deadline and its clock between them.
-fn connect(port: u16) -> TcpStream {
-    let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    tcp
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut bytes = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    bytes.extend_from_slice(&[kind, flags]);
-    bytes.extend_from_slice(&stream.to_be_bytes());
-    bytes.extend_from_slice(payload);
-    bytes
-}
-
-/// A header block of literal fields, never indexed (RFC 7541, 6.2.3), names and values
-/// under 127 bytes.
-fn block(fields: &[(&str, &str)]) -> Vec<u8> {
-    let mut block = Vec::new();
-    for (name, value) in fields {
-        block.push(0x10);
-        block.push(name.len() as u8);
-        block.extend_from_slice(name.as_bytes());
-        block.push(value.len() as u8);
-        block.extend_from_slice(value.as_bytes());
-    }
-    block
-}
-
-fn get(path: &str) -> Vec<u8> {
-    let fields = [
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":authority", "localhost"),
-        (":path", path),
-    ];
-    frame(HEADERS, END_HEADERS | END_STREAM, 1, &block(&fields))
-}
-
-fn ping() -> Vec<u8> {
-    frame(PING, 0, 0, &[7; 8])
-}
-
-/// The `:status` of an answer's HEADERS.
-fn status(headers: &Frame) -> String {
-    let mut decoder = loona_hpack::Decoder::new();
-    let fields = decoder.decode(&headers.payload).unwrap();
-    let (_, value) = fields
-        .into_iter()
-        .find(|(name, _)| name == b":status")
-        .unwrap();
-    String::from_utf8(value).unwrap()
-}
+use crate::common::h2::*;
 
 fn start_with_tls(binary: &str, extra: &[&str]) -> common::Server {
     let pair = ::gnosis::transport::test_pair();
@@ -245,6 +22,8 @@ test_both_binaries!(gnosis, gnosis_uring;
     connect_is_answered_405_on_both_protocols,
     the_server_says_goaway_before_it_closes_an_idle_or_stalled_connection,
     pings_and_empty_continuations_do_not_hold_a_request_past_its_deadline,
+    pings_do_not_hold_answers_that_wait_for_window,
+    concurrent_uploads_are_answered_or_refused,
 );
 
 /// CONNECT with `:authority` alone is well-formed (RFC 9113, 8.5), and no route opens a
@@ -339,4 +118,50 @@ fn pings_and_empty_continuations_do_not_hold_a_request_past_its_deadline(binary:
     let body_end = body.join().unwrap();
     let ended = matches!(body_end, End::Reset(1, _) | End::Closed { goaway: Some(_) });
     assert!(ended, "{body_end:?}");
+}
+
+/// Answers that wait for a window the client never opens end the connection after
+/// `--send-timeout`, whatever else the client sends meanwhile: a PING's ACK that goes out is
+/// no progress on them (nginx's `send_timeout` is not reset by PING either).
+fn pings_do_not_hold_answers_that_wait_for_window(binary: &str) {
+    let server = common::Server::start(binary, &["--send-timeout", "1000"]);
+    let mut client = RawClient::h2c(server.h2c_port, &[(SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
+    client.send(&get("/plaintext"));
+    assert_eq!(status(&client.until(1, HEADERS)), "200");
+    let end = client.until_ended(1, Some(&ping));
+    let expected = End::Closed {
+        goaway: Some((1, NO_ERROR)),
+    };
+    assert_eq!(end, expected);
+}
+
+/// Three uploads of 900,000 bytes each (under `--max-body`, together over the 2 MiB a
+/// connection's bodies may hold), sent round-robin within the windows given: each is
+/// answered, or refused with RST_STREAM REFUSED_STREAM (which a client may send again), and
+/// the oldest are answered; none waits for a window that never comes (RFC 9113, 5.2.2).
+fn concurrent_uploads_are_answered_or_refused(binary: &str) {
+    const LEN: usize = 900_000;
+    let server = common::Server::start(binary, &[]);
+    let mut client = Uploads::start(server.h2c_port, &[(LEN, LEN); 3]);
+    let deadline = Instant::now() + GENEROUS;
+    while !client.settled() {
+        assert!(Instant::now() < deadline, "the uploads never settled");
+        if !client.pump() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    assert!(!client.ended, "the connection ended");
+    for upload in &client.uploads {
+        let answered = upload.answered && upload.received == LEN;
+        let refused = upload.reset == Some(REFUSED_STREAM);
+        assert!(
+            (answered && upload.status.as_deref() == Some("200")) || refused,
+            "stream {}: {:?}, {} bytes back, reset {:?}",
+            upload.stream,
+            upload.status,
+            upload.received,
+            upload.reset
+        );
+    }
+    assert!(client.uploads[0].answered, "the oldest upload was refused");
 }

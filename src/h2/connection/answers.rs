@@ -1,5 +1,6 @@
 //! A connection's answers: HEADERS at once, DATA as the windows and the output's room
-//! allow, then trailers; and the clock on answers that wait for the peer's window.
+//! allow, then trailers; the bound on what the answers waiting for them hold; and the clock
+//! on answers that wait.
 
 use std::time::Instant;
 
@@ -9,17 +10,34 @@ use crate::h2::hpack;
 use crate::h2::stream::{write_data, State};
 use crate::http::{Answer, Body, BufferPool, HttpDate, Method, Status};
 
+/// What the answers waiting for the peer's window or the output's room may hold before the
+/// connection takes no further request: each holds the rest of its body, copied, and a
+/// client that opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0) would otherwise make the
+/// connection hold every answer of every stream it opens (RFC 9113, 10.5). Four times the
+/// output's high-water mark; one answer more may go past it. nginx and h2o hold about a
+/// window per stream, reading a file as its window opens.
+pub(super) const MAX_WAITING: usize = 1024 * 1024;
+
 impl Connection {
-    /// Starts the clock on answers that wait for the peer's window alone (nothing unsent),
-    /// or stops it. Called last by whatever may write: DATA written leaves the output
-    /// unsent, which stops the clock, so progress restarts it.
+    /// Starts the clock on answers that wait, unless it runs, or stops it once none does.
+    /// Called last by whatever may write; DATA written for an answer stops it first
+    /// ([`Connection::answers_moved`]), so only their progress restarts it.
     pub(super) fn watch_window(&mut self, now: Instant) {
-        let waiting = self.output.unsent().is_empty()
-            && self.streams.iter().any(|stream| stream.data_left() > 0);
-        self.window_stalled_since = match waiting {
+        self.window_stalled_since = match self.answers_held > 0 {
             true => self.window_stalled_since.or(Some(now)),
             false => None,
         };
+    }
+
+    /// DATA of an answer was written: the answers are not stalled.
+    fn answers_moved(&mut self) {
+        self.window_stalled_since = None;
+    }
+
+    /// Whether the answers waiting hold their bound, [`MAX_WAITING`] or the connection's
+    /// share of the worker's budget if less: no further request is taken until they go.
+    pub(super) fn answers_full(&self) -> bool {
+        self.answers_held > self.answers_bound as usize
     }
 
     /// Answers the request of `stream`: its HEADERS now, its body as flow control allows,
@@ -127,6 +145,10 @@ impl Connection {
             trailers,
             reset_after,
         };
+        self.answers_held += entry.held();
+        if written > 0 {
+            self.answers_moved();
+        }
         if end_stream || written == body.len() {
             self.flush_stream(index);
         }
@@ -149,7 +171,12 @@ impl Connection {
         let room = self.output.room();
         let out = self.output.frames();
         let window = &mut self.send_window;
-        let done = self.streams[index].write_answer(out, window, self.peer.max_frame, room);
+        let entry = &mut self.streams[index];
+        let left = entry.data_left();
+        let done = entry.write_answer(out, window, self.peer.max_frame, room);
+        if entry.data_left() < left {
+            self.answers_moved();
+        }
         if done {
             self.finish(index);
         }
