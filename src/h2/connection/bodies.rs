@@ -7,7 +7,7 @@
 use super::Connection;
 use crate::h2::frame::{ErrorCode, H2Error};
 use crate::h2::stream::State;
-use crate::http::{HttpDate, Status};
+use crate::http::{HttpDate, Status, Wire};
 
 impl Connection {
     pub(super) fn on_data(
