@@ -9,6 +9,7 @@ mod answers;
 mod bodies;
 mod deadlines;
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::frame::{self, ErrorCode, Frame, H2Error, Head, HEAD_LEN, MAX_WINDOW};
@@ -57,8 +58,10 @@ pub struct Connection {
     /// What the server may send on the connection.
     send_window: i64,
     inflow: Inflow,
-    /// Open streams, by increasing identifier.
-    streams: Vec<Stream>,
+    /// Open streams, by increasing identifier. A deque: streams mostly close oldest first,
+    /// and a vector's removal from its front moved every stream after it (the largest
+    /// share of baseline-h2's profile).
+    streams: VecDeque<Stream>,
     /// The highest stream identifier the client has used: streams below it that are not
     /// in `streams` are closed.
     last_stream: u32,
@@ -98,7 +101,7 @@ impl Connection {
             peer: PeerSettings::default(),
             send_window: DEFAULT_WINDOW,
             inflow: Inflow::new(&limits),
-            streams: Vec::new(),
+            streams: VecDeque::new(),
             last_stream: 0,
             pending_block: None,
             recently_closed: Closed::default(),
@@ -293,7 +296,7 @@ impl Connection {
                 Ok(())
             }
             Frame::Settings { ack: true, .. } => {
-                self.inflow.settings_acknowledged(&mut self.streams);
+                self.inflow.settings_acknowledged(self.streams.iter_mut());
                 Ok(())
             }
             Frame::Settings {
@@ -438,7 +441,7 @@ impl Connection {
         if self.streams.len() >= self.limits.max_concurrent_streams as usize {
             return Err(H2Error::Stream(stream, ErrorCode::RefusedStream));
         }
-        self.streams.push(Stream {
+        self.streams.push_back(Stream {
             id: stream,
             send_window: self.peer.initial_window,
             recv_window: self.inflow.new_stream_window(),
@@ -509,8 +512,8 @@ impl Connection {
     }
 
     /// Closes the stream at `index` (`by_reset`: with the server's RST_STREAM).
-    fn remove(&mut self, index: usize, by_reset: bool) -> Stream {
-        let entry = self.streams.remove(index);
+    fn remove(&mut self, index: usize, by_reset: bool) -> Option<Stream> {
+        let entry = self.streams.remove(index)?;
         self.inflow.release(entry.body_len());
         if matches!(entry.state, State::Sending { .. }) {
             self.answers_held -= entry.held();
@@ -519,7 +522,7 @@ impl Connection {
             self.grant_windows();
         }
         self.recently_closed.remember(entry.id, by_reset);
-        entry
+        Some(entry)
     }
 
     fn index(&self, stream: u32) -> Option<usize> {
@@ -555,7 +558,7 @@ impl Connection {
     fn fail(&mut self, code: ErrorCode) {
         frame::write_goaway(self.output.frames(), self.last_stream, code);
         self.phase = Phase::Failed;
-        self.streams = Vec::new();
+        self.streams = VecDeque::new();
         self.answers_held = 0;
         self.pending_block = None;
     }
@@ -684,7 +687,7 @@ impl Wire for Connection {
         self.output.give_back_idle(buffers);
         self.decoder.give_back(buffers);
         if self.streams.is_empty() {
-            self.streams = Vec::new();
+            self.streams = VecDeque::new();
         }
     }
 

@@ -74,7 +74,7 @@ impl Inflow {
 
     /// The peer acknowledged the server's SETTINGS: the streams opened before had the
     /// default window, and now have the server's.
-    pub fn settings_acknowledged(&mut self, streams: &mut [Stream]) {
+    pub fn settings_acknowledged<'s>(&mut self, streams: impl Iterator<Item = &'s mut Stream>) {
         if !self.settings_acked {
             self.settings_acked = true;
             for stream in streams {

@@ -185,7 +185,9 @@ impl Connection {
 
     /// The answer of the stream at `index` is all written: the stream closes.
     fn finish(&mut self, index: usize) {
-        let entry = self.remove(index, false);
+        let Some(entry) = self.remove(index, false) else {
+            return;
+        };
         if matches!(
             entry.state,
             State::Sending {
