@@ -83,17 +83,12 @@ pub fn respond<'a>(fields: &Fields<&[u8]>, body: &[u8], message: &'a mut Vec<u8>
     }
     message.clear();
     match get_sum(fields.grpc_encoding, body, message) {
-        Ok(()) => Answer {
-            trailers: [Some((b"grpc-status", b"0")), None],
-            ..Answer::ok(ContentType::Grpc, message)
-        },
-        Err(failure) => Answer {
-            trailers: [
-                Some((b"grpc-status", failure.code.value())),
-                Some((b"grpc-message", failure.message.as_bytes())),
-            ],
-            ..Answer::ok(ContentType::Grpc, b"")
-        },
+        Ok(()) => Answer::ok(ContentType::Grpc, message)
+            .with_trailers([Some((b"grpc-status", b"0")), None]),
+        Err(failure) => Answer::ok(ContentType::Grpc, b"").with_trailers([
+            Some((b"grpc-status", failure.code.value())),
+            Some((b"grpc-message", failure.message.as_bytes())),
+        ]),
     }
 }
 

@@ -148,11 +148,12 @@ impl StaticFiles {
     /// its body goes.
     pub fn respond(&mut self, name: &str, accept_encoding: AcceptEncoding) -> Answer<'static> {
         match self.open(name, accept_encoding) {
-            Ok((file, encoding)) => Answer {
-                encoding,
-                body: Body::File(file.body),
-                ..Answer::ok(file.content_type, b"")
-            },
+            Ok((file, encoding)) => {
+                let mut answer = Answer::ok(file.content_type, b"");
+                answer.encoding = encoding;
+                answer.body = Body::File(file.body);
+                answer
+            }
             Err(status) => Answer::error(status),
         }
     }

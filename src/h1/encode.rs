@@ -52,7 +52,7 @@ impl Framing {
     fn write_head(self, out: &mut Vec<u8>, date: &HttpDate, answer: &Answer<'_>) {
         let status = answer.status;
         out.extend_from_slice(status_line(status));
-        for (name, value) in answer.fields.iter().flatten() {
+        for (name, value) in answer.head_fields() {
             write_field(out, name, value);
         }
         if status == Status::SwitchingProtocols {
@@ -187,10 +187,8 @@ mod tests {
         let framing = framing_of(b"GET /static/a.css HTTP/1.1\r\nHost: a\r\n\r\n");
         for coding in [None, Some(Coding::Br), Some(Coding::Gzip)] {
             for vary in [false, true] {
-                let answer = Answer {
-                    encoding: Encoding { coding, vary },
-                    ..Answer::ok(ContentType::Css, b"1234567")
-                };
+                let mut answer = Answer::ok(ContentType::Css, b"1234567");
+                answer.encoding = Encoding { coding, vary };
                 let text = written(framing, answer);
                 let named = coding.map(|coding| std::str::from_utf8(coding.token()).unwrap());
                 let line = named.map(|name| format!("Content-Encoding: {name}\r\n"));

@@ -559,10 +559,8 @@ fn answers_are_encoded_without_the_dynamic_table() {
         coding: Some(Coding::Br),
         vary: true,
     };
-    let answer = Answer {
-        encoding,
-        ..Answer::ok(ContentType::Css, b"")
-    };
+    let mut answer = Answer::ok(ContentType::Css, b"");
+    answer.encoding = encoding;
     hpack::encode_answer(&mut block, &answer, 9, &date);
     let fields = decoder.decode(&block).unwrap();
     assert_eq!(
@@ -574,7 +572,7 @@ fn answers_are_encoded_without_the_dynamic_table() {
         ]
     );
     let mut block = Vec::new();
-    hpack::encode_fields(&mut block, &[Some((b"grpc-status", b"0")), None]);
+    hpack::encode_fields(&mut block, [(&b"grpc-status"[..], &b"0"[..])].iter());
     assert_eq!(
         decoder.decode(&block).unwrap(),
         [(b"grpc-status".to_vec(), b"0".to_vec())]
@@ -705,10 +703,8 @@ fn head_gets_the_length_without_the_body_and_trailers_end_the_stream() {
     let request = client.get(3, "/grpc");
     client.send(&request);
     client.connection.take_request().unwrap();
-    let answer = Answer {
-        trailers: [Some((b"grpc-status", b"0")), None],
-        ..Answer::ok(ContentType::Grpc, b"message")
-    };
+    let answer = Answer::ok(ContentType::Grpc, b"message")
+        .with_trailers([Some((b"grpc-status", b"0")), None]);
     let (date, buffers) = (&client.date, &mut client.buffers);
     client
         .connection

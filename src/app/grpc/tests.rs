@@ -224,9 +224,7 @@ fn answered(content_type: &[u8], body: &[u8]) -> (u16, String, Vec<(String, Stri
         answer.status.code(),
         text(answer.content_type.value()),
         answer
-            .trailers
-            .iter()
-            .flatten()
+            .trailers()
             .map(|(name, value)| (text(name), text(value)))
             .collect(),
         body.to_vec(),

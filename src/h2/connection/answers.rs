@@ -123,13 +123,13 @@ impl Connection {
             (Body::Bytes(bytes), false) => *bytes,
             _ => &[][..],
         };
-        let end_stream = body.is_empty() && answer.trailers.iter().all(Option::is_none);
+        let end_stream = body.is_empty() && answer.trailers().next().is_none();
         let out = self.output.frames();
         frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
             hpack::encode_answer(block, answer, answer.body.len(), date)
         });
         let mut trailers = Vec::new();
-        hpack::encode_fields(&mut trailers, &answer.trailers);
+        hpack::encode_fields(&mut trailers, answer.trailers());
         // What the windows let go at once is written from the answer itself; only the rest
         // is copied, to wait.
         let room = self.output.room();

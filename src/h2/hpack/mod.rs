@@ -26,7 +26,7 @@
 use std::ops::Range;
 
 use super::frame::{ErrorCode, H2Error};
-use crate::http::{Answer, FieldList, Fields, HttpDate, Method, Request, Version};
+use crate::http::{Answer, Field, Fields, HttpDate, Method, Request, Version};
 
 mod decoder;
 mod huffman;
@@ -340,7 +340,7 @@ pub fn encode_answer(
         Some(offset) => integer(out, STATUS + offset, 7, 0x80),
         None => literal(out, STATUS, itoa::Buffer::new().format(status).as_bytes()),
     }
-    encode_fields(out, &answer.fields);
+    encode_fields(out, answer.head_fields());
     literal(out, CONTENT_TYPE, answer.content_type.value());
     if let Some(coding) = answer.encoding.coding {
         literal(out, CONTENT_ENCODING, coding.token());
@@ -359,8 +359,8 @@ pub fn encode_answer(
 
 /// Appends fields (an answer's own, or its trailers): each a literal with its own name,
 /// never indexed.
-pub fn encode_fields(out: &mut Vec<u8>, fields: &FieldList<'_>) {
-    for (name, value) in fields.iter().flatten() {
+pub fn encode_fields<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Field<'f>>) {
+    for (name, value) in fields {
         out.push(0);
         string(out, name);
         string(out, value);
