@@ -127,8 +127,13 @@ impl Connection {
         if matches!(self.phase, Phase::Failed) {
             return;
         }
+        let room = self.output.room();
         self.output.share(share);
         self.output.lend(buffers);
+        if self.output.room() > room {
+            // Room came back with the worker's budget: answers it held back may go on.
+            self.flush();
+        }
         self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);
         let mut at = 0;
@@ -335,10 +340,20 @@ impl Connection {
             if increment == 0 {
                 return Err(H2Error::Connection(ErrorCode::Protocol));
             }
+            let was_open = self.send_window > 0;
             self.send_window += increment as i64;
             if self.send_window > MAX_WINDOW {
                 return Err(H2Error::Connection(ErrorCode::FlowControl));
             }
+            // While the window was open, every answer still waiting was held by its own
+            // stream's window or by the output's room (a flush that ends with window left
+            // has tried every stream, and whatever opens a stream's window or the room
+            // flushes): more of it frees nothing, and a flood of small updates costs no
+            // walk over the waiting streams.
+            if !was_open {
+                self.flush();
+            }
+            return Ok(());
         } else {
             if stream > self.last_stream {
                 return Err(H2Error::Connection(ErrorCode::Protocol));
@@ -355,8 +370,10 @@ impl Connection {
             if *window > MAX_WINDOW {
                 return Err(H2Error::Stream(stream, ErrorCode::FlowControl));
             }
+            // Only this stream's answer can go further (the others' windows are as they
+            // were), as the connection's window and the output's room allow.
+            self.flush_stream(index);
         }
-        self.flush();
         Ok(())
     }
 

@@ -1045,6 +1045,52 @@ fn the_connection_window_is_shared_and_frames_keep_to_the_peer_frame_size() {
 }
 
 #[test]
+fn connection_window_updates_free_only_what_their_window_held() {
+    // Two answers held by their streams' windows (zero): however much connection window
+    // comes, nothing goes; each stream's own update lets its answer go.
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    let requests = [client.get(1, "/"), client.get(3, "/")].concat();
+    client.send(&requests);
+    for stream in [1, 3] {
+        client.connection.take_request().unwrap();
+        client.answer(stream, &[b'c'; 20]);
+    }
+    assert!(client.read().iter().all(|f| f.kind == HEADERS));
+    let update = raw(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+    client.send(&update.repeat(1000));
+    assert_eq!(client.read(), []);
+    client.send(&raw(WINDOW_UPDATE, 0, 3, &[0, 0, 0, 20]));
+    let frames = client.read();
+    assert_eq!(frames.len(), 1);
+    assert_eq!((frames[0].stream, frames[0].flags), (3, END_STREAM));
+    // Answers held by the connection's window go once it opens again.
+    let mut client = Client::new(Limits::default());
+    let requests = [client.get(1, "/"), client.get(3, "/")].concat();
+    client.send(&requests);
+    for stream in [1, 3] {
+        client.connection.take_request().unwrap();
+        client.answer(stream, &[b'd'; 40_000]);
+    }
+    let sent: usize = client.read().iter().map(|f| f.payload.len()).sum();
+    assert!(sent >= 65_535);
+    client.send(&update);
+    let frames = client.read();
+    assert_eq!((frames.len(), frames[0].payload.len()), (1, 1));
+    client.send(&update.repeat(20));
+    let sent: usize = client.read().iter().map(|f| f.payload.len()).sum();
+    assert_eq!(sent, 20);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 1, 0, 0]));
+    let frames = client.read();
+    let data = frames.iter().filter(|f| f.kind == DATA);
+    assert_eq!(
+        data.map(|f| f.payload.len()).sum::<usize>(),
+        80_000 - 65_556
+    );
+    assert_eq!(frames.last().unwrap().flags, END_STREAM);
+}
+
+#[test]
 fn window_errors() {
     let mut client = Client::new(Limits::default());
     client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 0]));
