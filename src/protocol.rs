@@ -184,6 +184,12 @@ impl Protocol {
         }
     }
 
+    /// Input it could process waits for the next pass (HTTP/2 reads a bounded amount per
+    /// pass: `h2::Connection::has_input_waiting`).
+    pub fn has_input_waiting(&self) -> bool {
+        matches!(self, Protocol::Http2(h2, _) if h2.has_input_waiting())
+    }
+
     /// Everything is answered and sent and no more will be read.
     pub fn is_finished(&self) -> bool {
         match self {

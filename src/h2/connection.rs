@@ -29,6 +29,13 @@ pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// (CVE-2023-44487) opens and resets streams in a loop, each costing the server work.
 const RESET_BUDGET: u32 = 200;
 
+/// Input read as frames per [`Connection::process`] at most (the frame it ends in is read
+/// whole): the rest waits for the next pass, after the worker's other connections had
+/// theirs ([`Connection::has_input_waiting`]). Frames that write nothing (WINDOW_UPDATE,
+/// PRIORITY, PING acknowledgements) are not stopped by the output's room, and io_uring
+/// hands over megabytes of them at once; nginx too reads a bounded amount per pass.
+pub const INPUT_PER_PASS: usize = 64 * 1024;
+
 enum Phase {
     /// Waiting for the client's preface.
     Preface,
@@ -113,10 +120,10 @@ impl Connection {
         self.input = input;
     }
 
-    /// Reads every whole frame received, as long as the output is under its high-water
-    /// mark, lowered to `share` (the rest waits for the output to drain:
-    /// [`Connection::has_backlog`]). `date` is for the answers the connection gives itself
-    /// (413, 431).
+    /// Reads the whole frames received, up to [`INPUT_PER_PASS`] bytes, as long as the
+    /// output is under its high-water mark, lowered to `share` (the rest waits for the
+    /// output to drain: [`Connection::has_backlog`]). `date` is for the answers the
+    /// connection gives itself (413, 431).
     pub fn process(
         &mut self,
         date: &HttpDate,
@@ -137,7 +144,7 @@ impl Connection {
         self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);
         let mut at = 0;
-        while self.output.room() > 0 {
+        while self.output.room() > 0 && at < INPUT_PER_PASS {
             match self.read_frame(&input[at..], date, now) {
                 Ok(0) => break,
                 Ok(len) => at += len,
@@ -681,6 +688,22 @@ impl Connection {
         };
         !matches!(self.phase, Phase::Failed)
             && (!self.input.is_empty() || self.streams.iter().any(waiting))
+    }
+
+    /// Whether processing again would read a frame that waits whole in the input: the last
+    /// [`Connection::process`] stopped at [`INPUT_PER_PASS`], not at a frame still arriving,
+    /// an output over its high-water mark or a connection error. The server processes it
+    /// again without waiting for more bytes, once the worker's other connections had a pass.
+    pub fn has_input_waiting(&self) -> bool {
+        let whole = match self.phase {
+            Phase::Failed => return false,
+            Phase::Preface => self.input.len() >= PREFACE.len(),
+            _ => Head::read(&self.input).is_some_and(|head| {
+                let too_long = head.len > self.limits.max_frame_size as usize;
+                too_long || self.input.len() >= HEAD_LEN + head.len
+            }),
+        };
+        whole && self.output.room() > 0
     }
 
     /// The peer sent its last byte: the whole frames already in are still read, and the

@@ -97,10 +97,15 @@ impl Client {
         self.process();
     }
 
+    /// Processes as the server does: one pass, then the passes it is owed.
     fn process(&mut self) {
         let now = Instant::now();
         self.connection
             .process(&self.date, now, &mut self.buffers, usize::MAX);
+        while self.connection.has_input_waiting() {
+            self.connection
+                .process(&self.date, now, &mut self.buffers, usize::MAX);
+        }
         self.connection.give_back_idle(&mut self.buffers);
     }
 
@@ -1042,6 +1047,48 @@ fn the_connection_window_is_shared_and_frames_keep_to_the_peer_frame_size() {
     let sent: usize = frames.iter().map(|f| f.payload.len()).sum();
     assert_eq!(sent, 80_000 - 65_535);
     assert_eq!(frames.last().unwrap().flags, END_STREAM);
+}
+
+#[test]
+fn a_pass_reads_a_bounded_amount_of_input_and_owes_the_rest_a_pass() {
+    use super::connection::INPUT_PER_PASS;
+    let mut client = Client::new(Limits::default());
+    // A megabyte of frames that write nothing, in the input at once as io_uring hands it.
+    let update = raw(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+    let flood = update.repeat((1 << 20) / update.len());
+    client
+        .connection
+        .input(&mut client.buffers)
+        .extend_from_slice(&flood);
+    let now = Instant::now();
+    let mut passes = 0;
+    loop {
+        let before = client.connection.buffered_input();
+        let (date, buffers) = (&client.date, &mut client.buffers);
+        client.connection.process(date, now, buffers, usize::MAX);
+        passes += 1;
+        let read = before - client.connection.buffered_input();
+        // A pass ends in the frame that reaches the bound, read whole.
+        assert!(
+            read < INPUT_PER_PASS + update.len(),
+            "{read} bytes in a pass"
+        );
+        if !client.connection.has_input_waiting() {
+            break;
+        }
+        assert!(read > 0, "owed a pass that reads nothing");
+    }
+    assert_eq!(client.connection.buffered_input(), 0);
+    assert!(
+        passes >= flood.len() / (INPUT_PER_PASS + update.len()),
+        "{passes}"
+    );
+    // A frame still arriving is not owed a pass: it waits for its bytes.
+    let ping = raw(PING, 0, 0, &[7; 8]);
+    client.send(&ping[..12]);
+    assert!(!client.connection.has_input_waiting());
+    client.send(&ping[12..]);
+    assert_eq!(client.read()[0].payload, [7; 8]);
 }
 
 #[test]
