@@ -31,6 +31,13 @@ pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// (CVE-2023-44487) opens and resets streams in a loop, each costing the server work.
 const RESET_BUDGET: u32 = 200;
 
+/// Input read as frames per [`Connection::process`] at most (the frame it ends in is read
+/// whole): the rest waits for the next pass, after the worker's other connections had
+/// theirs ([`Wire::has_input_waiting`]). Frames that write nothing (WINDOW_UPDATE,
+/// PRIORITY, PING acknowledgements) are not stopped by the output's room, and io_uring
+/// hands over megabytes of them at once; nginx too reads a bounded amount per pass.
+pub const INPUT_PER_PASS: usize = 64 * 1024;
+
 enum Phase {
     /// Waiting for the client's preface.
     Preface,
@@ -120,10 +127,10 @@ impl Connection {
         self.input = input;
     }
 
-    /// Reads every whole frame received, as long as the output is under its high-water
-    /// mark, lowered to `share` (the rest waits for the output to drain:
-    /// [`Connection::has_backlog`]); over `share` it gives no window and takes no request.
-    /// `date` is for the answers the connection gives itself (413, 431).
+    /// Reads the whole frames received, up to [`INPUT_PER_PASS`] bytes, as long as the
+    /// output is under its high-water mark, lowered to `share` (the rest waits for the
+    /// output to drain: [`Connection::has_backlog`]); over `share` it gives no window and
+    /// takes no request. `date` is for the answers the connection gives itself (413, 431).
     pub fn process(
         &mut self,
         date: &HttpDate,
@@ -135,13 +142,18 @@ impl Connection {
             return;
         }
         self.answers_bound = answers::MAX_WAITING.min(share) as u32;
+        let room = self.output.room();
         self.output.share(share);
         self.follow_share(share);
         self.output.lend(buffers);
+        if self.output.room() > room {
+            // Room came back with the worker's budget: answers it held back may go on.
+            self.flush();
+        }
         self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);
         let mut at = 0;
-        while self.output.room() > 0 {
+        while self.output.room() > 0 && at < INPUT_PER_PASS {
             match self.read_frame(&input[at..], date, now) {
                 Ok(0) => break,
                 Ok(len) => at += len,
@@ -344,10 +356,20 @@ impl Connection {
             if increment == 0 {
                 return Err(H2Error::Connection(ErrorCode::Protocol));
             }
+            let was_open = self.send_window > 0;
             self.send_window += increment as i64;
             if self.send_window > MAX_WINDOW {
                 return Err(H2Error::Connection(ErrorCode::FlowControl));
             }
+            // While the window was open, every answer still waiting was held by its own
+            // stream's window or by the output's room (a flush that ends with window left
+            // has tried every stream, and whatever opens a stream's window or the room
+            // flushes): more of it frees nothing, and a flood of small updates costs no
+            // walk over the waiting streams.
+            if !was_open {
+                self.flush();
+            }
+            return Ok(());
         } else {
             if stream > self.last_stream {
                 return Err(H2Error::Connection(ErrorCode::Protocol));
@@ -364,8 +386,10 @@ impl Connection {
             if *window > MAX_WINDOW {
                 return Err(H2Error::Stream(stream, ErrorCode::FlowControl));
             }
+            // Only this stream's answer can go further (the others' windows are as they
+            // were), as the connection's window and the output's room allow.
+            self.flush_stream(index);
         }
-        self.flush();
         Ok(())
     }
 
@@ -577,6 +601,22 @@ impl Connection {
 }
 
 impl Wire for Connection {
+    /// Whether processing again would read a frame that waits whole in the input: the last
+    /// [`Connection::process`] stopped at [`INPUT_PER_PASS`], not at a frame still arriving,
+    /// an output over its high-water mark or a connection error. The server processes it
+    /// again without waiting for more bytes, once the worker's other connections had a pass.
+    fn has_input_waiting(&self) -> bool {
+        let whole = match self.phase {
+            Phase::Failed => return false,
+            Phase::Preface => self.input.len() >= PREFACE.len(),
+            _ => Head::read(&self.input).is_some_and(|head| {
+                let too_long = head.len > self.limits.max_frame_size as usize;
+                too_long || self.input.len() >= HEAD_LEN + head.len
+            }),
+        };
+        whole && self.output.room() > 0
+    }
+
     /// See [`Connection::deadline_passed`].
     fn timed_out(&self, now: Instant, limits: &Timeouts) -> bool {
         self.deadline_passed(now, limits)

@@ -97,10 +97,15 @@ impl Client {
         self.process();
     }
 
+    /// Processes as the server does: one pass, then the passes it is owed.
     fn process(&mut self) {
         let now = Instant::now();
         self.connection
             .process(&self.date, now, &mut self.buffers, usize::MAX);
+        while self.connection.has_input_waiting() {
+            self.connection
+                .process(&self.date, now, &mut self.buffers, usize::MAX);
+        }
         self.connection.give_back_idle(&mut self.buffers);
     }
 
@@ -1037,6 +1042,94 @@ fn the_connection_window_is_shared_and_frames_keep_to_the_peer_frame_size() {
     let frames = client.read();
     let sent: usize = frames.iter().map(|f| f.payload.len()).sum();
     assert_eq!(sent, 80_000 - 65_535);
+    assert_eq!(frames.last().unwrap().flags, END_STREAM);
+}
+
+#[test]
+fn a_pass_reads_a_bounded_amount_of_input_and_owes_the_rest_a_pass() {
+    use super::connection::INPUT_PER_PASS;
+    let mut client = Client::new(Limits::default());
+    // A megabyte of frames that write nothing, in the input at once as io_uring hands it.
+    let update = raw(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+    let flood = update.repeat((1 << 20) / update.len());
+    client
+        .connection
+        .input(&mut client.buffers)
+        .extend_from_slice(&flood);
+    let now = Instant::now();
+    let mut passes = 0;
+    loop {
+        let before = client.connection.buffered_input();
+        let (date, buffers) = (&client.date, &mut client.buffers);
+        client.connection.process(date, now, buffers, usize::MAX);
+        passes += 1;
+        let read = before - client.connection.buffered_input();
+        // A pass ends in the frame that reaches the bound, read whole.
+        assert!(
+            read < INPUT_PER_PASS + update.len(),
+            "{read} bytes in a pass"
+        );
+        if !client.connection.has_input_waiting() {
+            break;
+        }
+        assert!(read > 0, "owed a pass that reads nothing");
+    }
+    assert_eq!(client.connection.buffered_input(), 0);
+    assert!(
+        passes >= flood.len() / (INPUT_PER_PASS + update.len()),
+        "{passes}"
+    );
+    // A frame still arriving is not owed a pass: it waits for its bytes.
+    let ping = raw(PING, 0, 0, &[7; 8]);
+    client.send(&ping[..12]);
+    assert!(!client.connection.has_input_waiting());
+    client.send(&ping[12..]);
+    assert_eq!(client.read()[0].payload, [7; 8]);
+}
+
+#[test]
+fn connection_window_updates_free_only_what_their_window_held() {
+    // Two answers held by their streams' windows (zero): however much connection window
+    // comes, nothing goes; each stream's own update lets its answer go.
+    let settings = [(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)];
+    let mut client = Client::with_settings(Limits::default(), &settings);
+    let requests = [client.get(1, "/"), client.get(3, "/")].concat();
+    client.send(&requests);
+    for stream in [1, 3] {
+        client.connection.take_request().unwrap();
+        client.answer(stream, &[b'c'; 20]);
+    }
+    assert!(client.read().iter().all(|f| f.kind == HEADERS));
+    let update = raw(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+    client.send(&update.repeat(1000));
+    assert_eq!(client.read(), []);
+    client.send(&raw(WINDOW_UPDATE, 0, 3, &[0, 0, 0, 20]));
+    let frames = client.read();
+    assert_eq!(frames.len(), 1);
+    assert_eq!((frames[0].stream, frames[0].flags), (3, END_STREAM));
+    // Answers held by the connection's window go once it opens again.
+    let mut client = Client::new(Limits::default());
+    let requests = [client.get(1, "/"), client.get(3, "/")].concat();
+    client.send(&requests);
+    for stream in [1, 3] {
+        client.connection.take_request().unwrap();
+        client.answer(stream, &[b'd'; 40_000]);
+    }
+    let sent: usize = client.read().iter().map(|f| f.payload.len()).sum();
+    assert!(sent >= 65_535);
+    client.send(&update);
+    let frames = client.read();
+    assert_eq!((frames.len(), frames[0].payload.len()), (1, 1));
+    client.send(&update.repeat(20));
+    let sent: usize = client.read().iter().map(|f| f.payload.len()).sum();
+    assert_eq!(sent, 20);
+    client.send(&raw(WINDOW_UPDATE, 0, 0, &[0, 1, 0, 0]));
+    let frames = client.read();
+    let data = frames.iter().filter(|f| f.kind == DATA);
+    assert_eq!(
+        data.map(|f| f.payload.len()).sum::<usize>(),
+        80_000 - 65_556
+    );
     assert_eq!(frames.last().unwrap().flags, END_STREAM);
 }
 

@@ -32,6 +32,13 @@ pub trait Wire {
     /// Input or answers wait for the output to drain.
     fn has_backlog(&self) -> bool;
 
+    /// Input it could process waits for the next pass: a protocol that reads a bounded
+    /// amount per pass (HTTP/2) is advanced again, once the worker's other connections had
+    /// theirs, without waiting for more bytes.
+    fn has_input_waiting(&self) -> bool {
+        false
+    }
+
     /// Everything is answered and sent and no more will be read.
     fn is_finished(&self) -> bool;
 

@@ -324,6 +324,16 @@ impl<S: Service, K> Core<S, K> {
         self.slots[index].protocol.wire().buffered_input()
     }
 
+    /// Whether the open connection left input it can process for a pass of its own, after
+    /// the worker's other connections had theirs: the backend advances it again then,
+    /// without waiting for more bytes (a connection processes a bounded amount per pass).
+    pub fn owes_a_pass(&self, index: usize) -> bool {
+        let slot = &self.slots[index];
+        slot.socket.is_some()
+            && slot.lingering_since.is_none()
+            && slot.protocol.wire().has_input_waiting()
+    }
+
     /// Reads into the connection's input with `read`, which returns how many bytes it
     /// appended (0: the peer's EOF). `None` when the connection wants no input now, or
     /// the worker is over its budget and the connection holds more than its share.

@@ -37,6 +37,9 @@ pub struct Worker<S> {
     links: Vec<LinkSocket>,
     /// Slots the database answered in this iteration, being sent.
     completed: Vec<usize>,
+    /// Connections that left input to process for their next pass (a connection processes a
+    /// bounded amount per pass): flushed again after the next wait, which does not block.
+    again: Vec<usize>,
 }
 
 #[derive(Default)]
@@ -60,6 +63,7 @@ impl<S: Service> Worker<S> {
             interest: Vec::new(),
             links: (0..links).map(|_| LinkSocket::default()).collect(),
             completed: Vec::new(),
+            again: Vec::new(),
         })
     }
 
@@ -86,8 +90,14 @@ impl<S: Service> Worker<S> {
                 .core
                 .next_wake()
                 .saturating_duration_since(self.core.now());
-            self.epoll
-                .wait(&mut events, timeout.as_millis() as i32 + 1)?;
+            let timeout = match self.again.is_empty() {
+                true => timeout.as_millis() as i32 + 1,
+                // Only what is ready meanwhile: input already in waits for its pass.
+                false => 0,
+            };
+            self.epoll.wait(&mut events, timeout)?;
+            // Owed from the last iteration: those this one leaves are the next one's.
+            let owed = std::mem::take(&mut self.again);
             self.core.refresh();
             for (token, flags) in events.iter() {
                 match token {
@@ -98,6 +108,7 @@ impl<S: Service> Worker<S> {
                     token => self.on_event(token as usize, flags),
                 }
             }
+            self.take_turns(owed);
             self.core.on_timers();
             self.flush_links();
             self.deliver_completed();
@@ -234,6 +245,9 @@ impl<S: Service> Worker<S> {
         let Some(socket) = self.core.socket(index) else {
             return;
         };
+        if self.core.owes_a_pass(index) {
+            self.again.push(index);
+        }
         let mut interest = 0;
         if read {
             interest |= READABLE;
@@ -246,6 +260,16 @@ impl<S: Service> Worker<S> {
             if self.epoll.modify(socket, interest, index as u64).is_err() {
                 self.close(index);
             }
+        }
+    }
+
+    /// Gives the connections that left input to process the pass they were owed (each once,
+    /// whatever else happened to them in this iteration).
+    fn take_turns(&mut self, mut owed: Vec<usize>) {
+        owed.sort_unstable();
+        owed.dedup();
+        for &index in &owed {
+            self.flush(index);
         }
     }
 

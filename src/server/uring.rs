@@ -114,6 +114,9 @@ pub struct Worker<S> {
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
+    /// Connections that left input to process for their next pass (a connection processes a
+    /// bounded amount per pass): advanced again after the next wait, which does not block.
+    again: Vec<usize>,
     completed: Vec<usize>,
 }
 
@@ -140,6 +143,7 @@ impl<S: Service> Worker<S> {
             io: Vec::new(),
             links,
             dirty: Vec::new(),
+            again: Vec::new(),
             completed: Vec::new(),
         })
     }
@@ -163,11 +167,15 @@ impl<S: Service> Worker<S> {
                 self.arm_accepts()?;
             }
             self.sync_links()?;
-            let timeout = self
-                .core
-                .next_wake()
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1));
+            let timeout = match self.again.is_empty() {
+                true => self
+                    .core
+                    .next_wake()
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+                // Only what arrived meanwhile: input already in waits for its pass.
+                false => Duration::ZERO,
+            };
             self.ring.wait(timeout)?;
             self.core.refresh();
             self.ring.reap()?;
@@ -211,6 +219,7 @@ impl<S: Service> Worker<S> {
     fn advance_dirty(&mut self) -> io::Result<()> {
         let mut completed = std::mem::take(&mut self.completed);
         self.core.take_completed(&mut completed);
+        completed.append(&mut self.again);
         for &index in &completed {
             self.mark_dirty(index);
         }
@@ -470,6 +479,10 @@ impl<S: Service> Worker<S> {
         } else if !wants_input {
             // Stop reading until the client has taken its responses.
             self.cancel_recv(index, generation)?;
+        }
+        // With a send in flight, its completion brings the connection back.
+        if self.io[index].send == SendOp::Idle && self.core.owes_a_pass(index) {
+            self.again.push(index);
         }
         Ok(())
     }

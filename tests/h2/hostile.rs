@@ -3,6 +3,7 @@
 //! promises (the GOAWAY, the reset, the close) within a bound far above it, never by a
 //! stopwatch that a loaded machine could break.
 
+use std::io::Write;
 use std::time::Instant;
 
 use crate::common;
@@ -24,7 +25,54 @@ test_both_binaries!(gnosis, gnosis_uring;
     pings_and_empty_continuations_do_not_hold_a_request_past_its_deadline,
     pings_do_not_hold_answers_that_wait_for_window,
     concurrent_uploads_are_answered_or_refused,
+    a_flood_of_window_updates_leaves_the_neighbours_answered,
 );
+
+/// One connection floods its worker with frames that write nothing (issue #43, item 7): 128
+/// answers held by stream windows of 0, then megabytes of connection WINDOW_UPDATEs of 1,
+/// while a neighbour on the same worker (`--threads 1`) asks for a page again and again.
+/// Every answer comes (within the client's 10 s, a bound for a server that stopped serving
+/// it: how soon is measured, not timed here; what keeps it soon, a bounded amount of input
+/// per connection per pass, is `h2::tests`'), and the flooding connection is still served:
+/// its PING answered after the flood, its answer sent once its window opens.
+fn a_flood_of_window_updates_leaves_the_neighbours_answered(binary: &str) {
+    const FLOOD: usize = 8 << 20;
+    let server = common::Server::start(binary, &["--threads", "1"]);
+    let tcp = connect(server.h2c_port);
+    let mut writer = tcp.try_clone().unwrap();
+    let mut attacker = RawClient::start(Box::new(tcp), &[(SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
+    for stream in (1..256).step_by(2) {
+        let mut request = get("/plaintext");
+        request[5..9].copy_from_slice(&(stream as u32).to_be_bytes());
+        attacker.send(&request);
+    }
+    assert_eq!(status(&attacker.until(255, HEADERS)), "200");
+    let flooded = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (flooded, stop) = (flooded.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let chunk = frame(WINDOW_UPDATE, 0, 0, &1u32.to_be_bytes()).repeat(10_000);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                writer.write_all(&chunk).unwrap();
+                flooded.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    let mut neighbour = common::Client::connect(server.port);
+    let mut answered = 0;
+    while answered < 20 || flooded.load(std::sync::atomic::Ordering::Relaxed) < FLOOD {
+        assert_eq!(neighbour.get("/plaintext").status, 200, "answer {answered}");
+        answered += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.join().unwrap();
+    attacker.send(&ping());
+    let ack = attacker.until(0, PING);
+    assert_eq!(ack.payload, [7; 8]);
+    attacker.send(&frame(WINDOW_UPDATE, 0, 1, &13u32.to_be_bytes()));
+    assert_eq!(attacker.until(1, DATA).payload, b"Hello, World!");
+}
 
 /// CONNECT with `:authority` alone is well-formed (RFC 9113, 8.5), and no route opens a
 /// tunnel: 405, as nginx answers, and as HTTP/1.1's `CONNECT host:port` is answered.

@@ -175,8 +175,18 @@ struct BufDescriptor {
 
 const _: () = assert!(std::mem::size_of::<BufDescriptor>() == 16);
 
+/// Buffers the kernel is offered at least, however few receives a wait has seen.
+const MIN_OFFERED: u16 = 64;
+
 /// The provided buffers a multishot receive takes from: a ring of descriptors shared with
 /// the kernel, and the buffers themselves.
+///
+/// The kernel takes buffers in the order they were offered, so with all of them offered it
+/// would go round every one, and each page of every buffer would become resident (4 MiB a
+/// thread) even when a handful at a time are in use: an idle connection looked to cost
+/// 4 KiB. Only a working set is offered, twice the most one wait used (and
+/// [`MIN_OFFERED`] at least), each time from the buffers given back last, whose pages are
+/// resident already; the others are not touched until a busier wait needs them.
 ///
 /// Both allocations are leaked on purpose: a worker lives as long as the process, and
 /// memory that is never freed can never be written by the kernel after it was freed,
@@ -188,6 +198,14 @@ pub(super) struct BufferRing {
     buffers: *mut u8,
     /// Our copy of the tail: descriptors up to it are written, not yet all published.
     tail: u16,
+    /// The buffers not offered to the kernel, the one given back last on top.
+    spare: Vec<u16>,
+    /// Buffers offered and not given back since: in the ring, or in completions not reaped.
+    offered: u16,
+    /// Buffers given back since the last [`publish`](Self::publish): what the last batch used.
+    used: u16,
+    /// How many to keep offered.
+    working_set: u16,
 }
 
 impl BufferRing {
@@ -221,10 +239,11 @@ impl BufferRing {
             descriptors,
             buffers,
             tail: 0,
+            spare: (0..count).rev().collect(),
+            offered: 0,
+            used: 0,
+            working_set: MIN_OFFERED.min(count),
         };
-        for id in 0..count {
-            ring.give_back(id);
-        }
         ring.publish();
         Ok(ring)
     }
@@ -244,11 +263,32 @@ impl BufferRing {
         }
     }
 
-    /// Returns buffer `id` to the kernel; it may use it once [`publish`](Self::publish)ed.
+    /// Takes back buffer `id`, which a completion named and which is read: the kernel may
+    /// have it again once [`publish`](Self::publish) offers it.
     pub(super) fn give_back(&mut self, id: u16) {
         if id >= self.count {
             return;
         }
+        self.offered = self.offered.saturating_sub(1);
+        self.used = self.used.saturating_add(1);
+        self.spare.push(id);
+    }
+
+    /// Offers the kernel buffers until the working set is in the ring, those given back
+    /// last first; it may use them once [`publish`](Self::publish)ed.
+    fn offer(&mut self) {
+        let wanted = self.used.saturating_mul(2);
+        self.working_set = self.working_set.max(wanted).min(self.count);
+        self.used = 0;
+        while self.offered < self.working_set {
+            let Some(id) = self.spare.pop() else {
+                return;
+            };
+            self.offer_one(id);
+        }
+    }
+
+    fn offer_one(&mut self, id: u16) {
         let slot = usize::from(self.tail & (self.count - 1));
         let address = self.buffers as u64 + u64::from(id) * BUFFER_SIZE as u64;
         // SAFETY: `slot` is within the descriptor ring, which is never freed. The kernel
@@ -263,10 +303,12 @@ impl BufferRing {
             (&raw mut (*descriptor).bid).write(id);
         }
         self.tail = self.tail.wrapping_add(1);
+        self.offered += 1;
     }
 
-    /// Lets the kernel use every buffer given back so far.
-    pub(super) fn publish(&self) {
+    /// Offers the working set ([`BufferRing`]) and lets the kernel use it.
+    pub(super) fn publish(&mut self) {
+        self.offer();
         // SAFETY: the first descriptor's `resv` is the ring's tail: a valid, aligned u16
         // for as long as the ring lives (never freed), which the kernel reads concurrently
         // and nothing here reads or writes but through this atomic.
