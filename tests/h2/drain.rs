@@ -27,10 +27,7 @@ test_both_binaries!(gnosis, gnosis_uring;
 /// exits 0 long before its drain deadline (60 s: the drain ends when the work does).
 fn a_signal_drains_what_is_in_flight_and_exits_0(binary: &str) {
     let mut server = start_with_tls(binary, &["--drain-timeout", "60000"]);
-    let mut delayed = server.connect();
-    delayed.send(&pipelined(&["/plaintext", "/delay/2000"]));
-    // Sent with it in one write: the server has both once it answered the first.
-    assert_eq!(delayed.response().unwrap().status, 200);
+    let mut delayed = waiting_for(&server, "/delay/2000");
     let mut idle = server.connect();
     assert_eq!(idle.get("/plaintext").status, 200);
     let h2c = h2_in_flight(RawClient::h2c(server.h2c_port, &[]));
@@ -64,9 +61,7 @@ fn a_signal_drains_what_is_in_flight_and_exits_0(binary: &str) {
 /// due in 10 s never comes to a drain of 300 ms (the connection closes unanswered).
 fn the_drain_ends_at_its_deadline(binary: &str) {
     let mut server = Server::start(binary, &["--drain-timeout", "300"]);
-    let mut delayed = server.connect();
-    delayed.send(&pipelined(&["/plaintext", "/delay/10000"]));
-    assert_eq!(delayed.response().unwrap().status, 200);
+    let mut delayed = waiting_for(&server, "/delay/10000");
     server.signal(libc::SIGTERM);
     assert!(delayed.is_closed_by_server(GENEROUS), "closed unanswered");
     let status = server.exit_status(GENEROUS);
@@ -77,9 +72,7 @@ fn the_drain_ends_at_its_deadline(binary: &str) {
 /// with 128 + the signal's number, the answer never sent.
 fn a_second_signal_exits_at_once(binary: &str) {
     let mut server = Server::start(binary, &["--drain-timeout", "60000"]);
-    let mut delayed = server.connect();
-    delayed.send(&pipelined(&["/plaintext", "/delay/10000"]));
-    assert_eq!(delayed.response().unwrap().status, 200);
+    let mut delayed = waiting_for(&server, "/delay/10000");
     server.signal(libc::SIGTERM);
     // The drain has begun once the listeners are closed.
     refuses_new_connections(&server);
@@ -90,10 +83,14 @@ fn a_second_signal_exits_at_once(binary: &str) {
     assert!(delayed.is_closed_by_server(GENEROUS), "closed unanswered");
 }
 
-/// GETs of `paths` in one write.
-fn pipelined(paths: &[&str]) -> Vec<u8> {
-    let requests: String = paths.iter().map(|path| common::get_request(path)).collect();
-    requests.into_bytes()
+/// An HTTP/1.1 connection waiting for the answer to `path`: sent in one write after a
+/// `/plaintext`, whose answer shows the server has both.
+fn waiting_for(server: &Server, path: &str) -> Client {
+    let mut client = server.connect();
+    let requests = common::get_request("/plaintext") + &common::get_request(path);
+    client.send(requests.as_bytes());
+    assert_eq!(client.response().unwrap().status, 200);
+    client
 }
 
 /// `client` with stream 3 waiting for `/delay/2000`: sent in one write with stream 1's
