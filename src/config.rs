@@ -48,6 +48,8 @@ pub struct Config {
     pub send_timeout: Duration,
     /// A keep-alive connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
+    /// After SIGTERM (SIGINT, SIGQUIT), what is in flight must finish within this.
+    pub drain_timeout: Duration,
 }
 
 /// Connections of DATABASE_MAX_CONN's budget the worker threads leave free: one for the
@@ -223,6 +225,14 @@ const OPTIONS: &[Opt] = &[
         set: |config, text| assign(&mut config.idle_timeout, millis(text)),
         default: |config| config.idle_timeout.as_millis().to_string(),
     },
+    Opt {
+        flag: "--drain-timeout",
+        value: "MS",
+        help: "after SIGTERM, SIGINT or SIGQUIT, what is in flight is finished within this, \
+               then the server exits 0 (a second signal: at once)",
+        set: |config, text| assign(&mut config.drain_timeout, millis(text)),
+        default: |config| config.drain_timeout.as_millis().to_string(),
+    },
 ];
 
 /// The help: a synopsis, then each option with its meaning and default, wrapped to 80
@@ -293,6 +303,7 @@ impl Default for Config {
             max_conns: Limits::MAX_CONNS,
             send_timeout: SEND_TIMEOUT,
             idle_timeout: TIMEOUTS.idle,
+            drain_timeout: Limits::DRAIN_TIMEOUT,
         }
     }
 }
@@ -388,6 +399,7 @@ impl Config {
                 idle: self.idle_timeout,
                 ..TIMEOUTS
             },
+            drain_timeout: self.drain_timeout,
         }
     }
 
@@ -494,6 +506,7 @@ mod tests {
                 "--send-timeout=1500",
                 "--idle-timeout",
                 "90000",
+                "--drain-timeout=2500",
             ])
             .unwrap(),
             Config {
@@ -515,6 +528,7 @@ mod tests {
                 max_conns: 50,
                 send_timeout: Duration::from_millis(1500),
                 idle_timeout: Duration::from_secs(90),
+                drain_timeout: Duration::from_millis(2500),
             }
         );
     }

@@ -6,6 +6,8 @@
 #[macro_use]
 #[path = "common/mod.rs"]
 mod common;
+#[path = "h2/drain.rs"]
+mod drain;
 #[path = "h2/hostile.rs"]
 mod hostile;
 

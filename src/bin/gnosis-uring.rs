@@ -11,6 +11,8 @@ const ENVIRONMENT: &str = "\nenvironment:\n  \
     GNOSIS_URING_BUFFERS=N  4 KiB receive buffers per thread, a power of two (default 1024)\n";
 
 fn main() {
+    // Before any thread starts, so that every thread inherits the mask.
+    gnosis::server::block_signals();
     let config = Config::from_command_line("gnosis-uring", ENVIRONMENT);
     let options = match UringOptions::from_env(|name| std::env::var(name).ok()) {
         Ok(options) => options,
@@ -45,4 +47,5 @@ fn main() {
         eprintln!("gnosis-uring: {err}");
         std::process::exit(1);
     }
+    eprintln!("gnosis-uring: drained, exiting");
 }

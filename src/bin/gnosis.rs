@@ -3,6 +3,8 @@
 use gnosis::config::Config;
 
 fn main() {
+    // Before any thread starts, so that every thread inherits the mask.
+    gnosis::server::block_signals();
     let config = Config::from_command_line("gnosis", "");
     let tls = gnosis::transport::listener_config(&[config.tls_port, config.h2_tls_port]);
     let ports = config.listening(tls.is_some());
@@ -22,4 +24,5 @@ fn main() {
         eprintln!("gnosis: {err}");
         std::process::exit(1);
     }
+    eprintln!("gnosis: drained, exiting");
 }

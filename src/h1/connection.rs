@@ -55,7 +55,8 @@ enum Phase {
     /// A `101` was written: the bytes after its request belong to the next protocol.
     Upgrading,
     /// `asked`: the client asked for the close (its last request said `Connection: close`,
-    /// or was HTTP/1.0 without keep-alive) and sent nothing after that request.
+    /// or was HTTP/1.0 without keep-alive) and sent nothing after that request; or the
+    /// server drains a connection with nothing received unanswered.
     Closing {
         asked: bool,
     },
@@ -109,6 +110,9 @@ pub struct Connection {
     owed: Owed,
     /// The last time a request was taken in or a response byte went out.
     last_active: Instant,
+    /// The server drains: the next request taken is the last, its answer says `Connection:
+    /// close` (see [`Wire::drain`]).
+    draining: bool,
 }
 
 impl Connection {
@@ -127,6 +131,7 @@ impl Connection {
             chunked: Chunked::default(),
             owed: Owed::Nothing,
             last_active: now,
+            draining: false,
         }
     }
 
@@ -137,6 +142,7 @@ impl Connection {
         self.peer_eof = false;
         self.owed = Owed::Nothing;
         self.last_active = now;
+        self.draining = false;
         // Counted from the new peer's first byte (`first_bytes` looks for none sent).
         self.output = SendBuffer::default();
     }
@@ -182,7 +188,7 @@ impl Connection {
                 } => {
                     consumed += len;
                     self.owed = Owed::Nothing;
-                    let framing = Framing::to(&request, keep_alive);
+                    let framing = Framing::to(&request, keep_alive && !self.draining);
                     let ticket = Ticket {
                         slot: self.slot,
                         generation: self.generation,
@@ -489,6 +495,25 @@ impl Wire for Connection {
             return now.duration_since(since) > limits.request;
         }
         self.queue.is_empty() && now.duration_since(self.last_active) > limits.idle
+    }
+
+    /// The last answer says `Connection: close` and the connection closes once it is sent:
+    /// the last answer in the works when there is one (those after it in the input are
+    /// dropped, as at any close: the client retries them), else the next request's (one
+    /// the client is still sending may finish); an idle connection, with nothing received
+    /// that is not answered, is done once its output is sent, and closes at once as when
+    /// the client asked for the close (no answer it could lose).
+    fn drain(&mut self, _: &mut BufferPool) {
+        self.draining = true;
+        if !self.reading() {
+            return;
+        }
+        if let Some(last) = self.queue.back_mut().filter(|queued| !queued.done) {
+            last.framing = last.framing.closing_after();
+            self.phase = Phase::Closing { asked: false };
+        } else if self.input.is_empty() && self.owed == Owed::Nothing {
+            self.phase = Phase::Closing { asked: true };
+        }
     }
 
     /// The bytes of buffer memory the connection holds: its input, its output and the

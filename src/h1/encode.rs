@@ -29,6 +29,14 @@ impl Framing {
         }
     }
 
+    /// The same, saying `Connection: close` (the server drains).
+    pub fn closing_after(self) -> Self {
+        Framing {
+            keep_alive: false,
+            ..self
+        }
+    }
+
     pub fn keep_alive(&self) -> bool {
         self.keep_alive
     }

@@ -627,6 +627,12 @@ impl Wire for Connection {
         self.act_on_deadlines(now, limits)
     }
 
+    /// See [`Connection::shutdown`].
+    fn drain(&mut self, buffers: &mut BufferPool) {
+        self.output.lend(buffers);
+        self.shutdown();
+    }
+
     /// The buffer received plaintext is appended to, lent from `buffers` if it has none;
     /// [`Connection::process`] reads it.
     fn input(&mut self, buffers: &mut BufferPool) -> &mut Vec<u8> {

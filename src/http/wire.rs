@@ -54,6 +54,13 @@ pub trait Wire {
         }
     }
 
+    /// The server is shutting down: take no new request, tell the peer in the protocol's
+    /// own way (HTTP/1.1: `Connection: close` on the last answer; HTTP/2: GOAWAY; WebSocket:
+    /// a close of 1001), answer what was taken, and be finished once it is sent. Called
+    /// again and again while the drain lasts (a no-op once told), only while nothing is
+    /// being sent from the output.
+    fn drain(&mut self, buffers: &mut BufferPool);
+
     /// Buffer memory it holds, for the worker's budget.
     fn held(&self) -> usize;
 

@@ -59,6 +59,9 @@ pub struct Limits {
     /// Connections open at once; beyond it, accepts pause until the next sweep.
     pub max_conns: usize,
     pub timeouts: Timeouts,
+    /// Once a signal asked the worker to stop: how long what is in flight may take to
+    /// finish before the worker closes what is left and ends.
+    pub drain_timeout: Duration,
 }
 
 impl Limits {
@@ -70,6 +73,12 @@ impl Limits {
     /// HttpArena's 500); each costs a slot (about 200 bytes) and a kernel socket (a few
     /// KiB idle), so the cap costs tens of MiB at most.
     pub const MAX_CONNS: usize = 16_384;
+    /// 10 s: the request timeout, so that a request begun before the signal may still
+    /// arrive whole and be answered, and twice the query timeout that bounds an answer
+    /// waiting on the database; under the 30 s that systemd and container runtimes wait
+    /// after SIGTERM before they kill (nginx's `worker_shutdown_timeout` is off by default,
+    /// but a server that never ends its drain would be killed there anyway, answers cut).
+    pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 }
 
 impl Default for Limits {
@@ -78,6 +87,7 @@ impl Default for Limits {
             max_buffered: Self::MAX_BUFFERED,
             max_conns: Self::MAX_CONNS,
             timeouts: TIMEOUTS,
+            drain_timeout: Self::DRAIN_TIMEOUT,
         }
     }
 }
@@ -129,6 +139,8 @@ pub(super) struct Core<S, K> {
     buffered: usize,
     /// The TLS listener's configuration, when there is one.
     tls: Option<Arc<TlsConfig>>,
+    /// Once the worker drains: when it ends, whatever is left (`core/drain.rs`).
+    drain_by: Option<Instant>,
 }
 
 impl<S: Service, K> Core<S, K> {
@@ -149,6 +161,7 @@ impl<S: Service, K> Core<S, K> {
             limits,
             buffered: 0,
             tls: None,
+            drain_by: None,
         }
     }
 
@@ -184,7 +197,8 @@ impl<S: Service, K> Core<S, K> {
 
     /// When the backend must wake up at the latest, whatever happens on the sockets.
     pub fn next_wake(&self) -> Instant {
-        [self.pool.deadline(), self.listen_by, self.timers.earliest()]
+        let (timers, drain) = (self.timers.earliest(), self.drain_deadline());
+        [self.pool.deadline(), self.listen_by, timers, drain]
             .into_iter()
             .flatten()
             .fold(self.next_sweep, Instant::min)
@@ -453,9 +467,11 @@ impl<S: Service, K> Core<S, K> {
     /// connection `paused` for the budget answers nothing new, but what it has written
     /// still goes out: over TLS it is sealed here (HTTP/2's answers waiting for room follow
     /// it), and HTTP/2 still reads its frames (windows, resets, pings); that is how a
-    /// paused connection gets back under its share.
+    /// paused connection gets back under its share. While the worker drains, the
+    /// connection is told so in its protocol each time (`core/drain.rs`).
     fn answer(&mut self, index: usize, may_write: bool, paused: bool) -> Next {
         let share = self.share();
+        let draining = may_write && self.drain_by.is_some();
         let Core {
             service,
             pool,
@@ -476,15 +492,20 @@ impl<S: Service, K> Core<S, K> {
                 false => Next::Keep { read: true },
             };
         }
-        if may_write && paused {
-            slot.protocol
-                .process_while_paused(date, *now, buffers, share);
-        }
         if may_write && !paused {
             if let Protocol::ReadVersion(_) = slot.protocol {
                 let alpn_h2 = matches!(&slot.transport, Transport::Tls(tls) if tls.chose_h2());
                 slot.protocol.settle(alpn_h2, h2_limits(service), *now);
             }
+        }
+        if draining {
+            slot.protocol.wire_mut().drain(buffers);
+        }
+        if may_write && paused {
+            slot.protocol
+                .process_while_paused(date, *now, buffers, share);
+        }
+        if may_write && !paused {
             let mut cx = Context {
                 date,
                 now: *now,
@@ -501,6 +522,9 @@ impl<S: Service, K> Core<S, K> {
                 conn.process_within(&mut serving, max_body, date, *now, buffers, share);
                 // A 101 hands what came after it to the session, answered in this pass.
                 slot.protocol.switch_when_ready(*now);
+                if draining {
+                    slot.protocol.wire_mut().drain(buffers);
+                }
             }
             match &mut slot.protocol {
                 Protocol::ReadVersion(_) | Protocol::Http1(_) => {}
@@ -770,6 +794,7 @@ fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
     })
 }
 
+mod drain;
 mod sweep;
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,8 @@ use crate::transport::Listening;
 
 /// Tokens from here up name the listeners (one per port).
 const LISTENERS: u64 = u64::MAX - 15;
+/// The token of the eventfd that says to drain (`signals.rs`).
+const WAKE: u64 = LISTENERS - 1;
 /// Tokens from here up (to the listeners) name PostgreSQL connections; below, HTTP
 /// connection slots.
 const DATABASE: u64 = 1 << 32;
@@ -27,7 +29,10 @@ const READ_CHUNK: usize = 4096;
 pub struct Worker<S> {
     core: Core<S, OwnedFd>,
     epoll: Epoll,
+    /// Closed when the drain begins.
     listeners: Vec<Listener>,
+    /// Readable once a signal asked the worker to drain.
+    wake: OwnedFd,
     listening: bool,
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
@@ -52,12 +57,19 @@ struct LinkSocket {
 }
 
 impl<S: Service> Worker<S> {
-    pub fn new(listeners: Vec<Listener>, core: Core<S, OwnedFd>) -> io::Result<Self> {
+    pub fn new(
+        listeners: Vec<Listener>,
+        wake: OwnedFd,
+        core: Core<S, OwnedFd>,
+    ) -> io::Result<Self> {
         let links = core.links();
+        let epoll = Epoll::new()?;
+        epoll.add(&wake, ACCEPTABLE, WAKE)?;
         Ok(Worker {
             core,
-            epoll: Epoll::new()?,
+            epoll,
             listeners,
+            wake,
             listening: false,
             accept_paused: false,
             interest: Vec::new(),
@@ -67,17 +79,11 @@ impl<S: Service> Worker<S> {
         })
     }
 
-    /// Serves until something fails that the worker cannot recover from, and returns it.
-    pub fn run(mut self) -> io::Error {
-        match self.serve() {
-            Err(err) => err,
-            Ok(never) => match never {},
-        }
-    }
-
-    fn serve(&mut self) -> io::Result<std::convert::Infallible> {
+    /// Serves until something fails that the worker cannot recover from (returned), or
+    /// until its drain is over.
+    pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        loop {
+        while !self.core.drained() {
             if !self.listening && self.core.ready_to_listen() {
                 for (i, listener) in self.listeners.iter().enumerate() {
                     self.epoll
@@ -102,6 +108,7 @@ impl<S: Service> Worker<S> {
             for (token, flags) in events.iter() {
                 match token {
                     token if token >= LISTENERS => self.accept_all((token - LISTENERS) as usize),
+                    WAKE => self.drain(),
                     token if token >= DATABASE => {
                         self.on_link_event((token - DATABASE) as usize, flags)
                     }
@@ -122,6 +129,20 @@ impl<S: Service> Worker<S> {
                 }
                 self.resume_accepting();
             }
+        }
+        Ok(())
+    }
+
+    /// A signal asked the worker to stop: it closes its listeners (once every worker has,
+    /// the kernel refuses new connections) and tells every connection (`core/drain.rs`).
+    fn drain(&mut self) {
+        // Level-triggered: it would wake every wait from now on.
+        let _ = self.epoll.modify(&self.wake, 0, WAKE);
+        self.listeners.clear();
+        let mut open = Vec::new();
+        self.core.drain(|index| open.push(index));
+        for index in open {
+            self.flush(index);
         }
     }
 

@@ -7,13 +7,16 @@
 
 mod core;
 mod epoll;
+mod signals;
 mod supervisor;
 mod uring;
 
 pub use self::core::Limits;
+pub use signals::block as block_signals;
 pub use uring::UringOptions;
 
 use self::core::Core;
+use self::signals::Wakers;
 use self::supervisor::supervise;
 use crate::pg::Pool;
 use crate::service::Service;
@@ -54,9 +57,22 @@ pub fn listeners(ports: &[(u16, Listening)], threads: usize) -> io::Result<Vec<V
         .collect()
 }
 
+/// Each thread's listeners with the eventfd that tells its worker to drain, and the thread
+/// that takes the signals started ([`block_signals`] must have been called first).
+fn with_wakers(
+    listeners: Vec<Vec<Listener>>,
+    limits: &Limits,
+) -> io::Result<Vec<(Vec<Listener>, OwnedFd)>> {
+    let wakers = Wakers::new(listeners.len())?;
+    let inputs = listeners.into_iter().zip(wakers.take()?).collect();
+    wakers.listen(limits.drain_timeout);
+    Ok(inputs)
+}
+
 /// Runs one epoll worker per thread's listeners, each with the service and database
 /// connections `new_worker` makes on its thread, `limits` and the TLS listener's `tls`,
-/// until one stops: returns its cause.
+/// until one stops: returns its cause; or until a signal asked them to drain and they all
+/// have.
 pub fn run_epoll<S, F>(
     listeners: Vec<Vec<Listener>>,
     new_worker: F,
@@ -67,20 +83,18 @@ where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    supervise("gnosis", listeners, move |listeners, _| {
+    let inputs = with_wakers(listeners, &limits)?;
+    supervise("gnosis", inputs, move |(listeners, wake), _| {
         let (service, pool) = new_worker();
         let core = Core::new(service, pool, limits).with_tls(tls.clone());
-        match epoll::Worker::new(listeners, core) {
-            Ok(worker) => worker.run(),
-            Err(err) => err,
-        }
+        epoll::Worker::new(listeners, wake, core)?.run()
     })
 }
 
 /// Runs one io_uring worker per thread's listeners, each with its own ring, the service
 /// and database connections `new_worker` makes on its thread, `limits` and the TLS
 /// listener's `tls`, until one stops: returns its cause, at once, naming it, when io_uring
-/// cannot be used.
+/// cannot be used; or until a signal asked them to drain and they all have.
 pub fn run_uring<S, F>(
     listeners: Vec<Vec<Listener>>,
     new_worker: F,
@@ -92,16 +106,13 @@ where
     S: Service,
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
-    supervise("gnosis-uring", listeners, move |listeners, started| {
+    let inputs = with_wakers(listeners, &limits)?;
+    supervise("gnosis-uring", inputs, move |(listeners, wake), started| {
         // The ring is made on the thread that uses it (SINGLE_ISSUER).
         let (service, pool) = new_worker();
         let core = Core::new(service, pool, limits).with_tls(tls.clone());
-        match uring::Worker::new(listeners, core, options) {
-            Ok(worker) => {
-                started.ready(format!("rings ready ({})", worker.setup().describe()));
-                worker.run()
-            }
-            Err(err) => err,
-        }
+        let worker = uring::Worker::new(listeners, wake, core, options)?;
+        started.ready(format!("rings ready ({})", worker.setup().describe()));
+        worker.run()
     })
 }

@@ -1,6 +1,7 @@
 //! The worker threads of either backend, and the one rule for them: the first that stops,
-//! by an error or a panic, ends the server with its cause. (Joining them in order would
-//! wait on the first while a later one had died unseen, with its listener and connections.)
+//! by an error or a panic, ends the server with its cause; once all have finished their
+//! drain (the server was told to stop), it ends well. (Joining them in order would wait on
+//! the first while a later one had died unseen, with its listener and connections.)
 
 use std::any::Any;
 use std::io;
@@ -11,7 +12,8 @@ use std::sync::{mpsc, Arc};
 enum Report {
     /// Set up and serving, as described.
     Ready(String),
-    Stopped(io::Error),
+    /// Drained (`Ok`), or failed.
+    Stopped(io::Result<()>),
 }
 
 /// How a worker says it is set up (see [`supervise`]).
@@ -26,12 +28,12 @@ impl Started {
 }
 
 /// Runs `work` on a thread named `name-i` for each of `inputs`, and returns the error of
-/// the first worker that stops (a worker serves until it cannot: it returns only an
-/// error). A panic is an error that names the panic.
+/// the first worker that fails, or `Ok` once every worker has drained (a worker serves
+/// until it cannot, or until its drain is over). A panic is an error that names the panic.
 pub(super) fn supervise<T, W>(name: &str, inputs: Vec<T>, work: W) -> io::Result<()>
 where
     T: Send + 'static,
-    W: Fn(T, &Started) -> io::Error + Send + Sync + 'static,
+    W: Fn(T, &Started) -> io::Result<()> + Send + Sync + 'static,
 {
     let threads = inputs.len();
     let work = Arc::new(work);
@@ -45,16 +47,16 @@ where
                 let started = Started(reports.clone());
                 let stopped = panic::catch_unwind(AssertUnwindSafe(|| work(input, &started)))
                     .unwrap_or_else(|panic| {
-                        io::Error::other(format!(
+                        Err(io::Error::other(format!(
                             "worker {thread} panicked: {}",
                             panic_message(&*panic)
-                        ))
+                        )))
                     });
                 let _ = reports.send(Report::Stopped(stopped));
             })?;
     }
     drop(reports);
-    let mut ready = 0;
+    let (mut ready, mut drained) = (0, 0);
     loop {
         match reported.recv() {
             Ok(Report::Ready(description)) => {
@@ -63,7 +65,13 @@ where
                     crate::log!("{threads} {description}");
                 }
             }
-            Ok(Report::Stopped(err)) => return Err(err),
+            Ok(Report::Stopped(Err(err))) => return Err(err),
+            Ok(Report::Stopped(Ok(()))) => {
+                drained += 1;
+                if drained == threads {
+                    return Ok(());
+                }
+            }
             Err(_) => return Err(io::Error::other("the workers ended without a word")),
         }
     }
@@ -82,7 +90,7 @@ mod tests {
     use super::*;
 
     /// A worker that serves until the test process ends.
-    fn serves_forever() -> io::Error {
+    fn serves_forever() -> io::Result<()> {
         loop {
             std::thread::park();
         }
@@ -93,7 +101,7 @@ mod tests {
         let result = supervise("fails", vec![0, 1, 2], |i, started| {
             started.ready("ready".into());
             match i {
-                2 => io::Error::other("listener gone"),
+                2 => Err(io::Error::other("listener gone")),
                 _ => serves_forever(),
             }
         });
@@ -115,12 +123,22 @@ mod tests {
     #[test]
     fn a_worker_that_cannot_start_ends_the_server_before_the_others_are_ready() {
         let result = supervise("setup", vec![0, 1], |i, started| match i {
-            0 => io::Error::other("cannot use io_uring"),
+            0 => Err(io::Error::other("cannot use io_uring")),
             _ => {
                 started.ready("ready".into());
                 serves_forever()
             }
         });
         assert_eq!(result.unwrap_err().to_string(), "cannot use io_uring");
+    }
+
+    #[test]
+    fn the_server_ends_well_once_every_worker_has_drained() {
+        let result = supervise("drains", vec![0, 1, 2], |i, started| {
+            started.ready("ready".into());
+            std::thread::sleep(std::time::Duration::from_millis(10 * i));
+            Ok(())
+        });
+        assert!(result.is_ok());
     }
 }

@@ -52,6 +52,8 @@ const LINK_SEND: u64 = 7;
 const SHUTDOWN: u64 = 8;
 const CLOSE: u64 = 9;
 const LINK_CANCEL: u64 = 10;
+/// The poll on the eventfd that says to drain (`signals.rs`).
+const WAKE: u64 = 11;
 const GENERATION_MASK: u32 = 0xff_ffff;
 
 fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
@@ -105,8 +107,12 @@ pub struct Worker<S> {
     ring: Ring,
     buffers: BufferRing,
     core: Core<S, types::Fixed>,
-    /// The listeners, each with whether its multishot accept is armed.
+    /// The listeners, each with whether its multishot accept is armed; closed when the
+    /// drain begins.
     listeners: Vec<(Listener, bool)>,
+    /// Readable once a signal asked the worker to drain; polled from the start (held open
+    /// for the poll).
+    _wake: OwnedFd,
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
     /// Accepted past the cap: opened in arrival order as slots free.
@@ -123,11 +129,16 @@ pub struct Worker<S> {
 impl<S: Service> Worker<S> {
     pub fn new(
         listeners: Vec<Listener>,
+        wake: OwnedFd,
         core: Core<S, types::Fixed>,
         options: UringOptions,
     ) -> io::Result<Self> {
         let direct_sockets = sys::open_files_limit()?.min(MAX_DIRECT_SOCKETS) as u32;
-        let ring = Ring::new(options.sqpoll, direct_sockets)?;
+        let mut ring = Ring::new(options.sqpoll, direct_sockets)?;
+        let poll = opcode::PollAdd::new(types::Fd(wake.as_raw_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(user_data(WAKE, 0, 0));
+        ring.push_plain(poll)?;
         let buffers = BufferRing::register(&ring, options.buffers)?;
         let links = (0..core.links()).map(|_| LinkIo::default()).collect();
         Ok(Worker {
@@ -138,6 +149,7 @@ impl<S: Service> Worker<S> {
                 .into_iter()
                 .map(|listener| (listener, false))
                 .collect(),
+            _wake: wake,
             accept_paused: false,
             waiting: VecDeque::new(),
             io: Vec::new(),
@@ -152,17 +164,11 @@ impl<S: Service> Worker<S> {
         self.ring.setup()
     }
 
-    /// Serves until something fails that the worker cannot recover from, and returns it.
-    pub fn run(mut self) -> io::Error {
-        match self.serve() {
-            Err(err) => err,
-            Ok(never) => match never {},
-        }
-    }
-
-    fn serve(&mut self) -> io::Result<std::convert::Infallible> {
+    /// Serves until something fails that the worker cannot recover from (returned), or
+    /// until its drain is over.
+    pub fn run(mut self) -> io::Result<()> {
         let mut batch = Vec::with_capacity(COMPLETION_ENTRIES as usize);
-        loop {
+        while !self.core.drained() {
             if !self.accept_paused && self.core.ready_to_listen() {
                 self.arm_accepts()?;
             }
@@ -212,6 +218,26 @@ impl<S: Service> Worker<S> {
             self.advance_dirty()?;
             self.send_links()?;
         }
+        Ok(())
+    }
+
+    /// A signal asked the worker to stop: it cancels its accepts and closes its listeners
+    /// (once every worker has, the kernel refuses new connections), and tells every
+    /// connection (`core/drain.rs`), each advanced after this batch.
+    fn drain(&mut self) -> io::Result<()> {
+        for (which, (_, armed)) in self.listeners.iter().enumerate() {
+            if *armed {
+                self.ring.push_plain(cancel(ACCEPT, 0, which))?;
+            }
+        }
+        // An accept holds its listener until its cancel lands.
+        self.listeners.clear();
+        let mut open = Vec::new();
+        self.core.drain(|index| open.push(index));
+        for index in open {
+            self.mark_dirty(index);
+        }
+        Ok(())
     }
 
     /// Brings every connection touched in this batch up to date, including those that
@@ -260,6 +286,7 @@ impl<S: Service> Worker<S> {
             LINK_RECV => self.on_link_recv(index, result, flags),
             LINK_SEND => self.on_link_send(index, result),
             LINK_CANCEL => self.on_link_cancel(index),
+            WAKE => self.drain(),
             // The cancels of one receive report nothing we need (the receive completes
             // too), nor do closes.
             _ => Ok(()),
@@ -269,7 +296,15 @@ impl<S: Service> Worker<S> {
     /// A connection accepted by listener `which`, or its accept's failure.
     fn on_accept(&mut self, which: usize, result: i32, flags: u32) -> io::Result<()> {
         let Some((listener, armed)) = self.listeners.get_mut(which) else {
-            return Ok(());
+            // Closed for the drain: what its accept took before its cancel landed is closed
+            // unanswered, as the kernel resets what waited in its backlog.
+            if result < 0 {
+                return Ok(());
+            }
+            let entry = opcode::Close::new(types::Fixed(result as u32))
+                .build()
+                .user_data(user_data(CLOSE, 0, 0));
+            return self.ring.push_plain(entry);
         };
         if !cqueue::more(flags) {
             *armed = false;

@@ -3,6 +3,8 @@
 
 /// Close codes sent (RFC 6455, 7.4.1).
 pub const NORMAL: u16 = 1000;
+/// The server is shutting down (RFC 6455 7.4.1).
+pub const GOING_AWAY: u16 = 1001;
 pub const PROTOCOL_ERROR: u16 = 1002;
 pub const INVALID_DATA: u16 = 1007;
 pub const TOO_BIG: u16 = 1009;

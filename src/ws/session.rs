@@ -266,6 +266,12 @@ impl Wire for Session {
         self.output.late(now, limits.send) || now.duration_since(self.last_active) > limits.idle
     }
 
+    /// A close of 1001 (going away), as for a close it must answer: nothing more is read,
+    /// and once it is sent the connection lingers for the peer's close.
+    fn drain(&mut self, buffers: &mut BufferPool) {
+        self.close(frame::GOING_AWAY, buffers);
+    }
+
     /// The buffer memory it holds.
     fn held(&self) -> usize {
         self.input.capacity() + self.output.capacity() + self.message.capacity()

@@ -326,6 +326,18 @@ impl Server {
         );
     }
 
+    /// How the process ended; panics if it has not within `within`.
+    pub fn exit_status(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "still running after {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()

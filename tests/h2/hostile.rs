@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::common;
 use crate::common::h2::*;
 
-fn start_with_tls(binary: &str, extra: &[&str]) -> common::Server {
+pub(crate) fn start_with_tls(binary: &str, extra: &[&str]) -> common::Server {
     let pair = ::gnosis::transport::test_pair();
     let env = [
         ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),

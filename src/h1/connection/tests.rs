@@ -305,3 +305,54 @@ fn a_connection_owed_an_answer_is_not_idle() {
     assert!(!conn.timed_out(answered + second, &limits));
     assert!(conn.timed_out(answered + 3 * second, &limits));
 }
+
+/// The drain (the server stops): an idle connection is done at once, as one whose client
+/// asked for the close; an answer in the works is the last and says `Connection: close`
+/// (the request after it is dropped); a request still arriving is answered as the last.
+#[test]
+fn a_draining_connection_says_close_on_its_last_answer() {
+    let (date, now) = (HttpDate::new(), Instant::now());
+    let mut buffers = BufferPool::default();
+    let mut handler = Tickets::default();
+    let mut idle = Connection::new(0, now);
+    idle.drain(&mut buffers);
+    assert!(idle.is_finished() && idle.close_asked());
+
+    let mut busy = Connection::new(0, now);
+    let request = b"GET /later HTTP/1.1\r\nHost: a\r\n\r\n";
+    busy.input(&mut buffers).extend_from_slice(request);
+    busy.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+    busy.input(&mut buffers)
+        .extend_from_slice(b"GET /now HTTP/1.1\r\n");
+    busy.drain(&mut buffers);
+    busy.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+    assert!(!busy.is_finished() && !busy.close_asked());
+    let answer = Answer::ok(ContentType::Plain, b"later");
+    busy.complete(handler.0.pop().unwrap(), &answer, &date, now, &mut buffers);
+    busy.collect(&mut buffers, usize::MAX);
+    let sent = String::from_utf8(send_all(&mut busy, &mut buffers, now)).unwrap();
+    assert!(
+        sent.contains("Connection: close\r\n") && sent.ends_with("later"),
+        "{sent}"
+    );
+    assert!(busy.is_finished());
+
+    let mut arriving = Connection::new(0, now);
+    arriving
+        .input(&mut buffers)
+        .extend_from_slice(b"GET /now HTTP/1.1\r\n");
+    arriving.drain(&mut buffers);
+    arriving.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+    assert!(!arriving.is_finished());
+    arriving
+        .input(&mut buffers)
+        .extend_from_slice(b"Host: a\r\n\r\n");
+    arriving.drain(&mut buffers);
+    arriving.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+    let sent = String::from_utf8(send_all(&mut arriving, &mut buffers, now)).unwrap();
+    assert!(
+        sent.contains("Connection: close\r\n") && sent.ends_with("now"),
+        "{sent}"
+    );
+    assert!(arriving.is_finished());
+}
