@@ -3,7 +3,8 @@
 //! rustix gives each call a safe, typed signature (borrowed descriptors, checked buffers,
 //! `Errno` results) and on Linux makes it directly, without libc's wrapper: the same calls
 //! as before (`send` is one `sendto`, reads are `read` and `recvfrom`), and no `unsafe`
-//! here but for the one option rustix lacks (`set_receive_low_water`). Two names differ
+//! here but for what rustix lacks: one socket option (`set_receive_low_water`) and the
+//! signal mask and `sigwait` of the graceful drain (`block_signals`, `wait_signal`). Two names differ
 //! under strace: epoll's wait is `epoll_pwait` with no signal mask and the start-up client's
 //! poll is `ppoll`, which the kernel runs as `epoll_wait` and `poll` (with a nanosecond
 //! timeout).
@@ -317,6 +318,41 @@ impl Epoll {
         match epoll::wait(&self.fd, spare_capacity(&mut events.0), timeout.as_ref()) {
             Ok(_) | Err(Errno::INTR) => Ok(()),
             Err(err) => Err(err.into()),
+        }
+    }
+}
+
+/// The set of `signals`.
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set it is given; sigaddset adds signals to an
+    // initialised set (an invalid number is refused, not undefined).
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        for &signal in signals {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
+/// Blocks `signals` in the calling thread, and so in every thread it starts after: they
+/// stay pending until [`wait_signal`] takes them. rustix has no call for the signal mask.
+pub fn block_signals(signals: &[libc::c_int]) {
+    let set = signal_set(signals);
+    // SAFETY: the set is initialised; the old mask is not asked for.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Takes the next of `signals` (blocked, see [`block_signals`]) from the pending set,
+/// waiting for one.
+pub fn wait_signal(signals: &[libc::c_int]) -> libc::c_int {
+    let set = signal_set(signals);
+    let mut signal = 0;
+    loop {
+        // SAFETY: the set is initialised and `signal` is a live c_int.
+        if unsafe { libc::sigwait(&set, &mut signal) } == 0 {
+            return signal;
         }
     }
 }

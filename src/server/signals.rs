@@ -13,29 +13,15 @@ use std::os::fd::OwnedFd;
 
 use rustix::event::{eventfd, EventfdFlags};
 
-const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT];
+use crate::sys;
 
-/// The set of [`SIGNALS`].
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initialises the set it is given; sigaddset adds valid signals to
-    // an initialised set.
-    unsafe {
-        let mut set = std::mem::zeroed::<libc::sigset_t>();
-        libc::sigemptyset(&mut set);
-        for signal in SIGNALS {
-            libc::sigaddset(&mut set, signal);
-        }
-        set
-    }
-}
+const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT];
 
 /// Blocks SIGTERM, SIGINT and SIGQUIT in the calling thread and so in every thread it
 /// starts after: they stay pending until the signal thread ([`Wakers::listen`]) takes them.
 /// Call it before any thread starts.
 pub fn block() {
-    let set = signal_set();
-    // SAFETY: the set is initialised; the old mask is not asked for.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    sys::block_signals(&SIGNALS);
 }
 
 /// One eventfd per worker, written when the drain begins.
@@ -63,8 +49,7 @@ impl Wakers {
         let spawned = std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                let set = signal_set();
-                let first = wait(&set);
+                let first = sys::wait_signal(&SIGNALS);
                 crate::log!(
                     "{}: draining (finishing what is in flight within {} ms); another signal \
                      exits at once",
@@ -74,23 +59,12 @@ impl Wakers {
                 for fd in &self.0 {
                     let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
                 }
-                let second = wait(&set);
+                let second = sys::wait_signal(&SIGNALS);
                 crate::log!("{}: exiting at once", name(second));
                 std::process::exit(128 + second);
             });
         if let Err(err) = spawned {
             crate::log!("cannot take signals ({err}): SIGTERM will not drain");
-        }
-    }
-}
-
-/// The next of [`SIGNALS`] (they are blocked: `sigwait` takes them from the pending set).
-fn wait(set: &libc::sigset_t) -> libc::c_int {
-    let mut signal = 0;
-    loop {
-        // SAFETY: the set is initialised and `signal` is a live c_int.
-        if unsafe { libc::sigwait(set, &mut signal) } == 0 {
-            return signal;
         }
     }
 }
