@@ -157,12 +157,13 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
     for header in req.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("connection") {
+            // HTTP/1.1's own field (HTTP/2 refuses it): its tokens read here, once.
             for token in header.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
                 says_close |= token.eq_ignore_ascii_case(b"close");
                 says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                fields.upgrade.connection_upgrade |= token.eq_ignore_ascii_case(b"upgrade");
             }
-            fields.read(name.as_bytes(), header.value, |value| value);
         } else if name.eq_ignore_ascii_case("content-length") {
             let Some(length) = parse_content_length(header.value) else {
                 return Parsed::Invalid(Status::BadRequest);
@@ -758,6 +759,18 @@ mod tests {
             let buf = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
             complete(buf.as_bytes());
         }
+    }
+
+    #[test]
+    fn connection_upgrade_is_read_among_the_connections_tokens() {
+        let asks = |connection: &str| {
+            let buf = format!("GET /ws HTTP/1.1\r\nHost: a\r\n{connection}\r\n\r\n");
+            complete(buf.as_bytes()).0.fields.upgrade.connection_upgrade
+        };
+        assert!(asks("Connection: keep-alive, Upgrade"));
+        assert!(asks("connection: close\r\nCONNECTION: upgrade"));
+        assert!(!asks("Connection: keep-alive"));
+        assert!(!asks("Upgrade: websocket"));
     }
 
     #[test]

@@ -80,7 +80,8 @@ pub struct Fields<V> {
 /// whether to switch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Upgrade<V> {
-    /// `Connection` lists `upgrade` (HTTP/1.1's connection field: HTTP/2 refuses it).
+    /// `Connection` lists `upgrade`: HTTP/1.1's own field (HTTP/2 refuses it), which its
+    /// parser reads with the connection's other tokens.
     pub connection_upgrade: bool,
     /// `Upgrade` lists `websocket`.
     pub websocket: bool,
@@ -97,10 +98,6 @@ impl<V> Fields<V> {
         let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
         if is(b"accept-encoding") {
             self.accept_encoding.read(value);
-        } else if is(b"connection") {
-            let mut tokens = value.split(|&b| b == b',');
-            self.upgrade.connection_upgrade |=
-                tokens.any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"));
         } else if is(b"upgrade") {
             let mut protocols = value.split(|&b| b == b',');
             self.upgrade.websocket |=
@@ -166,14 +163,13 @@ mod tests {
             ("Content-Type", " application/grpc "),
             ("GRPC-Encoding", "identity"),
             ("Upgrade", "h2c, WebSocket"),
-            ("Connection", "keep-alive, Upgrade"),
             ("Sec-WebSocket-Key", " abc "),
             ("Sec-WebSocket-Version", "13"),
             ("X-Other", "ignored"),
         ]);
         assert_eq!(fields.content_type, Some(&b"application/grpc"[..]));
         assert_eq!(fields.grpc_encoding, Some(&b"identity"[..]));
-        assert!(fields.upgrade.websocket && fields.upgrade.connection_upgrade);
+        assert!(fields.upgrade.websocket);
         assert_eq!(fields.upgrade.key, Some(&b"abc"[..]));
         assert_eq!(fields.upgrade.version, Some(&b"13"[..]));
     }
