@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::http::{Answer, Handler, HttpDate, Reply, Request, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
-use crate::timers::Timers;
+use crate::timers::{Timers, Wakeup};
 use crate::ws;
 
 pub trait Service {
@@ -56,14 +56,14 @@ pub struct Context<'a> {
     pub date: &'a HttpDate,
     pub now: Instant,
     pub db: &'a mut Pool,
-    pub timers: &'a mut Timers,
+    pub timers: &'a mut Timers<Wakeup>,
 }
 
 impl Context<'_> {
     /// Has [`Service::on_timer`] called with `ticket` and `token` at `at` (not before), for
     /// a request answered with [`Reply::Later`].
     pub fn answer_at(&mut self, at: Instant, ticket: Ticket, token: u64) {
-        self.timers.schedule(at, ticket, token);
+        self.timers.schedule(at, Wakeup { ticket, token });
     }
 }
 

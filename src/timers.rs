@@ -1,18 +1,21 @@
-//! One worker's answers by time: requests the application answers at a given instant
-//! ([`crate::service::Context::answer_at`]) without holding the worker meanwhile.
+//! One worker's deadlines in milliseconds: what is due at a given instant, exactly then.
+//! Today that is the answers the application asked for at a time
+//! ([`crate::service::Context::answer_at`], a [`Wakeup`]); a QUIC endpoint's connections
+//! (loss detection, pacing, idle: each one deadline that moves) are the other kind of entry
+//! the heap is made for. The 1 s sweep of `server::core` stays for what only needs seconds.
 //!
 //! A binary heap ordered by deadline. Pushing and popping cost O(log n) (about 15 steps at
-//! 32,000 waiting requests, fewer in practice: requests of one delay arrive in deadline
-//! order, so a new entry mostly stays at the bottom), an entry is 40 bytes in one
-//! contiguous vector, and deadlines are exact: a timer wheel would give O(1) but round each
-//! deadline to its tick, and an answer must not come sooner than asked.
+//! 32,000 waiting entries, fewer in practice: entries of one delay arrive in deadline
+//! order, so a new one mostly stays at the bottom), an entry is its payload and 16 bytes
+//! in one contiguous vector, and deadlines are exact: a timer wheel would give O(1) but
+//! round each deadline to its tick, and an answer must not come sooner than asked.
 //!
-//! A closed connection's entries are not searched for when it closes (a heap cannot remove
-//! from its middle cheaply). They are ignored when due, since their ticket names a slot
-//! generation that has moved on, and, so that churning clients cannot pile them up, the
-//! heap is swept of them whenever it has doubled since the last sweep: the sweep is O(n)
-//! once per doubling, O(1) per entry amortised, and dead entries never outnumber twice
-//! the live ones plus what arrives between two runs of the timers.
+//! An entry whose owner went away (a closed connection, a deadline moved) is not searched
+//! for (a heap cannot remove from its middle cheaply). The owner ignores it when it comes
+//! due, and, so that churning clients cannot pile them up, the heap is swept of them
+//! whenever it has doubled since the last sweep: the sweep is O(n) once per doubling, O(1)
+//! per entry amortised, and dead entries never outnumber twice the live ones plus what
+//! arrives between two runs of the timers.
 
 use std::cmp::Ordering;
 use std::collections::binary_heap::{BinaryHeap, PeekMut};
@@ -20,50 +23,62 @@ use std::time::Instant;
 
 use crate::http::Ticket;
 
-/// Below this many entries the heap is not swept of closed connections' entries.
+/// Below this many entries the heap is not swept of dead entries.
 const MIN_SWEEP: usize = 4096;
 
-/// A request to answer at `at`: its ticket, and the application's token for it.
-struct Entry {
+/// A request to answer at a time: its ticket, and the application's token for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wakeup {
+    pub ticket: Ticket,
+    pub token: u64,
+}
+
+/// `due` at `at`.
+struct Entry<T> {
     at: Instant,
-    ticket: Ticket,
-    token: u64,
+    due: T,
 }
 
 // Ordered by deadline alone, earliest greatest, so that the max-heap pops the earliest.
-impl Ord for Entry {
+impl<T> Ord for Entry<T> {
     fn cmp(&self, other: &Self) -> Ordering {
         other.at.cmp(&self.at)
     }
 }
 
-impl PartialOrd for Entry {
+impl<T> PartialOrd for Entry<T> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl PartialEq for Entry {
+impl<T> PartialEq for Entry<T> {
     fn eq(&self, other: &Self) -> bool {
         self.at == other.at
     }
 }
 
-impl Eq for Entry {}
+impl<T> Eq for Entry<T> {}
 
-#[derive(Default)]
-pub struct Timers {
-    heap: BinaryHeap<Entry>,
-    /// The heap is swept of closed connections' entries once it is this long (and at least
-    /// `MIN_SWEEP`).
+pub struct Timers<T> {
+    heap: BinaryHeap<Entry<T>>,
+    /// The heap is swept of dead entries once it is this long (and at least `MIN_SWEEP`).
     sweep_at: usize,
 }
 
-impl Timers {
-    /// Answers the request of `ticket` at `at`, through the application's `on_timer` with
-    /// `token`.
-    pub fn schedule(&mut self, at: Instant, ticket: Ticket, token: u64) {
-        self.heap.push(Entry { at, ticket, token });
+impl<T> Default for Timers<T> {
+    fn default() -> Self {
+        Timers {
+            heap: BinaryHeap::new(),
+            sweep_at: 0,
+        }
+    }
+}
+
+impl<T> Timers<T> {
+    /// Makes `due` due at `at`.
+    pub fn schedule(&mut self, at: Instant, due: T) {
+        self.heap.push(Entry { at, due });
     }
 
     /// The earliest deadline, if any.
@@ -72,18 +87,17 @@ impl Timers {
     }
 
     /// Calls `due` for every entry whose deadline is not after `now`, earliest first.
-    pub fn run(&mut self, now: Instant, mut due: impl FnMut(Ticket, u64)) {
+    pub fn run(&mut self, now: Instant, mut due: impl FnMut(T)) {
         while let Some(entry) = self.heap.peek_mut().filter(|entry| entry.at <= now) {
-            let Entry { ticket, token, .. } = PeekMut::pop(entry);
-            due(ticket, token);
+            due(PeekMut::pop(entry).due);
         }
     }
 
-    /// Drops the entries whose ticket `is_live` says is gone, once the heap has doubled
-    /// since the last time.
-    pub fn sweep_when_grown(&mut self, is_live: impl Fn(&Ticket) -> bool) {
+    /// Drops the entries that `is_live` says are dead, once the heap has doubled since the
+    /// last time.
+    pub fn sweep_when_grown(&mut self, is_live: impl Fn(&T) -> bool) {
         if self.heap.len() >= self.sweep_at.max(MIN_SWEEP) {
-            self.heap.retain(|entry| is_live(&entry.ticket));
+            self.heap.retain(|entry| is_live(&entry.due));
             self.sweep_at = 2 * self.heap.len();
         }
     }
@@ -102,12 +116,14 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn ticket(slot: u32, generation: u32) -> Ticket {
-        Ticket {
+    fn wakeup(slot: u32, generation: u32, token: u64) -> Wakeup {
+        let seq = 0;
+        let ticket = Ticket {
             slot,
             generation,
-            seq: 0,
-        }
+            seq,
+        };
+        Wakeup { ticket, token }
     }
 
     #[test]
@@ -115,17 +131,23 @@ mod tests {
         let start = Instant::now();
         let mut timers = Timers::default();
         for (ms, token) in [(30, 3), (10, 1), (20, 2), (10, 4)] {
-            timers.schedule(start + Duration::from_millis(ms), ticket(0, 0), token);
+            timers.schedule(start + Duration::from_millis(ms), wakeup(0, 0, token));
         }
         assert_eq!(timers.earliest(), Some(start + Duration::from_millis(10)));
         let mut fired = Vec::new();
-        timers.run(start + Duration::from_millis(9), |_, t| fired.push(t));
+        timers.run(start + Duration::from_millis(9), |w: Wakeup| {
+            fired.push(w.token)
+        });
         assert!(fired.is_empty());
-        timers.run(start + Duration::from_millis(20), |_, t| fired.push(t));
+        timers.run(start + Duration::from_millis(20), |w: Wakeup| {
+            fired.push(w.token)
+        });
         fired[..2].sort_unstable();
         assert_eq!(fired, [1, 4, 2]);
         assert_eq!(timers.earliest(), Some(start + Duration::from_millis(30)));
-        timers.run(start + Duration::from_secs(1), |_, t| fired.push(t));
+        timers.run(start + Duration::from_secs(1), |w: Wakeup| {
+            fired.push(w.token)
+        });
         assert_eq!(fired, [1, 4, 2, 3]);
         assert!(timers.is_empty() && timers.earliest().is_none());
     }
@@ -134,13 +156,13 @@ mod tests {
     fn gone_connections_entries_are_swept_once_the_heap_doubles() {
         let start = Instant::now();
         let mut timers = Timers::default();
-        let live = |ticket: &Ticket| ticket.generation == 1;
+        let live = |wakeup: &Wakeup| wakeup.ticket.generation == 1;
         // Connections come and go with far-off deadlines: the heap stays within twice the
         // live entries (or the sweep's floor), however many have gone.
         let later = start + Duration::from_secs(60);
         for round in 0..10 * MIN_SWEEP as u32 {
-            timers.schedule(later, ticket(round, round % 8), u64::from(round));
-            timers.run(start, |_, _| unreachable!());
+            timers.schedule(later, wakeup(round, round % 8, u64::from(round)));
+            timers.run(start, |_| unreachable!());
             timers.sweep_when_grown(live);
             let alive = (round as usize + 1).div_ceil(8);
             assert!(
@@ -150,7 +172,7 @@ mod tests {
             );
         }
         let mut fired = 0;
-        timers.run(later, |ticket, _| fired += usize::from(live(&ticket)));
+        timers.run(later, |wakeup| fired += usize::from(live(&wakeup)));
         assert_eq!(fired, 10 * MIN_SWEEP / 8);
     }
 }

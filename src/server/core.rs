@@ -1,27 +1,29 @@
-//! What a worker thread does whatever moves its bytes: the table of HTTP connections and of
-//! PostgreSQL connections, the timers and the sweep, and every call into the application.
+//! What a worker thread does whatever moves its bytes: its stream connections, the
+//! application, the PostgreSQL connections, the timers and the sweep.
 //!
-//! A backend (`epoll.rs`, `uring.rs`) owns the waiting and the system calls that move bytes,
-//! for HTTP connections (slots) and PostgreSQL connections (links) alike. It tells the core
-//! what arrived, went out or failed, asks it what each socket needs next ([`Core::advance`]
-//! for a slot; [`Core::link_order`] for a link: connect to this address, or close), and sends
-//! what the core has to send. The links' protocol itself is `pg::link`'s.
+//! A [`Core`] is a [`Worker`] (what every connection shares: app, pool, buffers, budget,
+//! clocks, timers; `core/worker.rs`) beside the table of stream connections ([`Slots`],
+//! `core/slots.rs`); a datagram endpoint would be a second table beside the first, sharing
+//! the worker. A backend (`epoll.rs`, `uring.rs`) owns the waiting and the system calls that
+//! move bytes, for HTTP connections (slots) and PostgreSQL connections (links) alike. It
+//! tells the core what arrived, went out or failed, asks it what each socket needs next
+//! ([`Core::advance`] for a slot; [`Core::link_order`] for a link, `core/links.rs`: connect
+//! to this address, or close), and sends what the core has to send.
 
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::h1::Connection;
 use crate::h2;
-use crate::http::{BufferPool, HttpDate, Ticket, Timeouts, TIMEOUTS};
-use crate::pg::link::Link;
-pub(super) use crate::pg::link::Order as LinkOrder;
+use crate::http::{BufferPool, HttpDate, Timeouts, TIMEOUTS};
 use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
 use crate::service::{Context, Finished, Service, Serving};
+use crate::timers::Wakeup;
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
-
-use crate::timers::Timers;
+pub(super) use links::LinkOrder;
+use slots::Slots;
+use worker::{Budget, Worker};
 
 /// How long a closing connection may take to send its last bytes and see the peer's EOF.
 const LINGER: Duration = Duration::from_secs(2);
@@ -29,25 +31,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// How long a new worker waits for its database connections before it takes connections:
 /// requests that arrive meanwhile wait in the listen backlog rather than get a 503.
 const DATABASE_GRACE: Duration = Duration::from_secs(3);
-
-/// One client connection. `K` is how the backend names its socket: a descriptor (epoll) or
-/// an entry of the ring's file table (io_uring); the core only keeps it.
-struct Slot<K> {
-    /// `None` while the slot is free.
-    socket: Option<K>,
-    /// What its bytes go through between the socket and `protocol`.
-    transport: Transport,
-    /// HTTP/1.1 from the open, WebSocket once a request switched it.
-    protocol: Protocol,
-    /// Our side has shut down writing: the slot only waits for the peer's EOF.
-    lingering_since: Option<Instant>,
-    /// The buffer memory counted for it in [`Core::buffered`] (u32, so that the slot stays
-    /// small; a connection's buffers are bounded far below 4 GiB).
-    held: u32,
-    /// Neither read from nor answered because the worker is over its budget and it holds
-    /// more than its share; the sweep looks at it again.
-    paused: bool,
-}
 
 /// What a worker lets its clients cost it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,140 +101,88 @@ pub(super) enum Next {
 /// One worker's state, whatever moves its bytes. The backend tells it what arrived, went
 /// out or failed, asks it what each socket needs next, and does that.
 pub(super) struct Core<S, K> {
-    service: S,
-    /// The thread's PostgreSQL connections, each with the socket it wants (its link).
-    pool: Pool,
-    slots: Vec<Slot<K>>,
-    free: Vec<usize>,
-    /// The buffers the HTTP connections borrow while they have bytes in flight.
-    buffers: BufferPool,
-    /// Slots that received responses from the database since the backend last looked.
-    completed: Vec<usize>,
-    date: HttpDate,
-    now: Instant,
-    /// Requests to answer at a given time.
-    timers: Timers,
-    next_sweep: Instant,
-    /// Until the worker takes connections: the latest time to start.
-    listen_by: Option<Instant>,
-    limits: Limits,
-    /// The buffer memory its connections hold: the sum of their slots' `held`.
-    buffered: usize,
-    /// The TLS listener's configuration, when there is one.
-    tls: Option<Arc<TlsConfig>>,
-    /// Once the worker drains: when it ends, whatever is left (`core/drain.rs`).
-    drain_by: Option<Instant>,
+    worker: Worker<S>,
+    slots: Slots<K>,
 }
 
 impl<S: Service, K> Core<S, K> {
     pub fn new(service: S, pool: Pool, limits: Limits) -> Self {
-        let now = Instant::now();
         Core {
-            service,
-            pool,
-            slots: Vec::new(),
-            free: Vec::new(),
-            buffers: BufferPool::default(),
-            completed: Vec::new(),
-            date: HttpDate::new(),
-            now,
-            timers: Timers::default(),
-            next_sweep: now + SWEEP_EVERY,
-            listen_by: Some(now + DATABASE_GRACE),
-            limits,
-            buffered: 0,
-            tls: None,
-            drain_by: None,
+            worker: Worker::new(service, pool, limits),
+            slots: Slots::default(),
         }
     }
 
     /// Serves the connections of a TLS listener with `tls`.
     pub fn with_tls(mut self, tls: Option<Arc<TlsConfig>>) -> Self {
-        self.tls = tls;
+        self.worker.tls = tls;
         self
     }
 
     /// Reads the clocks; called once per wake-up.
     pub fn refresh(&mut self) {
-        self.now = Instant::now();
-        self.date.refresh();
+        self.worker.refresh();
     }
 
     /// The time of the last [`Core::refresh`].
     pub fn now(&self) -> Instant {
-        self.now
+        self.worker.now
     }
 
-    /// Whether the worker should start taking connections now: once its database
-    /// connections have settled (ready, or failed so that database requests get a quick
-    /// 503), or the grace period is over. True from then on.
+    /// Whether the worker should start taking connections now (`Worker::ready_to_listen`).
     pub fn ready_to_listen(&mut self) -> bool {
-        let Some(deadline) = self.listen_by else {
-            return true;
-        };
-        if self.pool.settled() || self.now >= deadline {
-            self.listen_by = None;
-        }
-        self.listen_by.is_none()
+        self.worker.ready_to_listen()
     }
 
     /// When the backend must wake up at the latest, whatever happens on the sockets.
     pub fn next_wake(&self) -> Instant {
-        let (timers, drain) = (self.timers.earliest(), self.drain_deadline());
-        [self.pool.deadline(), self.listen_by, timers, drain]
-            .into_iter()
-            .flatten()
-            .fold(self.next_sweep, Instant::min)
+        self.worker.next_wake()
     }
 
     // The HTTP connections.
 
     /// How many connections are open.
     pub fn open_connections(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.slots.open()
     }
 
     /// Whether the worker holds as many connections as it may: accept no more for now.
     pub fn is_full(&self) -> bool {
-        self.open_connections() >= self.limits.max_conns
+        self.open_connections() >= self.worker.limits.max_conns
     }
 
-    /// What each connection may hold once the worker has spent its budget: an equal
-    /// share of it. Unbounded (the connection's own high-water mark) until then.
+    /// What each connection may hold (`Budget::share`).
     fn share(&self) -> usize {
-        match self.buffered > self.limits.max_buffered {
-            true => self.limits.max_buffered / self.open_connections().max(1),
-            false => usize::MAX,
-        }
+        self.worker.budget.share(self.slots.open())
     }
 
     /// Whether the worker is over its budget and the open connection in slot `index`
     /// holds more than its share.
     fn over_budget(&self, index: usize) -> bool {
-        self.slots[index].held as usize > self.share()
+        self.slots.all[index].held as usize > self.share()
     }
 
     /// Notes whether slot `index` is held back for the budget: then it reads nothing and
     /// answers none of the requests it holds until its output drains or the worker is
     /// back under (a lingering connection only waits for the EOF: never held back).
     fn hold_back(&mut self, index: usize) -> bool {
-        let slot = &self.slots[index];
+        let slot = &self.slots.all[index];
         let paused =
             slot.socket.is_some() && slot.lingering_since.is_none() && self.over_budget(index);
-        self.slots[index].paused = paused;
+        self.slots.all[index].paused = paused;
         paused
     }
 
     /// Brings the count of what slot `index` holds up to date.
     fn recount(&mut self, index: usize) {
-        recount(&mut self.slots[index], &mut self.buffered);
+        self.slots.all[index].recount(&mut self.worker.budget);
     }
 
     /// Whether the server should read from slot `index` now (a lingering one only waits
     /// for the EOF; one paused for the budget as its protocol says).
     fn may_read(&mut self, index: usize) -> bool {
         let paused = self.hold_back(index);
-        let slot = &self.slots[index];
+        let slot = &self.slots.all[index];
         let wanted = slot.lingering_since.is_some() || slot.protocol.wire().wants_input();
         wanted && (!paused || slot.protocol.reads_while_paused())
     }
@@ -260,33 +191,19 @@ impl<S: Service, K> Core<S, K> {
     /// the slot's index. A TLS handshake must finish within the request timeout (and the
     /// idle timeout, if shorter).
     pub fn open(&mut self, socket: K, listening: Listening) -> usize {
-        let index = match self.free.pop() {
-            Some(index) => index,
-            None => {
-                let conn = Connection::new(self.slots.len() as u32, self.now);
-                self.slots.push(Slot {
-                    socket: None,
-                    transport: Transport::Plain,
-                    protocol: Protocol::ReadVersion(conn),
-                    lingering_since: None,
-                    held: 0,
-                    paused: false,
-                });
-                self.slots.len() - 1
-            }
-        };
-        let timeouts = &self.limits.timeouts;
-        let handshake_by = self.now + timeouts.request.min(timeouts.idle);
-        let slot = &mut self.slots[index];
-        slot.transport = match (listening.is_tls(), &self.tls) {
+        let index = self.slots.vacant(self.worker.now);
+        let timeouts = &self.worker.limits.timeouts;
+        let handshake_by = self.worker.now + timeouts.request.min(timeouts.idle);
+        let slot = &mut self.slots.all[index];
+        slot.transport = match (listening.is_tls(), &self.worker.tls) {
             (true, Some(config)) => {
                 let offer_h2 = listening == Listening::H2Tls;
                 Transport::Tls(TlsSession::new(config.clone(), offer_h2, handshake_by))
             }
             _ => Transport::Plain,
         };
-        let h2 = (listening == Listening::H2c).then(|| h2_limits(&self.service));
-        slot.protocol.open(h2, self.now);
+        let h2 = (listening == Listening::H2c).then(|| h2_limits(&self.worker.service));
+        slot.protocol.open(h2, self.worker.now);
         slot.socket = Some(socket);
         slot.lingering_since = None;
         slot.paused = false;
@@ -298,51 +215,53 @@ impl<S: Service, K> Core<S, K> {
     /// Frees a slot; its socket is returned for the backend to close when it is safe. The
     /// kernel must be done with the connection's output (io_uring: no send in flight).
     pub fn release(&mut self, index: usize) -> Option<K> {
-        let slot = &mut self.slots[index];
+        let slot = &mut self.slots.all[index];
         let socket = slot.socket.take()?;
-        slot.protocol.wire_mut().give_back_all(&mut self.buffers);
-        slot.protocol.end(index as u32, self.now);
+        slot.protocol
+            .wire_mut()
+            .give_back_all(&mut self.worker.buffers);
+        slot.protocol.end(index as u32, self.worker.now);
         if let Transport::Tls(tls) = &mut slot.transport {
-            tls.give_back(&mut self.buffers);
+            tls.give_back(&mut self.worker.buffers);
         }
         slot.transport = Transport::Plain;
         self.recount(index);
-        self.free.push(index);
+        self.slots.vacate(index);
         Some(socket)
     }
 
     /// The socket of slot `index` while it holds a connection.
     pub fn socket(&self, index: usize) -> Option<&K> {
-        self.slots.get(index)?.socket.as_ref()
+        self.slots.all.get(index)?.socket.as_ref()
     }
 
     /// The generation of slot `index`'s connection: it changes whenever the slot is reused.
     pub fn generation(&self, index: usize) -> u32 {
-        self.slots[index].protocol.generation()
+        self.slots.all[index].protocol.generation()
     }
 
     /// Whether the connection only waits for the peer's EOF (see [`Next::Linger`]).
     pub fn is_lingering(&self, index: usize) -> bool {
-        self.slots[index].lingering_since.is_some()
+        self.slots.all[index].lingering_since.is_some()
     }
 
     /// The most bytes one request, or one WebSocket frame, may take: a connection must be
     /// able to hold that much unanswered input.
     pub fn longest_request(&self) -> usize {
-        let request = crate::h1::longest_request(self.service.max_body());
-        request.max(crate::ws::longest_frame(self.service.max_message()))
+        let request = crate::h1::longest_request(self.worker.service.max_body());
+        request.max(crate::ws::longest_frame(self.worker.service.max_message()))
     }
 
     /// Received bytes the connection has not answered yet.
     pub fn buffered_input(&self, index: usize) -> usize {
-        self.slots[index].protocol.wire().buffered_input()
+        self.slots.all[index].protocol.wire().buffered_input()
     }
 
     /// Whether the open connection left input it can process for a pass of its own, after
     /// the worker's other connections had theirs: the backend advances it again then,
     /// without waiting for more bytes (a connection processes a bounded amount per pass).
     pub fn owes_a_pass(&self, index: usize) -> bool {
-        let slot = &self.slots[index];
+        let slot = &self.slots.all[index];
         slot.socket.is_some()
             && slot.lingering_since.is_none()
             && slot.protocol.wire().has_input_waiting()
@@ -356,7 +275,7 @@ impl<S: Service, K> Core<S, K> {
         index: usize,
         read: impl FnOnce(&K, &mut Vec<u8>) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        if index >= self.slots.len() || !self.may_read(index) {
+        if index >= self.slots.all.len() || !self.may_read(index) {
             return None;
         }
         self.take_input(index, read)
@@ -375,14 +294,14 @@ impl<S: Service, K> Core<S, K> {
     }
 
     fn is_tls(&self, index: usize) -> bool {
-        let slot = self.slots.get(index);
+        let slot = self.slots.all.get(index);
         slot.is_some_and(|slot| matches!(slot.transport, Transport::Tls(_)))
     }
 
     /// Hands ciphertext (none: the peer's EOF) to the connection's TLS session, and what
     /// it decrypts to the connection. A lingering connection drops it: only the EOF matters.
     fn decrypt(&mut self, index: usize, ciphertext: &[u8]) {
-        let slot = &mut self.slots[index];
+        let slot = &mut self.slots.all[index];
         let Transport::Tls(tls) = &mut slot.transport else {
             return;
         };
@@ -392,7 +311,7 @@ impl<S: Service, K> Core<S, K> {
         let more = match (ciphertext.is_empty(), slot.lingering_since) {
             (true, _) => false,
             (false, None) => {
-                let plaintext = slot.protocol.wire_mut().input(&mut self.buffers);
+                let plaintext = slot.protocol.wire_mut().input(&mut self.worker.buffers);
                 tls.receive(ciphertext, plaintext)
             }
             (false, Some(_)) => true,
@@ -410,18 +329,18 @@ impl<S: Service, K> Core<S, K> {
         index: usize,
         read: impl FnOnce(&K, &mut Vec<u8>) -> io::Result<usize>,
     ) -> Option<io::Result<usize>> {
-        let slot = self.slots.get_mut(index)?;
+        let slot = self.slots.all.get_mut(index)?;
         let socket = slot.socket.as_ref()?;
         if let Transport::Tls(_) = slot.transport {
-            let mut ciphertext = self.buffers.take();
+            let mut ciphertext = self.worker.buffers.take();
             let result = read(socket, &mut ciphertext);
             if result.is_ok() {
                 self.decrypt(index, &ciphertext);
             }
-            self.buffers.give_back(ciphertext);
+            self.worker.buffers.give_back(ciphertext);
             return Some(result);
         }
-        let input = slot.protocol.wire_mut().input(&mut self.buffers);
+        let input = slot.protocol.wire_mut().input(&mut self.worker.buffers);
         let result = read(socket, input);
         if slot.lingering_since.is_some() {
             input.clear();
@@ -435,7 +354,7 @@ impl<S: Service, K> Core<S, K> {
 
     /// The connection's bytes to send.
     pub fn unsent(&self, index: usize) -> &[u8] {
-        let slot = &self.slots[index];
+        let slot = &self.slots.all[index];
         match &slot.transport {
             Transport::Plain => slot.protocol.wire().unsent(),
             Transport::Tls(tls) => tls.unsent(),
@@ -455,10 +374,10 @@ impl<S: Service, K> Core<S, K> {
             next => next,
         };
         // Whatever happened, a connection with nothing buffered holds no buffer.
-        self.slots[index]
+        self.slots.all[index]
             .protocol
             .wire_mut()
-            .give_back_idle(&mut self.buffers);
+            .give_back_idle(&mut self.worker.buffers);
         self.recount(index);
         next
     }
@@ -471,18 +390,17 @@ impl<S: Service, K> Core<S, K> {
     /// connection is told so in its protocol each time (`core/drain.rs`).
     fn answer(&mut self, index: usize, may_write: bool, paused: bool) -> Next {
         let share = self.share();
-        let draining = may_write && self.drain_by.is_some();
-        let Core {
+        let draining = may_write && self.worker.drain_by.is_some();
+        let Worker {
             service,
             pool,
-            slots,
             buffers,
             date,
             now,
             timers,
             ..
-        } = self;
-        let slot = &mut slots[index];
+        } = &mut self.worker;
+        let slot = &mut self.slots.all[index];
         if slot.socket.is_none() {
             return Next::Close;
         }
@@ -572,16 +490,16 @@ impl<S: Service, K> Core<S, K> {
     /// held back while the output was full, or it was paused for the budget, or it is
     /// finished.
     pub fn sent(&mut self, index: usize, n: usize) -> bool {
-        let slot = &mut self.slots[index];
+        let slot = &mut self.slots.all[index];
         let conn = slot.protocol.wire_mut();
         let drained = match &mut slot.transport {
             Transport::Plain => {
-                conn.mark_sent(n, self.now);
-                conn.give_back_idle(&mut self.buffers);
+                conn.mark_sent(n, self.worker.now);
+                conn.give_back_idle(&mut self.worker.buffers);
                 conn.unsent().is_empty()
             }
             Transport::Tls(tls) => {
-                tls.sent(n, &mut self.buffers);
+                tls.sent(n, &mut self.worker.buffers);
                 tls.unsent().is_empty()
             }
         };
@@ -596,136 +514,32 @@ impl<S: Service, K> Core<S, K> {
     /// `into` (emptied first), for the backend to advance.
     pub fn take_completed(&mut self, into: &mut Vec<usize>) {
         into.clear();
-        std::mem::swap(into, &mut self.completed);
+        std::mem::swap(into, &mut self.slots.completed);
     }
 
     /// Answers the requests whose time has come, runs the database connections' timers
     /// (reconnects, deadlines), and gives back connections another thread needs more.
     pub fn on_timers(&mut self) {
-        let mut timers = std::mem::take(&mut self.timers);
+        let mut timers = std::mem::take(&mut self.worker.timers);
         let (_, mut deliver) = self.split();
-        timers.run(deliver.now, |ticket, token| deliver.timer(ticket, token));
-        timers.sweep_when_grown(|ticket| is_live(&self.slots, ticket));
-        self.timers = timers;
+        timers.run(deliver.now, |wakeup| deliver.timer(wakeup));
+        timers.sweep_when_grown(|wakeup| self.slots.is_live(&wakeup.ticket));
+        self.worker.timers = timers;
 
         let (pool, mut deliver) = self.split();
         let now = deliver.now;
         pool.on_timer(now, &mut |token, event| deliver.event(token, event));
         pool.balance();
     }
-
-    // The PostgreSQL links: the backend does what `link_order` says, reads when it can,
-    // sends `link_unsent`, and reports back; each link decides the rest for its connection
-    // (`pg::link`).
-
-    /// How many links there are (indexes `0..links()`).
-    pub fn links(&self) -> usize {
-        self.pool.len()
-    }
-
-    /// What the backend must do with link `index`'s socket now, if anything: asked once
-    /// per iteration, after the events and the timers.
-    pub fn link_order(&mut self, index: usize) -> Option<LinkOrder> {
-        self.on_link(index, |link, now, to| {
-            link.order(now, &mut |token, event| to.event(token, event))
-        })
-    }
-
-    /// The connect ordered for the link ended (the socket became writable and this is its
-    /// `SO_ERROR`, or the socket could not be made).
-    pub fn link_connected(&mut self, index: usize, result: io::Result<()>) {
-        self.on_link(index, |link, now, to| {
-            link.connected(result, now, &mut |token, event| to.event(token, event))
-        });
-    }
-
-    /// Room to read the link's bytes into, while its socket is connected and still its
-    /// connection's; [`Core::link_filled`] says how many came.
-    pub fn link_read_buffer(&mut self, index: usize) -> Option<&mut [u8]> {
-        self.pool.link_mut(index).read_buffer()
-    }
-
-    /// `n` bytes were read into [`Core::link_read_buffer`]; 0 is the server's EOF.
-    pub fn link_filled(&mut self, index: usize, n: usize) {
-        self.on_link(index, |link, now, to| {
-            link.filled(n, now, &mut |token, event| to.event(token, event))
-        });
-    }
-
-    /// Bytes that arrived for the link in a buffer of the backend's; none is the EOF.
-    pub fn link_received(&mut self, index: usize, bytes: &[u8]) {
-        self.on_link(index, |link, now, to| {
-            link.receive(bytes, now, &mut |token, event| to.event(token, event))
-        });
-    }
-
-    /// The link's socket failed (reset, refused, a send error).
-    pub fn link_failed(&mut self, index: usize, error: io::Error) {
-        self.on_link(index, |link, now, to| {
-            link.failed(error, now, &mut |token, event| to.event(token, event))
-        });
-    }
-
-    /// The bytes the link has to send; they stay as they are until reported sent (or the
-    /// socket closed). Empty unless it is connected.
-    pub fn link_unsent(&mut self, index: usize) -> &[u8] {
-        self.pool.link_mut(index).unsent()
-    }
-
-    /// The receive low-water mark for link `index`'s socket, if it changes (`Link::low_water_order`).
-    pub fn link_low_water(&mut self, index: usize) -> Option<usize> {
-        self.pool.link_mut(index).low_water_order()
-    }
-
-    /// Whether the link has bytes to send, for a backend that waits for room to send them;
-    /// unlike [`Core::link_unsent`], it changes nothing.
-    pub fn link_has_unsent(&self, index: usize) -> bool {
-        self.pool.link(index).has_unsent()
-    }
-
-    pub fn link_sent(&mut self, index: usize, n: usize) {
-        self.pool.link_mut(index).sent(n);
-    }
-
-    /// The socket the link ordered closed is closed and nothing refers to it any more.
-    pub fn link_closed(&mut self, index: usize) {
-        self.pool.link_mut(index).closed();
-    }
-
-    /// Runs `f` on link `index` with the clock and what its events are delivered to.
-    fn on_link<T>(
-        &mut self,
-        index: usize,
-        f: impl FnOnce(&mut Link, Instant, &mut Deliverer<'_, S, K>) -> T,
-    ) -> T {
-        let (pool, mut deliver) = self.split();
-        let now = deliver.now;
-        f(pool.link_mut(index), now, &mut deliver)
-    }
-
-    /// The pool apart from what its events are delivered to: the app, and the HTTP
-    /// connections that the app's finished responses go to.
-    fn split(&mut self) -> (&mut Pool, Deliverer<'_, S, K>) {
-        let deliverer = Deliverer {
-            service: &mut self.service,
-            slots: &mut self.slots,
-            completed: &mut self.completed,
-            buffers: &mut self.buffers,
-            buffered: &mut self.buffered,
-            date: &self.date,
-            now: self.now,
-        };
-        (&mut self.pool, deliverer)
-    }
 }
 
-/// Hands database events to the app, and the responses they finish to their connections.
+/// Hands database events and timers to the app, and the answers they finish to their
+/// connections.
 struct Deliverer<'a, S, K> {
     service: &'a mut S,
-    slots: &'a mut [Slot<K>],
-    completed: &'a mut Vec<usize>,
+    slots: &'a mut Slots<K>,
     buffers: &'a mut BufferPool,
-    buffered: &'a mut usize,
+    budget: &'a mut Budget,
     date: &'a HttpDate,
     now: Instant,
 }
@@ -735,20 +549,20 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         self.finish(|service| service.on_database_event(token, event));
     }
 
-    fn timer(&mut self, ticket: Ticket, token: u64) {
-        if is_live(self.slots, &ticket) {
+    fn timer(&mut self, Wakeup { ticket, token }: Wakeup) {
+        if self.slots.is_live(&ticket) {
             self.finish(|service| service.on_timer(ticket, token));
         }
     }
 
-    /// Writes the response `answer` finishes, if any, into its connection's line, and notes
-    /// the connection for the backend to send it.
-    fn finish(&mut self, answer: impl for<'s> FnOnce(&'s mut S) -> Option<Finished<'s>>) {
-        let Some(finished) = answer(self.service) else {
+    /// Writes the answer that `finished` gives, if any, into its connection's line, and
+    /// notes the connection for the backend to send it.
+    fn finish(&mut self, finished: impl for<'s> FnOnce(&'s mut S) -> Option<Finished<'s>>) {
+        let Some(Finished { ticket, answer }) = finished(self.service) else {
             return;
         };
-        let index = finished.ticket.slot as usize;
-        let Some(slot) = self.slots.get_mut(index) else {
+        let index = ticket.slot as usize;
+        let Some(slot) = self.slots.all.get_mut(index) else {
             return;
         };
         if slot.socket.is_none() {
@@ -756,18 +570,17 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         }
         // A connection switched to WebSocket has no request in the works (it switches only
         // once every answer before the `101` is in its output).
-        let (ticket, answer) = (finished.ticket, &finished.answer);
         match &mut slot.protocol {
             Protocol::Http1(conn) => {
-                conn.complete(ticket, answer, self.date, self.now, self.buffers)
+                conn.complete(ticket, &answer, self.date, self.now, self.buffers)
             }
             Protocol::Http2(conn, generation) if *generation == ticket.generation => {
-                conn.answer(ticket.seq, answer, self.date, self.now, self.buffers)
+                conn.answer(ticket.seq, &answer, self.date, self.now, self.buffers)
             }
             _ => return,
         }
-        recount(slot, self.buffered);
-        self.completed.push(index);
+        slot.recount(self.budget);
+        self.slots.completed.push(index);
     }
 }
 
@@ -779,22 +592,35 @@ fn h2_limits<S: Service>(service: &S) -> h2::Limits {
     }
 }
 
-/// Brings the count of what `slot` holds, and with it the worker's total, up to date.
-fn recount<K>(slot: &mut Slot<K>, buffered: &mut usize) {
-    let held = slot.protocol.wire().held() + slot.transport.held();
-    let held = u32::try_from(held).unwrap_or(u32::MAX);
-    *buffered = *buffered - slot.held as usize + held as usize;
-    slot.held = held;
-}
-
-/// Whether the connection `ticket` was given to is still open.
-fn is_live<K>(slots: &[Slot<K>], ticket: &Ticket) -> bool {
-    slots.get(ticket.slot as usize).is_some_and(|slot| {
-        slot.socket.is_some() && slot.protocol.generation() == ticket.generation
-    })
+impl<S: Service, K> Core<S, K> {
+    /// The pool apart from what its events are delivered to: the app, and the connections
+    /// that the app's finished answers go to.
+    fn split(&mut self) -> (&mut Pool, Deliverer<'_, S, K>) {
+        let Worker {
+            service,
+            pool,
+            buffers,
+            budget,
+            date,
+            now,
+            ..
+        } = &mut self.worker;
+        let deliverer = Deliverer {
+            service,
+            slots: &mut self.slots,
+            buffers,
+            budget,
+            date,
+            now: *now,
+        };
+        (pool, deliverer)
+    }
 }
 
 mod drain;
+mod links;
+mod slots;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod worker;

@@ -11,8 +11,6 @@
 //! makes it WebSocket) is told in its new one, and one the kernel is sending from (io_uring)
 //! is told once it is done.
 
-use std::time::Instant;
-
 use super::Core;
 use crate::service::Service;
 
@@ -20,26 +18,22 @@ impl<S: Service, K> Core<S, K> {
     /// Starts the drain: tells `found` of every open connection, for the backend to
     /// advance (which tells it). The backend has stopped accepting.
     pub fn drain(&mut self, mut found: impl FnMut(usize)) {
-        if self.drain_by.is_some() {
+        if self.worker.drain_by.is_some() {
             return;
         }
-        self.drain_by = Some(self.now + self.limits.drain_timeout);
-        for (index, slot) in self.slots.iter().enumerate() {
+        self.worker.drain_by = Some(self.worker.now + self.worker.limits.drain_timeout);
+        for (index, slot) in self.slots.all.iter().enumerate() {
             if slot.socket.is_some() {
                 found(index);
             }
         }
     }
 
-    /// The deadline of the drain, once it began.
-    pub(super) fn drain_deadline(&self) -> Option<Instant> {
-        self.drain_by
-    }
-
     /// Whether the worker is done: its drain began and every connection is closed, or the
     /// deadline passed (what is left is closed with the worker).
     pub fn drained(&self) -> bool {
-        self.drain_by
-            .is_some_and(|by| self.open_connections() == 0 || self.now >= by)
+        self.worker
+            .drain_by
+            .is_some_and(|by| self.open_connections() == 0 || self.worker.now >= by)
     }
 }

@@ -135,7 +135,7 @@ fn ready_core() -> Core<TestService, u32> {
     core.link_connected(0, Ok(()));
     assert!(!send_all(&mut core).is_empty(), "the StartupMessage");
     core.link_received(0, &startup_answers());
-    assert!(core.pool.link(0).conn().is_ready());
+    assert!(core.worker.pool.link(0).conn().is_ready());
     send_all(&mut core);
     core
 }
@@ -149,9 +149,9 @@ fn a_slot_stays_small() {
     // two variants carry HTTP/1.1's connection (reading its version, and settled).
     assert_eq!(std::mem::size_of::<Transport>(), 8);
     assert!(
-        std::mem::size_of::<Slot<OwnedFd>>() <= 240,
+        std::mem::size_of::<slots::Slot<OwnedFd>>() <= 240,
         "{}",
-        std::mem::size_of::<Slot<OwnedFd>>()
+        std::mem::size_of::<slots::Slot<OwnedFd>>()
     );
 }
 
@@ -167,17 +167,20 @@ fn a_stale_links_socket_is_replaced_only_after_the_backend_closed_it() {
     core.link_connected(0, Ok(()));
     send_all(&mut core);
     // The backend armed a receive; before it completes, the start-up deadline passes.
-    core.now += Duration::from_millis(20);
+    core.worker.now += Duration::from_millis(20);
     core.on_timers();
     assert_eq!(core.link_order(0), Some(LinkOrder::Close));
     // The receive completes on the old socket: its bytes are not the connection's.
     core.link_received(0, &startup_answers());
-    assert!(!core.pool.link(0).conn().is_ready());
+    assert!(!core.worker.pool.link(0).conn().is_ready());
     assert!(core.link_unsent(0).is_empty());
     // The backoff ends: the connection wants a socket, but the old one is not closed yet.
-    core.now = core.next_wake();
+    core.worker.now = core.next_wake();
     core.on_timers();
-    assert_eq!(core.pool.link(0).conn().step(), crate::pg::Step::Connect);
+    assert_eq!(
+        core.worker.pool.link(0).conn().step(),
+        crate::pg::Step::Connect
+    );
     assert_eq!(core.link_order(0), None);
     assert_eq!(core.link_order(0), None);
     core.link_closed(0);
@@ -195,8 +198,8 @@ fn a_refused_connect_closes_the_socket_and_backs_off() {
     assert_eq!(core.link_order(0), Some(LinkOrder::Close));
     core.link_closed(0);
     assert_eq!(core.link_order(0), None, "backing off");
-    assert!(core.pool.link(0).conn().last_error().is_some());
-    core.now = core.next_wake();
+    assert!(core.worker.pool.link(0).conn().last_error().is_some());
+    core.worker.now = core.next_wake();
     core.on_timers();
     assert_eq!(core.link_order(0), Some(connect_order()));
 }
@@ -289,7 +292,10 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     assert!(sent[..switch].starts_with("HTTP/1.1 200 OK") && sent[..switch].ends_with("0 rows"));
     let tail = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nConnection: Upgrade\r\n\r\n\x81\x02hi";
     assert!(core.unsent(slot).ends_with(tail), "{sent:?}");
-    assert!(matches!(core.slots[slot].protocol, Protocol::WebSocket(_)));
+    assert!(matches!(
+        core.slots.all[slot].protocol,
+        Protocol::WebSocket(_)
+    ));
     assert_counted(&core);
     let generation = core.generation(slot);
     let len = core.unsent(slot).len();
@@ -301,7 +307,7 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     assert_counted(&core);
     let slot = core.open(8, Listening::Http);
     assert!(matches!(
-        core.slots[slot].protocol,
+        core.slots.all[slot].protocol,
         Protocol::ReadVersion(_)
     ));
     assert_eq!(core.generation(slot), generation.wrapping_add(1));
@@ -372,11 +378,12 @@ fn unread_requests() -> Vec<u8> {
 fn assert_counted(core: &Core<TestService, u32>) {
     let held: usize = core
         .slots
+        .all
         .iter()
         .filter(|slot| slot.socket.is_some())
         .map(|slot| slot.protocol.wire().held())
         .sum();
-    assert_eq!(core.buffered, held);
+    assert_eq!(core.worker.budget.held(), held);
 }
 
 /// Past its budget the worker stops reading from the connections that hold more than their
@@ -399,8 +406,12 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
         core.advance(hog, true);
         assert_counted(&core);
     }
-    assert!(core.buffered > limits.max_buffered, "{}", core.buffered);
-    assert!(core.slots[a].held as usize > limits.max_buffered / 3);
+    assert!(
+        core.worker.budget.held() > limits.max_buffered,
+        "{}",
+        core.worker.budget.held()
+    );
+    assert!(core.slots.all[a].held as usize > limits.max_buffered / 3);
     // Both hogs are paused, the small one is not.
     assert_eq!(core.advance(a, true), Next::Keep { read: false });
     assert!(core.read(b, |_, _| Ok(1)).is_none());
@@ -417,15 +428,19 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
     // a fills up again, b closes: a has nothing to drain, and the sweep wakes it.
     core.received(a, &unread_requests());
     core.advance(a, true);
-    let b_holds = core.slots[b].held;
+    let b_holds = core.slots.all[b].held;
     core.received(b, &unread_requests());
     core.advance(b, true);
-    assert!(core.slots[b].held >= b_holds);
+    assert!(core.slots.all[b].held >= b_holds);
     assert_eq!(core.advance(a, true), Next::Keep { read: false });
     assert_eq!(core.release(b), Some(2));
     assert_counted(&core);
-    assert!(core.buffered <= limits.max_buffered, "{}", core.buffered);
-    core.now = core.next_sweep;
+    assert!(
+        core.worker.budget.held() <= limits.max_buffered,
+        "{}",
+        core.worker.budget.held()
+    );
+    core.worker.now = core.worker.next_sweep;
     let mut found = Vec::new();
     assert!(core.sweep(|index, swept| found.push((index, swept))));
     assert_eq!(found, [(a, Swept::Resumable)]);
@@ -434,7 +449,7 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
     // Everything closed: nothing counted.
     core.release(a);
     core.release(small);
-    assert_eq!(core.buffered, 0);
+    assert_eq!(core.worker.budget.held(), 0);
 }
 
 /// A database answer written into a connection's line is counted too.
@@ -454,13 +469,13 @@ fn responses_from_the_database_are_counted() {
     answer.extend(script::command_complete("SELECT 1"));
     answer.extend(script::ready());
     core.link_received(0, &answer);
-    assert!(core.buffered > 0);
+    assert!(core.worker.budget.held() > 0);
     assert_counted(&core);
     core.advance(slot, true);
     let len = core.unsent(slot).len();
     core.sent(slot, len);
     assert_counted(&core);
-    assert_eq!(core.buffered, 0);
+    assert_eq!(core.worker.budget.held(), 0);
 }
 
 #[test]
@@ -490,7 +505,11 @@ fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() 
         core.open(2, Listening::Tls),
         core.open(3, Listening::Http),
     );
-    assert!(core.buffered >= 2 * 8 * 1024, "{}", core.buffered);
+    assert!(
+        core.worker.budget.held() >= 2 * 8 * 1024,
+        "{}",
+        core.worker.budget.held()
+    );
 
     core.received(garbage, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(garbage, true), Next::Keep { read: false });
@@ -505,7 +524,7 @@ fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() 
 
     core.received(stalled, &[22, 3, 1, 0]);
     assert_eq!(core.advance(stalled, true), Next::Keep { read: true });
-    core.now += TIMEOUTS.request + Duration::from_secs(1);
+    core.worker.now += TIMEOUTS.request + Duration::from_secs(1);
     let mut found = Vec::new();
     assert!(core.sweep(|index, swept| found.push((index, swept))));
     assert_eq!(found, [(stalled, Swept::Expired)]);
@@ -524,25 +543,25 @@ fn the_protocol_is_chosen_once_by_the_first_bytes_or_the_port() {
         core.received(slot, &preface[..cut]);
         core.advance(slot, true);
         assert!(matches!(
-            core.slots[slot].protocol,
+            core.slots.all[slot].protocol,
             Protocol::ReadVersion(_)
         ));
         core.received(slot, &preface[cut..]);
         core.advance(slot, true);
-        assert!(matches!(core.slots[slot].protocol, Protocol::Http2(..)));
+        assert!(matches!(core.slots.all[slot].protocol, Protocol::Http2(..)));
         core.release(slot);
     }
 
     let slot = core.open(2, Listening::Http);
     core.received(slot, b"GET /plaintext HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
-    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    assert!(matches!(core.slots.all[slot].protocol, Protocol::Http1(_)));
     let len = core.unsent(slot).len();
     core.sent(slot, len);
     // The preface after a request is no request: HTTP/1.1 refuses it.
     core.received(slot, preface);
     core.advance(slot, true);
-    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    assert!(matches!(core.slots.all[slot].protocol, Protocol::Http1(_)));
     let answer = String::from_utf8_lossy(core.unsent(slot)).into_owned();
     assert!(
         answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
@@ -554,9 +573,9 @@ fn the_protocol_is_chosen_once_by_the_first_bytes_or_the_port() {
     let slot = core.open(3, Listening::Http);
     core.received(slot, b"G");
     core.advance(slot, true);
-    assert!(matches!(core.slots[slot].protocol, Protocol::Http1(_)));
+    assert!(matches!(core.slots.all[slot].protocol, Protocol::Http1(_)));
     core.release(slot);
 
     let slot = core.open(4, Listening::H2c);
-    assert!(matches!(core.slots[slot].protocol, Protocol::Http2(..)));
+    assert!(matches!(core.slots.all[slot].protocol, Protocol::Http2(..)));
 }
