@@ -1,6 +1,7 @@
 //! HTTP's semantics (RFC 9110), whatever protocol carries them: the request the application
 //! reads and the answer it gives, statuses, content codings, the cached `Date`, the
-//! timeouts every connection keeps, and the buffers every protocol borrows.
+//! timeouts every connection keeps, the buffers every protocol borrows, and the Huffman code
+//! that HPACK and QPACK share.
 //!
 //! Nothing here does network I/O; the protocols (`h1`, `h2`, `ws`) speak on the wire.
 
@@ -8,6 +9,7 @@ mod accept_encoding;
 mod answer;
 mod buffers;
 mod date;
+pub mod huffman;
 mod request;
 mod send_buffer;
 mod status;

@@ -1,7 +1,7 @@
 //! Header blocks: a request's decoded (HPACK, RFC 7541) and checked as RFC 9113 section 8
 //! says, an answer's encoded.
 //!
-//! Decoding is ours (`decoder`, with `huffman` and `table`): each field is handed to a
+//! Decoding is ours (`decoder`, with `table`, and `http::huffman`, which QPACK shares): each field is handed to a
 //! callback borrowed from the block, the tables or one scratch buffer, Huffman-coded
 //! strings are decoded four bits a step through a table built at compile time, and the
 //! dynamic table keeps its fields' bytes in one bounded buffer, which grows (by doubling,
@@ -29,7 +29,6 @@ use super::frame::{ErrorCode, H2Error};
 use crate::http::{Answer, Field, Fields, HttpDate, Method, Request, Version};
 
 mod decoder;
-mod huffman;
 mod table;
 
 pub use decoder::Decoder;
@@ -398,15 +397,6 @@ fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
 #[cfg(test)]
 mod tests;
 
-/// Bytes from hex digits, whitespace ignored: RFC 7541's examples, as the tests write them.
+/// RFC 7541's examples as the tests write them.
 #[cfg(test)]
-pub(crate) fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text
-        .bytes()
-        .filter(|byte| !byte.is_ascii_whitespace())
-        .collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
-}
+pub(crate) use crate::http::huffman::hex;
