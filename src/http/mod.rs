@@ -9,6 +9,7 @@ mod accept_encoding;
 mod answer;
 mod buffers;
 mod date;
+mod head;
 pub mod huffman;
 mod request;
 mod send_buffer;
@@ -21,6 +22,7 @@ pub use answer::{
 };
 pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;
+pub use head::{check_trailer, Malformed, RequestHead};
 pub use request::{
     is_unreserved, Fields, Method, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };
