@@ -13,6 +13,7 @@ pub mod app;
 pub mod config;
 pub mod h1;
 pub mod h2;
+pub mod h3;
 pub mod http;
 pub mod pg;
 pub mod protocol;
