@@ -72,7 +72,8 @@ impl Reader<'_> {
     /// An integer with an N-bit prefix (RFC 9204 4.1.1, as RFC 7541 5.1); the first
     /// byte's other bits are the caller's.
     fn integer(&mut self, prefix_bits: u32) -> Result<u64, DecodeError> {
-        let max_prefix = (1u8 << prefix_bits) - 1;
+        // Up to 8 bits: the Required Insert Count has the whole first byte.
+        let max_prefix = ((1u16 << prefix_bits) - 1) as u8;
         let first = *self.section.get(self.at).ok_or(DecodeError::Truncated)? & max_prefix;
         self.at += 1;
         if first < max_prefix {
