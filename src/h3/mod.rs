@@ -17,3 +17,6 @@ pub mod varint;
 pub use control::{write_control_stream, OpenedStreams, UniStream};
 pub use frame::{ErrorCode, H3Error, Settings};
 pub use stream::{Limits, Received, RequestStream, Taken, Written};
+
+#[cfg(test)]
+mod tests;
