@@ -31,6 +31,7 @@ pub struct RequestHead {
     pub content_length: Option<u64>,
 }
 
+/// An empty head, which HTTP/2 keeps for a request it answers 431 without reading it.
 impl Default for RequestHead {
     fn default() -> Self {
         RequestHead {

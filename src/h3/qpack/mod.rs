@@ -70,6 +70,8 @@ impl Decoder {
         section: &[u8],
         max_section: usize,
     ) -> Result<RequestHead, SectionError> {
+        // A head's offsets are 16-bit.
+        let max_section = max_section.min(u16::MAX as usize);
         let mut head = RequestHead::new(Version::Http3);
         let mut size = 0;
         decode(section, &mut self.scratch, |name, value| {
