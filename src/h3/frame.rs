@@ -345,16 +345,14 @@ impl FrameReader {
         }
     }
 
-    /// Begins reading the payload of a frame whose head is `head`.
+    /// Begins reading the payload of a frame whose head is `head`; what to tell of it at
+    /// once, if anything (a held frame is told once whole).
     fn start(&mut self, head: Head) -> Result<Option<Event<'static>>, ErrorCode> {
-        self.reading = match head.kind {
-            DATA => {
-                self.reading = match head.len {
-                    0 => Reading::Head { have: 0 },
-                    left => Reading::Data { left },
-                };
-                return Ok(Some(Event::DataHead { len: head.len }));
-            }
+        let (reading, event) = match head.kind {
+            DATA => (
+                Reading::Data { left: head.len },
+                Some(Event::DataHead { len: head.len }),
+            ),
             PUSH_PROMISE => return Err(ErrorCode::FrameUnexpected),
             kind if HTTP2_ONLY.contains(&kind) => return Err(ErrorCode::FrameUnexpected),
             HEADERS | SETTINGS | CANCEL_PUSH | GOAWAY | MAX_PUSH_ID => {
@@ -362,20 +360,17 @@ impl FrameReader {
                     .ok()
                     .filter(|&len| len <= self.max_payload)
                     .ok_or(ErrorCode::ExcessiveLoad)?;
-                Reading::Whole {
-                    kind: head.kind,
-                    len,
-                }
+                let kind = head.kind;
+                (Reading::Whole { kind, len }, None)
             }
-            _ => {
-                self.reading = match head.len {
-                    0 => Reading::Head { have: 0 },
-                    left => Reading::Skip { left },
-                };
-                return Ok(Some(Event::Unknown));
-            }
+            _ => (Reading::Skip { left: head.len }, Some(Event::Unknown)),
         };
-        Ok(None)
+        // A DATA or unknown frame without payload is over already.
+        self.reading = match reading {
+            Reading::Data { left: 0 } | Reading::Skip { left: 0 } => Reading::Head { have: 0 },
+            reading => reading,
+        };
+        Ok(event)
     }
 }
 

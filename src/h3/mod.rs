@@ -7,6 +7,19 @@
 //! `stream` is one request stream (a request in, its answer out), and `control` the
 //! unidirectional streams: the server's control stream and the peer's control and QPACK
 //! streams.
+//!
+//! Driving it, per connection: write [`write_control_stream`] on a unidirectional stream
+//! the server opens at once; keep one [`qpack::Decoder`] and one [`OpenedStreams`]; give
+//! each client unidirectional stream a [`UniStream`] and each request stream a
+//! [`RequestStream`], and hand them their bytes as they come (`receive`, with the
+//! stream's end). An `Err` is an [`H3Error`]: of the connection (CONNECTION_CLOSE with its
+//! code) or of the stream (RESET_STREAM and STOP_SENDING); a stream or connection in
+//! error is of no further use. [`Received::Request`]: take the request
+//! ([`RequestStream::take_request`]) and hand it to the app; [`Received::Refused`]: answer
+//! with that status at once. An answer is written with [`RequestStream::answer`] into the
+//! stream's output; [`Written::More`] means a file's body is left, written by
+//! [`RequestStream::write_more`] as the stream has room; [`Written::Done`], the stream
+//! ends (FIN) once its output is sent; [`Written::Failed`], it is reset.
 
 pub mod control;
 pub mod frame;

@@ -64,7 +64,7 @@ impl Decoder {
     }
 
     /// Decodes a request's field section into its head, refusing it past `max_section`
-    /// bytes (counted as [`field_size`] counts): nothing more is kept or decoded then.
+    /// bytes (each field counted as its name, its value and 32): nothing more is kept or decoded then.
     pub fn request(
         &mut self,
         section: &[u8],
