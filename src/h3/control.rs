@@ -143,6 +143,14 @@ impl UniStream {
         })
     }
 
+    /// What the stream holds: a control frame split across reads, at most 4 KiB.
+    pub fn held(&self) -> usize {
+        match self {
+            UniStream::Control(control) => control.reader.held(),
+            _ => 0,
+        }
+    }
+
     /// The client's control stream, once its type is known.
     pub fn control(&self) -> Option<&ControlStream> {
         match self {

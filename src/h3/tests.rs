@@ -852,6 +852,7 @@ proptest! {
         if stream.receive(&bytes[..at], false, &mut opened).is_ok() {
             let _ = stream.receive(&bytes[at..], false, &mut opened);
         }
+        prop_assert!(stream.held() <= 4096);
     }
 }
 
@@ -869,4 +870,26 @@ fn the_answers_encoder_is_the_qpack_modules() {
     stream.answer(answer, &date, &mut out, usize::MAX);
     assert_eq!(out[..2], [frame::HEADERS as u8, section.len() as u8]);
     assert_eq!(out[2..2 + section.len()], section[..]);
+}
+
+#[test]
+fn a_payload_encoded_in_place_gets_the_head_its_length_needs() {
+    for len in [0, 63, 64, 16_383, 16_384, 70_000] {
+        let mut out = vec![0xaa];
+        frame::write_encoded(&mut out, frame::HEADERS, |out| {
+            out.extend((0..len).map(|at| at as u8))
+        });
+        assert_eq!(out[0], 0xaa);
+        let mut reader = FrameReader::new(1 << 20);
+        let (event, used) = reader.next(&out[1..]).unwrap();
+        assert_eq!(used, out.len() - 1);
+        let Some(Event::Frame(Frame::Headers(payload))) = event else {
+            panic!("{event:?}")
+        };
+        assert!(payload
+            .iter()
+            .enumerate()
+            .all(|(at, &byte)| byte == at as u8));
+        assert_eq!(payload.len(), len);
+    }
 }

@@ -156,7 +156,7 @@ pub fn encode_answer(
         Some(&(_, index)) => indexed(out, index),
         None => with_name(
             out,
-            table::STATUS_103,
+            table::STATUS,
             itoa::Buffer::new().format(status).as_bytes(),
         ),
     }
@@ -174,10 +174,10 @@ pub fn encode_answer(
         indexed(out, table::VARY_ACCEPT_ENCODING);
     }
     match content_length {
-        0 => indexed(out, table::CONTENT_LENGTH_0),
+        0 => indexed(out, table::CONTENT_LENGTH),
         length => with_name(
             out,
-            table::CONTENT_LENGTH_0,
+            table::CONTENT_LENGTH,
             itoa::Buffer::new().format(length).as_bytes(),
         ),
     }

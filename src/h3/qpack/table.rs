@@ -123,10 +123,13 @@ pub fn find_name(name: &[u8]) -> Option<usize> {
     STATIC.iter().position(|&(known, _)| known == name)
 }
 
-// The indexes the answers' encoder writes without searching.
-pub const CONTENT_LENGTH_0: usize = 4;
+// The indexes the answers' encoder writes without searching: whole fields, or fields
+// whose name it takes with a value of its own.
+/// `content-length: 0`.
+pub const CONTENT_LENGTH: usize = 4;
 pub const DATE: usize = 6;
-pub const STATUS_103: usize = 24;
+/// `:status: 103`.
+pub const STATUS: usize = 24;
 pub const CONTENT_ENCODING_BR: usize = 42;
 pub const CONTENT_ENCODING_GZIP: usize = 43;
 pub const CONTENT_TYPE: usize = 44;
