@@ -218,8 +218,8 @@ fn visible_ascii(value: &[u8]) -> bool {
 }
 
 /// Connection-specific fields, which HTTP/2 and HTTP/3 forbid (RFC 9113 8.2.2, RFC 9114
-/// 4.2).
-fn connection_specific(name: &[u8]) -> bool {
+/// 4.2), in what they receive and what they send.
+pub fn connection_specific(name: &[u8]) -> bool {
     matches!(
         name,
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"

@@ -22,7 +22,7 @@ pub use answer::{
 };
 pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;
-pub use head::{check_trailer, Malformed, RequestHead};
+pub use head::{check_trailer, connection_specific, Malformed, RequestHead};
 pub use request::{
     is_unreserved, Fields, Method, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };

@@ -12,7 +12,8 @@
 
 use super::frame::{ErrorCode, H3Error};
 use crate::http::{
-    check_trailer, huffman, Answer, Coding, ContentType, Field, HttpDate, RequestHead, Version,
+    check_trailer, connection_specific, huffman, Answer, Coding, ContentType, Field, HttpDate,
+    RequestHead, Version,
 };
 
 mod decoder;
@@ -197,9 +198,10 @@ fn prefix(out: &mut Vec<u8>) {
 }
 
 /// Each field by its static index if the table has it whole, else with its name's static
-/// index if any, else as a literal.
+/// index if any, else as a literal. Connection-specific fields (a 426's `upgrade`, which
+/// only HTTP/1.1 can act on) are left out: HTTP/3 forbids them (RFC 9114, 4.2).
 fn encode_field_lines<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Field<'f>>) {
-    for &(name, value) in fields {
+    for &(name, value) in fields.filter(|(name, _)| !connection_specific(name)) {
         if let Some(index) = table::find(name, value) {
             indexed(out, index);
         } else if let Some(index) = table::find_name(name) {

@@ -337,3 +337,54 @@ proptest! {
         prop_assert_eq!(decoded(&section), Ok(owned(&fields)));
     }
 }
+
+/// Sections ls-qpack (LiteSpeed's C library, through its Python binding) encoded for a
+/// decoder with no dynamic table, kept here as its bytes: another encoder's choices
+/// (static references, Huffman where shorter, non-ASCII bytes), read by ours.
+#[test]
+fn sections_ls_qpack_encoded_are_read() {
+    let curl = hex("0000d1d7508aa0e41d139d09b8f34d33518762ba066a925f295f508825b650c3cbb6b83fdd");
+    assert_eq!(
+        decoded(&curl),
+        Ok(owned(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "localhost:8443"),
+            (":path", "/plaintext"),
+            ("user-agent", "curl/8.5.0"),
+            ("accept", "*/*"),
+        ]))
+    );
+    let form = hex(
+        "0000d4d750882f91d35d055c87a7519162dae838e4ff2a1d25806a8811fc79803fef54023131df5f398b\
+         2d4b70ddf45abefb4005df559a4150831ea8001132d36e3af3e38c92165fb51339692c120ecebf2ef2b1\
+         2d424f4f08c3a974c3a9207f7e",
+    );
+    let mut expected = owned(&[
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/upload?name=a%20b&x=1"),
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("content-length", "11"),
+        ("accept-encoding", "gzip, deflate, br"),
+        ("accept-language", "en-US,en;q=0.9"),
+        ("cookie", "session=0123456789abcdef; theme=dark"),
+    ]);
+    expected.push((b"x-custom".to_vec(), b"\xc3\xa9t\xc3\xa9 \x7f~".to_vec()));
+    assert_eq!(decoded(&form), Ok(expected));
+    let head = Decoder::default().request(&form, 4096).unwrap();
+    let request = head.request(b"");
+    assert_eq!((request.path, request.query), ("/upload", "name=a%20b&x=1"));
+    assert_eq!(head.content_length, Some(11));
+}
+
+#[test]
+fn connection_specific_fields_of_an_answer_are_not_written() {
+    let mut section = Vec::new();
+    let answer = Answer::error(Status::UpgradeRequired);
+    encode_answer(&mut section, &answer, answer.body.len(), &date());
+    let fields = decoded(&section).unwrap();
+    assert!(fields.iter().all(|(name, _)| name != b"upgrade"));
+    assert!(fields.contains(&(b"sec-websocket-version".to_vec(), b"13".to_vec())));
+}
