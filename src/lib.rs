@@ -1,10 +1,11 @@
 //! gnosis: a TechEmpower Framework Benchmarks entry.
 //!
-//! `http` parses requests and writes responses (no I/O), `h2` is HTTP/2 (no I/O either),
-//! `pg` is the PostgreSQL client, `server` runs the per-thread event loops (epoll and
-//! io_uring), `service` is the contract between a server and the application, `timers` the
-//! answers a worker gives at a set time, `app` holds the routes and handlers, `sys` the
-//! system calls, `config` the command line.
+//! `http` parses requests and writes responses (no I/O), `h2` is HTTP/2 and `h3` HTTP/3
+//! with QPACK (no I/O either; `h3` waits for its QUIC endpoint), `pg` is the PostgreSQL
+//! client, `server` runs the per-thread event loops (epoll and io_uring), `service` is the
+//! contract between a server and the application, `timers` the answers a worker gives at a
+//! set time, `app` holds the routes and handlers, `sys` the system calls, `config` the
+//! command line.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -13,6 +14,7 @@ pub mod app;
 pub mod config;
 pub mod h1;
 pub mod h2;
+pub mod h3;
 pub mod http;
 pub mod pg;
 pub mod protocol;

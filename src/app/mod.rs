@@ -259,7 +259,7 @@ impl Service for App {
                     _ => Answer::error(Status::BadRequest),
                 }
             }
-            // gRPC runs over HTTP/2 only.
+            // gRPC runs over HTTP/2 or HTTP/3, never HTTP/1.x.
             Route::GetSum if request.version < Version::Http2 => Answer::error(Status::BadRequest),
             Route::GetSum => grpc::respond(&request.fields, request.body, &mut self.body),
             Route::Arena(route) => {

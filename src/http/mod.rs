@@ -1,6 +1,7 @@
 //! HTTP's semantics (RFC 9110), whatever protocol carries them: the request the application
 //! reads and the answer it gives, statuses, content codings, the cached `Date`, the
-//! timeouts every connection keeps, and the buffers every protocol borrows.
+//! timeouts every connection keeps, the buffers every protocol borrows, and the Huffman code
+//! that HPACK and QPACK share.
 //!
 //! Nothing here does network I/O; the protocols (`h1`, `h2`, `ws`) speak on the wire.
 
@@ -8,6 +9,8 @@ mod accept_encoding;
 mod answer;
 mod buffers;
 mod date;
+mod head;
+pub mod huffman;
 mod request;
 mod send_buffer;
 mod status;
@@ -19,6 +22,7 @@ pub use answer::{
 };
 pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;
+pub use head::{check_trailer, connection_specific, Malformed, RequestHead};
 pub use request::{
     is_unreserved, Fields, Method, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };

@@ -38,12 +38,13 @@ impl Method {
 }
 
 /// The protocol a request came by, for the routes whose answer depends on it (a WebSocket
-/// handshake is HTTP/1.1's, gRPC runs over HTTP/2).
+/// handshake is HTTP/1.1's, gRPC runs over HTTP/2 or later).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Version {
     Http10,
     Http11,
     Http2,
+    Http3,
 }
 
 /// A whole request, borrowing from the connection that received it.

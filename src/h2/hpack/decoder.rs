@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
-use super::huffman::{self, HuffmanError};
 use super::table::{self, DynamicTable, Field, Name};
+use crate::http::huffman::{self, HuffmanError};
 use crate::http::{lent, BufferPool};
 
 /// Why a header block cannot be decoded; the decoder's state is then lost (RFC 7541, 2.3

@@ -1,7 +1,7 @@
 //! Header blocks: a request's decoded (HPACK, RFC 7541) and checked as RFC 9113 section 8
 //! says, an answer's encoded.
 //!
-//! Decoding is ours (`decoder`, with `huffman` and `table`): each field is handed to a
+//! Decoding is ours (`decoder`, with `table`, and `http::huffman`, which QPACK shares): each field is handed to a
 //! callback borrowed from the block, the tables or one scratch buffer, Huffman-coded
 //! strings are decoded four bits a step through a table built at compile time, and the
 //! dynamic table keeps its fields' bytes in one bounded buffer, which grows (by doubling,
@@ -14,22 +14,21 @@
 //! #30): 35.6 µs of server CPU per request with it, 1.26 with ours (sark: 3.7).
 //! `loona-hpack` stays a dev-dependency, as the tests' independent encoder.
 //!
-//! A field is seen once, in the callback, and only what the server keeps is copied: the
-//! pseudo-headers and the values of the fields routes read (`http::Fields`), into one
-//! buffer per request (`accept-encoding` is read as it passes).
+//! A field is seen once, in the callback, and only what the server keeps is copied, by
+//! `http::RequestHead` (whose checks HTTP/3 shares): the pseudo-headers and the values of
+//! the fields routes read (`http::Fields`), into one buffer per request (`accept-encoding`
+//! is read as it passes).
 //!
 //! Encoding is ours, and stateless: answers are written with the static table's names and
 //! `:status` values and literals that are never indexed, so the server keeps no dynamic
 //! table for the peer (nothing to bound, nothing to count), and whatever the peer's
 //! SETTINGS_HEADER_TABLE_SIZE, the blocks stay valid.
 
-use std::ops::Range;
-
 use super::frame::{ErrorCode, H2Error};
-use crate::http::{Answer, Field, Fields, HttpDate, Method, Request, Version};
+pub use crate::http::RequestHead;
+use crate::http::{check_trailer, Answer, Field, HttpDate, Malformed, Version};
 
 mod decoder;
-mod huffman;
 mod table;
 
 pub use decoder::Decoder;
@@ -79,111 +78,6 @@ impl PendingBlock {
     }
 }
 
-/// What a server needs of a request's header list, in one buffer.
-#[derive(Debug, Default)]
-pub struct RequestHead {
-    bytes: Vec<u8>,
-    method: Option<Range<u16>>,
-    scheme: Option<Range<u16>>,
-    authority: Option<Range<u16>>,
-    path: Option<Range<u16>>,
-    /// The fields routes read, their values in `bytes`.
-    fields: Fields<Range<u16>>,
-    /// `content-length`, which the DATA received must match.
-    pub content_length: Option<u64>,
-}
-
-impl RequestHead {
-    fn get(&self, range: &Option<Range<u16>>) -> &[u8] {
-        range.as_ref().map_or(&[][..], |range| {
-            &self.bytes[range.start as usize..range.end as usize]
-        })
-    }
-
-    pub fn method(&self) -> Method {
-        Method::from_bytes(self.get(&self.method))
-    }
-
-    /// A text field, checked to be visible ASCII when decoded.
-    fn text(&self, range: &Option<Range<u16>>) -> &str {
-        std::str::from_utf8(self.get(range)).unwrap_or_default()
-    }
-
-    #[cfg(test)]
-    pub fn scheme(&self) -> &str {
-        self.text(&self.scheme)
-    }
-
-    #[cfg(test)]
-    pub fn authority(&self) -> &str {
-        self.text(&self.authority)
-    }
-
-    /// `:path`, its query included.
-    pub fn path(&self) -> &str {
-        self.text(&self.path)
-    }
-
-    /// The request as the application reads it, with its whole `body`.
-    pub fn request<'a>(&'a self, body: &'a [u8]) -> Request<'a> {
-        let (path, query) = self.path().split_once('?').unwrap_or((self.path(), ""));
-        let bytes = &self.bytes;
-        Request {
-            method: self.method(),
-            version: Version::Http2,
-            path,
-            query,
-            fields: self
-                .fields
-                .clone()
-                .map(|range| &bytes[range.start as usize..range.end as usize]),
-            body,
-        }
-    }
-
-    /// The bytes this head holds.
-    pub fn capacity(&self) -> usize {
-        self.bytes.capacity()
-    }
-}
-
-/// Appends `value` to a head's `bytes`; where it lies. A head holds at most the header list
-/// limit's bytes (well under 64 KiB).
-fn keep(bytes: &mut Vec<u8>, value: &[u8]) -> Range<u16> {
-    let start = bytes.len() as u16;
-    bytes.extend_from_slice(value);
-    start..bytes.len() as u16
-}
-
-/// A field's name is lowercase token characters (RFC 9113, 8.2.1, and RFC 9110's token).
-fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.iter().all(|&byte| {
-            byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&byte)
-        })
-}
-
-/// A field's value has no NUL, CR or LF, and no whitespace at either end (RFC 9113, 8.2.1).
-fn valid_value(value: &[u8]) -> bool {
-    let edge = |byte: Option<&u8>| byte.is_some_and(|byte| matches!(byte, b' ' | b'\t'));
-    !value.iter().any(|byte| matches!(byte, 0 | b'\r' | b'\n'))
-        && !edge(value.first())
-        && !edge(value.last())
-}
-
-/// Pseudo-header values the server keeps as text are visible ASCII.
-fn visible_ascii(value: &[u8]) -> bool {
-    value.iter().all(|byte| (0x21..0x7f).contains(byte))
-}
-
-/// Connection-specific fields, which HTTP/2 forbids (RFC 9113, 8.2.2).
-fn connection_specific(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
-    )
-}
-
 /// What HTTP/2 asks of a decoded block (RFC 9113, 8), beside the decoding itself.
 impl Decoder {
     /// Decodes a request's header block into its head. The whole block is always decoded,
@@ -192,14 +86,9 @@ impl Decoder {
     /// name, value and 32 a field) keeps nothing more, so a block that decodes huge costs
     /// its decoding only.
     pub fn request(&mut self, block: &[u8], max_list: usize) -> Result<RequestHead, BlockError> {
-        // Room for what a request usually keeps, so that it is one allocation.
-        let mut head = RequestHead {
-            bytes: Vec::with_capacity(128),
-            ..RequestHead::default()
-        };
+        let mut head = RequestHead::new(Version::Http2);
         let mut list_size = 0;
         let mut error = None;
-        let mut regular_seen = false;
         let decoded = self.decode(block, |name, value| {
             list_size += name.len() + value.len() + 32;
             if error.is_some() {
@@ -209,8 +98,8 @@ impl Decoder {
                 error = Some(BlockError::TooLarge);
                 return;
             }
-            if let Err(refused) = take_field(&mut head, name, value, &mut regular_seen) {
-                error = Some(refused);
+            if head.take_field(name, value).is_err() {
+                error = Some(BlockError::Malformed);
             }
         });
         if decoded.is_err() {
@@ -219,21 +108,7 @@ impl Decoder {
         if let Some(error) = error {
             return Err(error);
         }
-        // Every request has :method, :scheme and a non-empty :path (RFC 9113, 8.3.1), but
-        // CONNECT, which has :authority alone (8.5).
-        let path = head.get(&head.path);
-        let path_ok =
-            path.first() == Some(&b'/') || (path == b"*" && head.get(&head.method) == b"OPTIONS");
-        let well_formed = match head.method() {
-            Method::Connect => {
-                head.authority.is_some() && head.scheme.is_none() && head.path.is_none()
-            }
-            _ => head.method.is_some() && head.scheme.is_some() && path_ok,
-        };
-        match well_formed {
-            true => Ok(head),
-            false => Err(BlockError::Malformed),
-        }
+        head.finish().map_err(|Malformed| BlockError::Malformed)
     }
 
     /// Decodes a trailer block, which is checked and dropped: no pseudo-header, nothing
@@ -245,7 +120,7 @@ impl Decoder {
             list_size += name.len() + value.len() + 32;
             if error.is_none() && list_size > max_list {
                 error = Some(BlockError::TooLarge);
-            } else if !valid_name(name) || !valid_value(value) || connection_specific(name) {
+            } else if check_trailer(name, value).is_err() {
                 error = error.or(Some(BlockError::Malformed));
             }
         });
@@ -254,63 +129,6 @@ impl Decoder {
         }
         error.map_or(Ok(()), Err)
     }
-}
-
-/// Checks one field of a request and keeps it in `head` if the server needs it.
-fn take_field(
-    head: &mut RequestHead,
-    name: &[u8],
-    value: &[u8],
-    regular_seen: &mut bool,
-) -> Result<(), BlockError> {
-    if let Some(pseudo) = name.strip_prefix(b":") {
-        if *regular_seen {
-            return Err(BlockError::Malformed);
-        }
-        let slot = match pseudo {
-            b"method" => &mut head.method,
-            b"scheme" => &mut head.scheme,
-            b"authority" => &mut head.authority,
-            b"path" => &mut head.path,
-            _ => return Err(BlockError::Malformed),
-        };
-        if slot.is_some() || !visible_ascii(value) {
-            return Err(BlockError::Malformed);
-        }
-        let start = head.bytes.len() as u16;
-        head.bytes.extend_from_slice(value);
-        let range = start..head.bytes.len() as u16;
-        match pseudo {
-            b"method" => head.method = Some(range),
-            b"scheme" => head.scheme = Some(range),
-            b"authority" => head.authority = Some(range),
-            _ => head.path = Some(range),
-        }
-        return Ok(());
-    }
-    *regular_seen = true;
-    if !valid_name(name) || !valid_value(value) || connection_specific(name) {
-        return Err(BlockError::Malformed);
-    }
-    match name {
-        b"te" if value != b"trailers" => return Err(BlockError::Malformed),
-        b"content-length" => {
-            let length = std::str::from_utf8(value)
-                .ok()
-                .filter(|digits| digits.bytes().all(|byte| byte.is_ascii_digit()))
-                .and_then(|digits| digits.parse().ok())
-                .ok_or(BlockError::Malformed)?;
-            if head.content_length.is_some_and(|known| known != length) {
-                return Err(BlockError::Malformed);
-            }
-            head.content_length = Some(length);
-        }
-        _ => {
-            let bytes = &mut head.bytes;
-            head.fields.read(name, value, |value| keep(bytes, value));
-        }
-    }
-    Ok(())
 }
 
 /// The static table's indexes of the names an answer uses (RFC 7541, Appendix A).
@@ -398,15 +216,6 @@ fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
 #[cfg(test)]
 mod tests;
 
-/// Bytes from hex digits, whitespace ignored: RFC 7541's examples, as the tests write them.
+/// RFC 7541's examples as the tests write them.
 #[cfg(test)]
-pub(crate) fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text
-        .bytes()
-        .filter(|byte| !byte.is_ascii_whitespace())
-        .collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
-}
+pub(crate) use crate::http::huffman::hex;

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 
 use super::decoder::{DecodeError, Decoder};
 use super::hex;
-use super::huffman::HuffmanError;
 use super::table;
+use crate::http::huffman::HuffmanError;
 
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 

@@ -1,5 +1,6 @@
-//! The Huffman code of string literals (RFC 7541, 5.2 and Appendix B), decoded four bits
-//! at a time through a table built at compile time.
+//! The Huffman code of string literals (RFC 7541, 5.2 and Appendix B), which HPACK
+//! (HTTP/2) and QPACK (HTTP/3, RFC 9204 4.1.2) share: decoded four bits at a time through a
+//! table built at compile time, and encoded for the few values an answer gains by it.
 //!
 //! Appendix B's code is canonical: codes are given in order of length, and within a length
 //! in order of symbol, so each symbol's length is all the code there is (`CODE_LENGTHS`),
@@ -187,5 +188,50 @@ pub fn decode(encoded: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     }
 }
 
+/// The length of `bytes` Huffman-coded, padding included.
+pub fn encoded_len(bytes: &[u8]) -> usize {
+    let bits: usize = bytes
+        .iter()
+        .map(|&byte| usize::from(CODE_LENGTHS[byte as usize]))
+        .sum();
+    bits.div_ceil(8)
+}
+
+/// The canonical codes, computed once at compile time.
+const CODES: [u32; 257] = codes();
+
+/// Appends `bytes` Huffman-coded, the last byte padded with ones (EOS's first bits).
+pub fn encode(bytes: &[u8], out: &mut Vec<u8>) {
+    out.reserve(encoded_len(bytes));
+    // At most 30 bits a code and fewer than 8 pending: 64 bits never overflow.
+    let (mut bits, mut pending) = (0u64, 0u32);
+    for &byte in bytes {
+        let length = u32::from(CODE_LENGTHS[byte as usize]);
+        bits = (bits << length) | u64::from(CODES[byte as usize]);
+        pending += length;
+        while pending >= 8 {
+            pending -= 8;
+            out.push((bits >> pending) as u8);
+        }
+    }
+    if pending > 0 {
+        out.push((bits << (8 - pending)) as u8 | (0xff >> pending));
+    }
+}
+
 #[cfg(test)]
 mod tests;
+
+/// Bytes from hex digits, whitespace ignored: the RFCs' examples (RFC 7541's, RFC 9204's)
+/// as the tests write them.
+#[cfg(test)]
+pub(crate) fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text
+        .bytes()
+        .filter(|byte| !byte.is_ascii_whitespace())
+        .collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+        .collect()
+}

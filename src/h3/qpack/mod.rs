@@ -1,0 +1,259 @@
+//! QPACK (RFC 9204) with no dynamic table, either way: a request's field section decoded
+//! and checked as RFC 9114 4.3 says (by `http::RequestHead`, which HTTP/2 shares), an
+//! answer's encoded.
+//!
+//! The server advertises QPACK_MAX_TABLE_CAPACITY 0 and QPACK_BLOCKED_STREAMS 0, so a
+//! client's sections reference the static table only, never block, and need no
+//! acknowledgement: decoding is a function of the section alone (`decoder`), and the
+//! server opens no QPACK stream of its own. The answers' encoder uses no dynamic table
+//! either: `:status` and common fields by their static index, other names by static
+//! reference or as literals, `date` Huffman-coded (shorter by a quarter); so the peer's
+//! settings never matter to it.
+
+use super::frame::{ErrorCode, H3Error};
+use crate::http::{
+    check_trailer, connection_specific, huffman, Answer, Coding, ContentType, Field, HttpDate,
+    RequestHead, Version,
+};
+
+mod decoder;
+pub mod table;
+
+pub use decoder::{decode, DecodeError, Refused};
+
+/// Why a request's field section is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SectionError {
+    /// The QPACK encoding itself is broken, or uses the dynamic table:
+    /// QPACK_DECOMPRESSION_FAILED, a connection error (RFC 9204, 2.2.3).
+    Decompression,
+    /// The request is malformed (RFC 9114, 4.1.2): H3_MESSAGE_ERROR, a stream error.
+    Malformed,
+    /// The decoded section is larger than the server's SETTINGS_MAX_FIELD_SECTION_SIZE:
+    /// answered 431 (RFC 9114, 4.2.2).
+    TooLarge,
+}
+
+impl SectionError {
+    /// The error a section refused for this reason is reported with, when not answered.
+    pub fn error(self) -> H3Error {
+        match self {
+            SectionError::Decompression => H3Error::Connection(ErrorCode::QpackDecompressionFailed),
+            SectionError::Malformed | SectionError::TooLarge => {
+                H3Error::Stream(ErrorCode::MessageError)
+            }
+        }
+    }
+}
+
+/// A field's size as SETTINGS_MAX_FIELD_SECTION_SIZE counts it (RFC 9114 4.2.2): its name,
+/// its value, and 32.
+fn field_size(name: &[u8], value: &[u8]) -> usize {
+    name.len() + value.len() + 32
+}
+
+/// The scratch buffer decoding uses, kept by a connection for its requests.
+#[derive(Default)]
+pub struct Decoder {
+    scratch: Vec<u8>,
+}
+
+impl Decoder {
+    /// What the decoder holds between sections.
+    pub fn held(&self) -> usize {
+        self.scratch.capacity()
+    }
+
+    /// Decodes a request's field section into its head, refusing it past `max_section`
+    /// bytes (each field counted as its name, its value and 32): nothing more is kept or decoded then.
+    pub fn request(
+        &mut self,
+        section: &[u8],
+        max_section: usize,
+    ) -> Result<RequestHead, SectionError> {
+        // A head's offsets are 16-bit.
+        let max_section = max_section.min(u16::MAX as usize);
+        let mut head = RequestHead::new(Version::Http3);
+        let mut size = 0;
+        decode(section, &mut self.scratch, |name, value| {
+            size += field_size(name, value);
+            if size > max_section {
+                return Err(SectionError::TooLarge);
+            }
+            head.take_field(name, value)
+                .map_err(|_| SectionError::Malformed)
+        })
+        .map_err(refused)?;
+        head.finish().map_err(|_| SectionError::Malformed)
+    }
+
+    /// Decodes a trailer section, which is checked and dropped: no pseudo-header field,
+    /// nothing connection-specific, within `max_section`.
+    pub fn trailers(&mut self, section: &[u8], max_section: usize) -> Result<(), SectionError> {
+        let mut size = 0;
+        decode(section, &mut self.scratch, |name, value| {
+            size += field_size(name, value);
+            if size > max_section {
+                return Err(SectionError::TooLarge);
+            }
+            check_trailer(name, value).map_err(|_| SectionError::Malformed)
+        })
+        .map_err(refused)
+    }
+}
+
+fn refused(refused: Refused<SectionError>) -> SectionError {
+    match refused {
+        Refused::Decode(_) => SectionError::Decompression,
+        Refused::Field(error) => error,
+    }
+}
+
+/// The statuses the static table holds whole, and their indexes.
+const STATUSES: [(u16, usize); 14] = [
+    (103, 24),
+    (200, 25),
+    (304, 26),
+    (404, 27),
+    (503, 28),
+    (100, 63),
+    (204, 64),
+    (206, 65),
+    (302, 66),
+    (400, 67),
+    (403, 68),
+    (421, 69),
+    (425, 70),
+    (500, 71),
+];
+
+/// The static index of `content-type: {content_type}`, if the table has it whole.
+fn content_type_index(content_type: ContentType) -> Option<usize> {
+    Some(match content_type {
+        ContentType::Plain => 53,
+        ContentType::Json => 46,
+        ContentType::Html => 52,
+        ContentType::Css => 51,
+        ContentType::JavaScript => 45,
+        ContentType::Png => 50,
+        ContentType::Jpeg => 49,
+        ContentType::Gif => 48,
+        _ => return None,
+    })
+}
+
+/// Appends the field section of `answer`'s head, whose body is `content_length` bytes:
+/// `:status`, the answer's own fields, `content-type`, `content-encoding` and `vary` if
+/// its encoding says so, `content-length`, `date`, `server` (as HTTP/2's).
+pub fn encode_answer(
+    out: &mut Vec<u8>,
+    answer: &Answer<'_>,
+    content_length: usize,
+    date: &HttpDate,
+) {
+    prefix(out);
+    let status = answer.status.code();
+    match STATUSES.iter().find(|&&(code, _)| code == status) {
+        Some(&(_, index)) => indexed(out, index),
+        None => with_name(
+            out,
+            table::STATUS,
+            itoa::Buffer::new().format(status).as_bytes(),
+        ),
+    }
+    encode_field_lines(out, answer.head_fields());
+    match content_type_index(answer.content_type) {
+        Some(index) => indexed(out, index),
+        None => with_name(out, table::CONTENT_TYPE, answer.content_type.value()),
+    }
+    match answer.encoding.coding {
+        Some(Coding::Br) => indexed(out, table::CONTENT_ENCODING_BR),
+        Some(Coding::Gzip) => indexed(out, table::CONTENT_ENCODING_GZIP),
+        None => {}
+    }
+    if answer.encoding.vary {
+        indexed(out, table::VARY_ACCEPT_ENCODING);
+    }
+    match content_length {
+        0 => indexed(out, table::CONTENT_LENGTH),
+        length => with_name(
+            out,
+            table::CONTENT_LENGTH,
+            itoa::Buffer::new().format(length).as_bytes(),
+        ),
+    }
+    with_name(out, table::DATE, date.as_bytes());
+    with_name(out, table::SERVER, b"gnosis");
+}
+
+/// Appends a field section of `fields` alone: an answer's trailers.
+pub fn encode_fields<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Field<'f>>) {
+    prefix(out);
+    encode_field_lines(out, fields);
+}
+
+/// The section prefix (4.5.1): Required Insert Count 0, Base 0.
+fn prefix(out: &mut Vec<u8>) {
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// Each field by its static index if the table has it whole, else with its name's static
+/// index if any, else as a literal. Connection-specific fields (a 426's `upgrade`, which
+/// only HTTP/1.1 can act on) are left out: HTTP/3 forbids them (RFC 9114, 4.2).
+fn encode_field_lines<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Field<'f>>) {
+    for &(name, value) in fields.filter(|(name, _)| !connection_specific(name)) {
+        if let Some(index) = table::find(name, value) {
+            indexed(out, index);
+        } else if let Some(index) = table::find_name(name) {
+            with_name(out, index, value);
+        } else {
+            // 001, N = 0, H, the name's length with a 3-bit prefix.
+            string(out, name, 3, 0x20, 0x08);
+            string(out, value, 7, 0, 0x80);
+        }
+    }
+}
+
+/// An indexed field line of the static table (4.5.2): 1, T = 1, a 6-bit index.
+fn indexed(out: &mut Vec<u8>, index: usize) {
+    integer(out, index, 6, 0xc0);
+}
+
+/// A literal field line whose name is the static table's (4.5.4): 01, N = 0, T = 1, a
+/// 4-bit index, then the value.
+fn with_name(out: &mut Vec<u8>, name_index: usize, value: &[u8]) {
+    integer(out, name_index, 4, 0x50);
+    string(out, value, 7, 0, 0x80);
+}
+
+/// A string (4.1.2): Huffman-coded if that is shorter (`huffman_flag` then set), its
+/// length with a `prefix_bits` prefix after the first byte's `flags`.
+fn string(out: &mut Vec<u8>, value: &[u8], prefix_bits: u32, flags: u8, huffman_flag: u8) {
+    let coded_len = huffman::encoded_len(value);
+    if coded_len < value.len() {
+        integer(out, coded_len, prefix_bits, flags | huffman_flag);
+        huffman::encode(value, out);
+    } else {
+        integer(out, value.len(), prefix_bits, flags);
+        out.extend_from_slice(value);
+    }
+}
+
+/// An integer with an N-bit prefix, the first byte's other bits `flags` (4.1.1).
+fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
+    let max_prefix = (1usize << prefix_bits) - 1;
+    if value < max_prefix {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | max_prefix as u8);
+    let mut rest = value - max_prefix;
+    while rest >= 128 {
+        out.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    out.push(rest as u8);
+}
+
+#[cfg(test)]
+mod tests;
