@@ -11,7 +11,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +23,12 @@ use rustix::net::{
     sockopt, AddressFamily, RecvFlags, SendFlags, Shutdown, SocketAddrUnix, SocketFlags, SocketType,
 };
 use rustix::process::{Resource, Rlimit};
+
+mod udp;
+pub use udp::{
+    ensure_udp_port_free, receive_datagrams, route_by_connection_id, send_datagrams, udp_socket,
+    Received,
+};
 
 /// Sockets are non-blocking and not inherited by child processes.
 const SOCKET_FLAGS: SocketFlags = SocketFlags::NONBLOCK.union(SocketFlags::CLOEXEC);
@@ -57,6 +63,18 @@ pub fn reuseport_listener(port: u16) -> io::Result<OwnedFd> {
     // The kernel caps the backlog at net.core.somaxconn.
     rustix::net::listen(&socket, 65_535)?;
     Ok(socket)
+}
+
+/// Fills `bytes` from the kernel's random generator (QUIC connection IDs).
+pub fn fill_random(mut bytes: &mut [u8]) {
+    while !bytes.is_empty() {
+        match rustix::rand::getrandom(&mut *bytes, rustix::rand::GetRandomFlags::empty()) {
+            Ok(filled) => bytes = &mut bytes[filled..],
+            Err(Errno::INTR) => {}
+            // Only a kernel without getrandom(2) (before 3.17) fails here.
+            Err(err) => panic!("getrandom: {err}"),
+        }
+    }
 }
 
 /// Raises the open-files soft limit to the hard limit, so that tens of thousands of
@@ -109,21 +127,7 @@ pub fn read_into(fd: impl AsFd, buf: &mut Vec<u8>, min_spare: usize) -> io::Resu
 /// whatever the mark. rustix has no call for this option: libc's is the one `unsafe` here.
 pub fn set_receive_low_water(socket: impl AsFd, bytes: usize) -> io::Result<()> {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is borrowed for the call, and the option's value is a live
-    // `c_int` whose size is the length given.
-    let done = unsafe {
-        libc::setsockopt(
-            socket.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    match done {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
+    udp::set_int_option(socket, libc::SOL_SOCKET, libc::SO_RCVLOWAT, value)
 }
 
 /// Sends what it can of `data`; never raises SIGPIPE.
