@@ -21,12 +21,14 @@
 //! [`RequestStream::write_more`] as the stream has room; [`Written::Done`], the stream
 //! ends (FIN) once its output is sent; [`Written::Failed`], it is reset.
 
+pub mod connection;
 pub mod control;
 pub mod frame;
 pub mod qpack;
 pub mod stream;
 pub mod varint;
 
+pub use connection::Connection;
 pub use control::{write_control_stream, OpenedStreams, UniStream};
 pub use frame::{ErrorCode, H3Error, Settings};
 pub use stream::{Limits, Received, RequestStream, Taken, Written};
