@@ -18,6 +18,7 @@ pub mod h3;
 pub mod http;
 pub mod pg;
 pub mod protocol;
+pub mod quic;
 pub mod server;
 pub mod service;
 pub mod sys;

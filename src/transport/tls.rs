@@ -21,6 +21,8 @@ use crate::http::{lent, BufferPool};
 pub const HTTP1: &[u8] = b"http/1.1";
 /// The ALPN name of HTTP/2 over TLS.
 pub const H2: &[u8] = b"h2";
+/// The ALPN name of HTTP/3, over QUIC.
+pub const H3: &[u8] = b"h3";
 
 /// What rustls keeps of a session beyond our own ciphertext buffer, counted in the worker's
 /// budget: its state, keys and buffers at rest, 7.6 KiB a connection as measured (RSS of
@@ -36,6 +38,9 @@ pub struct TlsConfig {
     http1: Arc<ServerConfig>,
     /// Answers no ALPN (the client offered none, or none we speak).
     plain: Arc<ServerConfig>,
+    /// QUIC's, which answers `h3` (and refuses a client that does not offer it, as
+    /// RFC 9001 asks), with its transport limits.
+    quic: Arc<quinn_proto::ServerConfig>,
 }
 
 impl TlsConfig {
@@ -50,8 +55,14 @@ impl TlsConfig {
         TlsConfig {
             h2: answering(H2),
             http1: answering(HTTP1),
+            quic: crate::quic::server_config(&answering(H3)),
             plain: Arc::new(config),
         }
+    }
+
+    /// The configuration of QUIC's handshakes (HTTP/3).
+    pub fn quic(&self) -> Arc<quinn_proto::ServerConfig> {
+        self.quic.clone()
     }
 
     /// The configuration for a client's hello: `h2` if the listener offers it (`offer_h2`)

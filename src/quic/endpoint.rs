@@ -1,0 +1,300 @@
+//! One worker's QUIC endpoint: its UDP socket's datagrams in, each to its connection, and
+//! the connections' datagrams out, with each connection's deadline in the worker's timers.
+//! `quinn_proto` does QUIC itself (packets, TLS 1.3 inside, loss recovery, congestion,
+//! flow control); this drives it as quinn-proto asks: `handle` a datagram, then for the
+//! connection it reached: its endpoint events, its application events (streams, which
+//! HTTP/3 reads), `poll_transmit` until it has nothing, and `poll_timeout`.
+//!
+//! ```text
+//!  datagram ──Endpoint::handle──▶ NewConnection ──accept / retry / refuse──▶ Peer
+//!                               ├▶ ConnectionEvent ─────────────────────────▶ Peer::conn.handle_event
+//!                               └▶ Response (version negotiation, stateless reset, a close) ──▶ Outbox
+//!  a deadline ──handle_timeout──▶ Peer                 Peer ──poll_transmit──▶ Outbox ──▶ sendmsg
+//! ```
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use quinn_proto::{
+    ConnectionHandle, DatagramEvent, EcnCodepoint, EndpointConfig, Incoming, ServerConfig,
+};
+
+use super::cid::WorkerCids;
+use super::outbox::{Outbox, MAX_SEGMENTS};
+use super::peer::Peer;
+use crate::h3;
+use crate::http::{Answer, Handler, HttpDate, Ticket};
+use crate::timers::Timers;
+
+/// Handshakes under way past which a client must first prove its address (a Retry): an
+/// Initial flood from forged addresses then costs one stateless packet each, no state.
+pub const RETRY_ABOVE: usize = 64;
+
+/// The bit that marks a ticket's slot as a QUIC connection's (the rest is its handle),
+/// apart from the stream connections' slots.
+pub const QUIC_SLOT: u32 = 1 << 31;
+
+/// A connection's deadline as it was when scheduled; a moved one leaves its old entry,
+/// ignored when it comes due.
+#[derive(Clone, Copy)]
+struct Deadline {
+    handle: ConnectionHandle,
+    at: Instant,
+}
+
+/// What the requests a datagram or a deadline completes are answered with.
+pub struct Serve<'a, H> {
+    pub handler: &'a mut H,
+    pub date: &'a HttpDate,
+    pub now: Instant,
+}
+
+pub struct Endpoint {
+    quic: quinn_proto::Endpoint,
+    server: Arc<ServerConfig>,
+    /// By handle: `quinn_proto` hands out small indexes and reuses them.
+    peers: Vec<Option<Peer>>,
+    deadlines: Timers<Deadline>,
+    outbox: Outbox,
+    /// The buffer of the endpoint's own answers (`handle`'s `buf`).
+    scratch: Vec<u8>,
+    max_connections: usize,
+    limits: h3::Limits,
+    /// The next connection's generation.
+    generation: u32,
+    /// Connections open, and those of them still in their handshake.
+    open: usize,
+    handshaking: usize,
+}
+
+impl Endpoint {
+    /// The endpoint of worker `worker`, serving with `server` (shared by the workers, so
+    /// that a Retry token one mints another takes), taking at most `max_connections`.
+    pub fn new(
+        worker: u8,
+        server: Arc<ServerConfig>,
+        max_connections: usize,
+        limits: h3::Limits,
+    ) -> Self {
+        let mut config = EndpointConfig::default();
+        config.cid_generator(move || Box::new(WorkerCids::new(worker)));
+        // Path MTU discovery: the socket sets the Don't Fragment bit (`sys::udp_socket`).
+        let quic = quinn_proto::Endpoint::new(Arc::new(config), Some(server.clone()), true, None);
+        Endpoint {
+            quic,
+            server,
+            peers: Vec::new(),
+            deadlines: Timers::default(),
+            outbox: Outbox::default(),
+            scratch: Vec::new(),
+            max_connections,
+            limits,
+            generation: 0,
+            open: 0,
+            handshaking: 0,
+        }
+    }
+
+    /// A datagram arrived from `from` (to `local`, if the socket tells).
+    pub fn handle<H: Handler>(
+        &mut self,
+        from: SocketAddr,
+        local: Option<IpAddr>,
+        ecn: Option<EcnCodepoint>,
+        datagram: &[u8],
+        serve: &mut Serve<'_, H>,
+    ) {
+        let data = BytesMut::from(datagram);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        match self
+            .quic
+            .handle(serve.now, from, local, ecn, data, &mut scratch)
+        {
+            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+                if let Some(peer) = self.peer(handle) {
+                    peer.conn.handle_event(event);
+                    self.drive(handle, serve);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => self.incoming(incoming, serve),
+            Some(DatagramEvent::Response(transmit)) => {
+                let bytes = std::mem::replace(&mut scratch, self.outbox.buffer());
+                self.outbox.push(transmit, bytes);
+            }
+            None => {}
+        }
+        scratch.clear();
+        self.scratch = scratch;
+    }
+
+    /// A client's first Initial: accepted; or, while many handshakes are under way and the
+    /// client has not proved its address, answered with a Retry; refused when full.
+    fn incoming<H: Handler>(&mut self, incoming: Incoming, serve: &mut Serve<'_, H>) {
+        let mut buf = self.outbox.buffer();
+        if self.open >= self.max_connections {
+            let transmit = self.quic.refuse(incoming, &mut buf);
+            return self.outbox.push(transmit, buf);
+        }
+        if !incoming.remote_address_validated() && self.handshaking >= RETRY_ABOVE {
+            match self.quic.retry(incoming, &mut buf) {
+                Ok(transmit) => return self.outbox.push(transmit, buf),
+                Err(err) => self.quic.ignore(err.into_incoming()),
+            }
+            return self.outbox.give_back(buf);
+        }
+        let server = Some(self.server.clone());
+        match self.quic.accept(incoming, serve.now, &mut buf, server) {
+            Ok((handle, conn)) => {
+                self.outbox.give_back(buf);
+                let index = handle.0;
+                if self.peers.len() <= index {
+                    self.peers.resize_with(index + 1, || None);
+                }
+                self.generation = self.generation.wrapping_add(1);
+                self.peers[index] = Some(Peer::new(conn, self.generation, self.limits));
+                self.open += 1;
+                self.handshaking += 1;
+                self.drive(handle, serve);
+            }
+            Err(error) => match error.response {
+                Some(transmit) => self.outbox.push(transmit, buf),
+                None => self.outbox.give_back(buf),
+            },
+        }
+    }
+
+    /// Runs the connections' deadlines that are due.
+    pub fn on_timers<H: Handler>(&mut self, serve: &mut Serve<'_, H>) {
+        let mut deadlines = std::mem::take(&mut self.deadlines);
+        deadlines.run(serve.now, |Deadline { handle, at }| {
+            if let Some(peer) = self.peer(handle).filter(|peer| peer.deadline == Some(at)) {
+                peer.deadline = None;
+                peer.conn.handle_timeout(serve.now);
+                self.drive(handle, serve);
+            }
+        });
+        let peers = &self.peers;
+        deadlines.sweep_when_grown(|deadline| {
+            let peer = peers.get(deadline.handle.0).and_then(Option::as_ref);
+            peer.is_some_and(|peer| peer.deadline == Some(deadline.at))
+        });
+        self.deadlines = deadlines;
+    }
+
+    /// The earliest deadline of its connections.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.earliest()
+    }
+
+    /// Brings connection `handle` up to date after it took a datagram or a deadline: the
+    /// endpoint's part of its events, its streams and requests, what it has to send, its
+    /// next deadline; forgets it once it is drained.
+    fn drive<H: Handler>(&mut self, handle: ConnectionHandle, serve: &mut Serve<'_, H>) {
+        let Some(peer) = self.peers.get_mut(handle.0).and_then(Option::as_mut) else {
+            return;
+        };
+        let mut drained = false;
+        while let Some(event) = peer.conn.poll_endpoint_events() {
+            drained |= event.is_drained();
+            if let Some(event) = self.quic.handle_event(handle, event) {
+                peer.conn.handle_event(event);
+            }
+        }
+        let was_established = peer.established;
+        let slot = QUIC_SLOT | handle.0 as u32;
+        peer.serve(serve.handler, slot, serve.date, serve.now);
+        if peer.established && !was_established {
+            self.handshaking -= 1;
+        }
+        self.transmit(handle, serve.now, drained);
+    }
+
+    /// The answer to the request of `ticket`, given later.
+    pub fn answer(&mut self, ticket: Ticket, answer: Answer<'_>, date: &HttpDate, now: Instant) {
+        let handle = ConnectionHandle((ticket.slot & !QUIC_SLOT) as usize);
+        let Some(peer) = self
+            .peer(handle)
+            .filter(|p| p.generation == ticket.generation)
+        else {
+            return;
+        };
+        peer.answer(ticket.seq, answer, date, now);
+        self.transmit(handle, now, false);
+    }
+
+    /// Whether the connection `ticket` names is still open.
+    pub fn is_live(&self, ticket: &Ticket) -> bool {
+        let index = (ticket.slot & !QUIC_SLOT) as usize;
+        let peer = self.peers.get(index).and_then(Option::as_ref);
+        peer.is_some_and(|peer| peer.generation == ticket.generation)
+    }
+
+    /// Queues what connection `handle` has to send, schedules its next deadline, and
+    /// forgets it if it is `drained`.
+    fn transmit(&mut self, handle: ConnectionHandle, now: Instant, drained: bool) {
+        let Some(peer) = self.peers.get_mut(handle.0).and_then(Option::as_mut) else {
+            return;
+        };
+        loop {
+            let mut buf = self.outbox.buffer();
+            match peer.conn.poll_transmit(now, MAX_SEGMENTS, &mut buf) {
+                Some(transmit) => self.outbox.push(transmit, buf),
+                None => break self.outbox.give_back(buf),
+            }
+        }
+        let deadline = peer.conn.poll_timeout();
+        if deadline != peer.deadline {
+            peer.deadline = deadline;
+            if let Some(at) = deadline {
+                self.deadlines.schedule(at, Deadline { handle, at });
+            }
+        }
+        if drained {
+            if !peer.established {
+                self.handshaking -= 1;
+            }
+            self.peers[handle.0] = None;
+            self.open -= 1;
+        }
+    }
+
+    fn peer(&mut self, handle: ConnectionHandle) -> Option<&mut Peer> {
+        self.peers.get_mut(handle.0).and_then(Option::as_mut)
+    }
+
+    /// Connections open (handshaking, established or closing).
+    pub fn open(&self) -> usize {
+        self.open
+    }
+
+    /// Connections not yet closed: those still in their handshake or serving. A closed
+    /// one lingers a few round trips to answer the peer's late packets with its close.
+    pub fn serving(&self) -> usize {
+        let peers = self.peers.iter().flatten();
+        peers.filter(|peer| !peer.conn.is_closed()).count()
+    }
+
+    /// The server drains: every connection is told (GOAWAY) and closes once what it
+    /// took is answered; no new one is taken.
+    pub fn drain(&mut self, now: Instant) {
+        self.max_connections = 0;
+        for index in 0..self.peers.len() {
+            if let Some(peer) = self.peers[index].as_mut() {
+                peer.drain(now);
+                self.transmit(ConnectionHandle(index), now, false);
+            }
+        }
+    }
+
+    /// What is left to send.
+    pub fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+
+    /// Whether everything it had to send is out.
+    pub fn outbox_is_empty(&self) -> bool {
+        self.outbox.is_empty()
+    }
+}

@@ -1,0 +1,147 @@
+//! One QUIC connection of the endpoint's, and the HTTP/3 connection over its streams:
+//! the stream events quinn-proto reports become bytes for `h3::Connection`, and what
+//! HTTP/3 writes goes to the streams as far as their flow control lets it.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use quinn_proto::{Connection, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
+
+use crate::h3;
+use crate::http::{Answer, Handler, HttpDate};
+
+pub struct Peer {
+    pub conn: Connection,
+    pub h3: h3::Connection,
+    /// Tells this connection from an earlier one under the same handle (its tickets).
+    pub generation: u32,
+    /// The deadline last scheduled in the endpoint's timers.
+    pub deadline: Option<Instant>,
+    /// Its handshake is done (quinn-proto's `Connected`).
+    pub established: bool,
+    /// The server drains: the client was told (GOAWAY), and the connection closes once
+    /// what it took is answered.
+    pub draining: bool,
+}
+
+impl Peer {
+    pub fn new(conn: Connection, generation: u32, limits: h3::Limits) -> Self {
+        Peer {
+            conn,
+            h3: h3::Connection::new(limits),
+            generation,
+            deadline: None,
+            established: false,
+            draining: false,
+        }
+    }
+
+    /// Takes the connection's events (its handshake's end, its streams' bytes), hands
+    /// the requests complete to `handler` with tickets naming `slot`, and writes what
+    /// HTTP/3 has to write.
+    pub fn serve(&mut self, handler: &mut impl Handler, slot: u32, date: &HttpDate, now: Instant) {
+        while let Some(event) = self.conn.poll() {
+            match event {
+                Event::Connected => {
+                    self.established = true;
+                    if let Some(id) = self.conn.streams().open(Dir::Uni) {
+                        self.h3.open_control(id.into());
+                    }
+                }
+                Event::Stream(StreamEvent::Opened { dir }) => {
+                    while let Some(id) = self.conn.streams().accept(dir) {
+                        self.read(id);
+                    }
+                }
+                Event::Stream(StreamEvent::Readable { id }) => self.read(id),
+                Event::Stream(StreamEvent::Stopped { id, .. }) => self.h3.stream_gone(id.into()),
+                Event::Stream(_)
+                | Event::ConnectionLost { .. }
+                | Event::HandshakeDataReady
+                | Event::DatagramReceived
+                | Event::DatagramsUnblocked => {}
+            }
+        }
+        self.h3.serve(handler, (slot, self.generation), date);
+        self.flush(now);
+    }
+
+    /// The server drains: no new request is taken (GOAWAY), and the connection closes with
+    /// H3_NO_ERROR once every request it took is answered.
+    pub fn drain(&mut self, now: Instant) {
+        self.draining = true;
+        self.h3.go_away();
+        self.flush(now);
+    }
+
+    /// The answer to the request of `seq`, given later.
+    pub fn answer(&mut self, seq: u32, answer: Answer<'_>, date: &HttpDate, now: Instant) {
+        self.h3.answer(seq, answer, date);
+        self.flush(now);
+    }
+
+    /// Reads what stream `id` has, to its end or until it has no more for now.
+    fn read(&mut self, id: StreamId) {
+        let Peer { conn, h3, .. } = self;
+        let mut stream = conn.recv_stream(id);
+        let Ok(mut chunks) = stream.read(true) else {
+            return;
+        };
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => h3.receive(id.into(), &chunk.bytes, false),
+                Ok(None) => break h3.receive(id.into(), &[], true),
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(_)) => break h3.stream_gone(id.into()),
+            }
+        }
+        // Whether to send flow-control credit is poll_transmit's to find.
+        let _ = chunks.finalize();
+    }
+
+    /// Writes HTTP/3's bytes to their streams, resets the streams it failed, and closes
+    /// the connection on its error.
+    fn flush(&mut self, now: Instant) {
+        let Peer {
+            conn, h3, draining, ..
+        } = self;
+        h3.flush(|id, bytes, fin| {
+            let Some(id) = stream_id(id) else {
+                return bytes.len();
+            };
+            let mut stream = conn.send_stream(id);
+            let taken = match bytes.is_empty() {
+                true => 0,
+                false => stream.write(bytes).unwrap_or(0),
+            };
+            if fin && taken == bytes.len() {
+                let _ = stream.finish();
+            }
+            taken
+        });
+        for (id, code) in h3.resets().collect::<Vec<_>>() {
+            let (Some(id), Ok(code)) = (stream_id(id), VarInt::from_u64(code.value())) else {
+                continue;
+            };
+            let _ = conn.send_stream(id).reset(code);
+            let _ = conn.recv_stream(id).stop(code);
+        }
+        // Closing drops what is not yet acknowledged: a draining connection closes once its
+        // answers are (every send stream done but our control stream, which never ends).
+        let answered = *draining && h3.is_idle() && conn.streams().send_streams() <= 1;
+        let error = match (h3.error(), answered) {
+            (Some(code), _) => Some(code),
+            (None, true) => Some(h3::ErrorCode::NoError),
+            (None, false) => None,
+        };
+        if let Some(code) = error.filter(|_| !conn.is_closed()) {
+            if let Ok(code) = VarInt::from_u64(code.value()) {
+                conn.close(now, code, Bytes::new());
+            }
+        }
+    }
+}
+
+fn stream_id(id: u64) -> Option<StreamId> {
+    VarInt::from_u64(id).ok().map(StreamId::from)
+}
