@@ -19,6 +19,8 @@ pub struct Config {
     /// The TLS listener whose ALPN offers `h2`, then `http/1.1` (when there is a
     /// certificate).
     pub h2_tls_port: u16,
+    /// The UDP port of HTTP/3 over QUIC (when there is a certificate); 0: none.
+    pub h3_port: u16,
     pub threads: usize,
     /// PostgreSQL connections per worker thread.
     pub pg_conns: usize,
@@ -108,6 +110,14 @@ const OPTIONS: &[Opt] = &[
                offer h2), on all addresses, when the certificate of --tls-port exists",
         set: |config, text| assign(&mut config.h2_tls_port, number(text)),
         default: |config| config.h2_tls_port.to_string(),
+    },
+    Opt {
+        flag: "--h3-port",
+        value: "N",
+        help: "UDP port for HTTP/3 over QUIC (TLS 1.3, ALPN h3), on all addresses, when the \
+               certificate of --tls-port exists; 0 for none",
+        set: |config, text| assign(&mut config.h3_port, port_or_off(text)),
+        default: |config| config.h3_port.to_string(),
     },
     Opt {
         flag: "--threads",
@@ -289,6 +299,7 @@ impl Default for Config {
             tls_port: 8081,
             h2c_port: 8082,
             h2_tls_port: 8443,
+            h3_port: 8443,
             threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
             pg_conns: 2,
             query_timeout: Duration::from_secs(5),
@@ -370,6 +381,9 @@ impl Config {
         if with_tls {
             ports.push((self.tls_port, Listening::Tls));
             ports.push((self.h2_tls_port, Listening::H2Tls));
+            if self.h3_port != 0 {
+                ports.push((self.h3_port, Listening::Quic));
+            }
         }
         ports
     }
@@ -451,6 +465,12 @@ fn number<T: std::str::FromStr + PartialOrd + From<u8>>(text: &str) -> Result<T,
     }
 }
 
+/// A port, or 0 for none.
+fn port_or_off(text: &str) -> Result<u16, String> {
+    text.parse::<u16>()
+        .map_err(|_| format!("a port (0 for none), not '{text}'"))
+}
+
 /// A whole number of milliseconds, at least 1.
 fn millis(text: &str) -> Result<Duration, String> {
     number(text).map(Duration::from_millis)
@@ -485,6 +505,7 @@ mod tests {
                 "--h2c-port=8092",
                 "--h2-tls-port",
                 "8453",
+                "--h3-port=0",
                 "--pg-conns",
                 "1",
                 "--query-timeout=250",
@@ -514,6 +535,7 @@ mod tests {
                 tls_port: 8081,
                 h2c_port: 8092,
                 h2_tls_port: 8453,
+                h3_port: 0,
                 threads: 3,
                 pg_conns: 1,
                 query_timeout: Duration::from_millis(250),
@@ -531,6 +553,23 @@ mod tests {
                 drain_timeout: Duration::from_millis(2500),
             }
         );
+    }
+
+    /// HTTP/3 listens on UDP beside the TLS ports, only with a certificate, and not at all
+    /// with `--h3-port 0`.
+    #[test]
+    fn http3_listens_with_a_certificate_unless_its_port_is_0() {
+        let quic = |config: &Config, tls| {
+            let ports = config.listening(tls);
+            ports
+                .iter()
+                .filter(|(_, kind)| *kind == Listening::Quic)
+                .count()
+        };
+        let config = Config::default();
+        assert_eq!((quic(&config, true), quic(&config, false)), (1, 0));
+        let off = parse(&["--h3-port", "0"]).unwrap();
+        assert_eq!(quic(&off, true), 0);
     }
 
     /// The app gets its options as given: each from its own flag.

@@ -28,6 +28,8 @@ pub enum Listening {
     Tls,
     /// TLS, HTTP/2 when the client offers ALPN `h2`, else HTTP/1.1 as on [`Listening::Tls`].
     H2Tls,
+    /// QUIC, HTTP/3: a UDP socket, whose datagrams the worker's QUIC endpoint takes.
+    Quic,
 }
 
 impl Listening {

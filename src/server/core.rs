@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::h2;
-use crate::http::{BufferPool, HttpDate, Timeouts, TIMEOUTS};
+use crate::http::{BufferPool, HttpDate, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
+use crate::quic::Endpoint;
 use crate::service::{Context, Finished, Service, Serving};
 use crate::timers::Wakeup;
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
@@ -103,6 +104,8 @@ pub(super) enum Next {
 pub(super) struct Core<S, K> {
     worker: Worker<S>,
     slots: Slots<K>,
+    /// The QUIC endpoint (HTTP/3), when the worker has one (`core/datagrams.rs`).
+    quic: Option<Box<Endpoint>>,
 }
 
 impl<S: Service, K> Core<S, K> {
@@ -110,6 +113,7 @@ impl<S: Service, K> Core<S, K> {
         Core {
             worker: Worker::new(service, pool, limits),
             slots: Slots::default(),
+            quic: None,
         }
     }
 
@@ -136,7 +140,8 @@ impl<S: Service, K> Core<S, K> {
 
     /// When the backend must wake up at the latest, whatever happens on the sockets.
     pub fn next_wake(&self) -> Instant {
-        self.worker.next_wake()
+        let quic = self.quic.as_ref().and_then(|quic| quic.next_deadline());
+        quic.into_iter().fold(self.worker.next_wake(), Instant::min)
     }
 
     // The HTTP connections.
@@ -523,8 +528,10 @@ impl<S: Service, K> Core<S, K> {
         let mut timers = std::mem::take(&mut self.worker.timers);
         let (_, mut deliver) = self.split();
         timers.run(deliver.now, |wakeup| deliver.timer(wakeup));
-        timers.sweep_when_grown(|wakeup| self.slots.is_live(&wakeup.ticket));
+        let quic = self.quic.as_deref();
+        timers.sweep_when_grown(|wakeup| is_live(&self.slots, quic, &wakeup.ticket));
         self.worker.timers = timers;
+        self.run_quic_deadlines();
 
         let (pool, mut deliver) = self.split();
         let now = deliver.now;
@@ -538,6 +545,7 @@ impl<S: Service, K> Core<S, K> {
 struct Deliverer<'a, S, K> {
     service: &'a mut S,
     slots: &'a mut Slots<K>,
+    quic: Option<&'a mut Endpoint>,
     buffers: &'a mut BufferPool,
     budget: &'a mut Budget,
     date: &'a HttpDate,
@@ -550,7 +558,7 @@ impl<S: Service, K> Deliverer<'_, S, K> {
     }
 
     fn timer(&mut self, Wakeup { ticket, token }: Wakeup) {
-        if self.slots.is_live(&ticket) {
+        if is_live(self.slots, self.quic.as_deref(), &ticket) {
             self.finish(|service| service.on_timer(ticket, token));
         }
     }
@@ -561,6 +569,12 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         let Some(Finished { ticket, answer }) = finished(self.service) else {
             return;
         };
+        if datagrams::is_quic(&ticket) {
+            if let Some(quic) = &mut self.quic {
+                quic.answer(ticket, answer, self.date, self.now);
+            }
+            return;
+        }
         let index = ticket.slot as usize;
         let Some(slot) = self.slots.all.get_mut(index) else {
             return;
@@ -608,6 +622,7 @@ impl<S: Service, K> Core<S, K> {
         let deliverer = Deliverer {
             service,
             slots: &mut self.slots,
+            quic: self.quic.as_deref_mut(),
             buffers,
             budget,
             date,
@@ -617,6 +632,15 @@ impl<S: Service, K> Core<S, K> {
     }
 }
 
+/// Whether the connection `ticket` was given to, a slot's or a QUIC one's, is still open.
+fn is_live<K>(slots: &Slots<K>, quic: Option<&Endpoint>, ticket: &Ticket) -> bool {
+    match datagrams::is_quic(ticket) {
+        true => quic.is_some_and(|quic| quic.is_live(ticket)),
+        false => slots.is_live(ticket),
+    }
+}
+
+mod datagrams;
 mod drain;
 mod links;
 mod slots;

@@ -11,6 +11,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use super::core::{Core, LinkOrder, Next, Swept};
+use super::udp::QuicSocket;
 use super::Listener;
 use crate::service::Service;
 use crate::sys::{self, Epoll, Events, ACCEPTABLE, HANGUP, READABLE, WRITABLE};
@@ -20,6 +21,8 @@ use crate::transport::Listening;
 const LISTENERS: u64 = u64::MAX - 15;
 /// The token of the eventfd that says to drain (`signals.rs`).
 const WAKE: u64 = LISTENERS - 1;
+/// The token of the QUIC socket.
+const QUIC: u64 = WAKE - 1;
 /// Tokens from here up (to the listeners) name PostgreSQL connections; below, HTTP
 /// connection slots.
 const DATABASE: u64 = 1 << 32;
@@ -45,6 +48,8 @@ pub struct Worker<S> {
     /// Connections that left input to process for their next pass (a connection processes a
     /// bounded amount per pass): flushed again after the next wait, which does not block.
     again: Vec<usize>,
+    /// The QUIC endpoint's UDP socket, if the worker serves HTTP/3.
+    quic: Option<QuicSocket>,
 }
 
 #[derive(Default)]
@@ -65,6 +70,13 @@ impl<S: Service> Worker<S> {
         let links = core.links();
         let epoll = Epoll::new()?;
         epoll.add(&wake, ACCEPTABLE, WAKE)?;
+        let (udp, listeners): (Vec<_>, Vec<_>) = listeners
+            .into_iter()
+            .partition(|listener| listener.kind == Listening::Quic);
+        let quic = udp
+            .into_iter()
+            .next()
+            .map(|udp| QuicSocket::new(udp.socket));
         Ok(Worker {
             core,
             epoll,
@@ -76,6 +88,7 @@ impl<S: Service> Worker<S> {
             links: (0..links).map(|_| LinkSocket::default()).collect(),
             completed: Vec::new(),
             again: Vec::new(),
+            quic,
         })
     }
 
@@ -88,6 +101,9 @@ impl<S: Service> Worker<S> {
                 for (i, listener) in self.listeners.iter().enumerate() {
                     self.epoll
                         .add(&listener.socket, ACCEPTABLE, LISTENERS + i as u64)?;
+                }
+                if let Some(quic) = &self.quic {
+                    self.epoll.add(&quic.socket, READABLE, QUIC)?;
                 }
                 self.listening = true;
             }
@@ -109,6 +125,7 @@ impl<S: Service> Worker<S> {
                 match token {
                     token if token >= LISTENERS => self.accept_all((token - LISTENERS) as usize),
                     WAKE => self.drain(),
+                    QUIC => self.on_quic_event(flags),
                     token if token >= DATABASE => {
                         self.on_link_event((token - DATABASE) as usize, flags)
                     }
@@ -119,6 +136,7 @@ impl<S: Service> Worker<S> {
             self.core.on_timers();
             self.flush_links();
             self.deliver_completed();
+            self.send_datagrams();
             let mut found = Vec::new();
             if self.core.sweep(|index, swept| found.push((index, swept))) {
                 for (index, swept) in found {
@@ -131,6 +149,29 @@ impl<S: Service> Worker<S> {
             }
         }
         Ok(())
+    }
+
+    /// The QUIC socket is readable (every datagram waiting is taken) or writable again
+    /// (sent at the end of the iteration).
+    fn on_quic_event(&mut self, flags: u32) {
+        if let Some(quic) = self.quic.as_mut().filter(|_| flags & READABLE != 0) {
+            quic.receive_all(&mut self.core);
+        }
+    }
+
+    /// Sends the QUIC endpoint's batches; while the socket's buffer is full, it is
+    /// watched for room.
+    fn send_datagrams(&mut self) {
+        let Some(quic) = &mut self.quic else { return };
+        let was_blocked = quic.blocked;
+        quic.blocked = quic.send_all(&mut self.core);
+        if quic.blocked != was_blocked {
+            let interest = match quic.blocked {
+                true => READABLE | WRITABLE,
+                false => READABLE,
+            };
+            let _ = self.epoll.modify(&quic.socket, interest, QUIC);
+        }
     }
 
     /// A signal asked the worker to stop: it closes its listeners (once every worker has,

@@ -9,6 +9,7 @@ mod core;
 mod epoll;
 mod signals;
 mod supervisor;
+mod udp;
 mod uring;
 
 pub use self::core::Limits;
@@ -38,23 +39,41 @@ pub struct Listener {
 pub fn listeners(ports: &[(u16, Listening)], threads: usize) -> io::Result<Vec<Vec<Listener>>> {
     let on_port =
         |port: u16| move |err: io::Error| io::Error::new(err.kind(), format!("port {port}: {err}"));
-    for &(port, _) in ports {
-        sys::ensure_port_free(port).map_err(on_port(port))?;
+    for &(port, kind) in ports {
+        match kind {
+            Listening::Quic => sys::ensure_udp_port_free(port),
+            _ => sys::ensure_port_free(port),
+        }
+        .map_err(on_port(port))?;
     }
     if let Err(err) = sys::raise_open_files_limit() {
         crate::log!("could not raise the open-files limit: {err}");
     }
-    (0..threads)
+    let listeners: Vec<Vec<Listener>> = (0..threads)
         .map(|_| {
             ports
                 .iter()
                 .map(|&(port, kind)| {
-                    let socket = sys::reuseport_listener(port).map_err(on_port(port))?;
+                    let socket = match kind {
+                        Listening::Quic => sys::udp_socket(port),
+                        _ => sys::reuseport_listener(port),
+                    };
+                    let socket = socket.map_err(on_port(port))?;
                     Ok(Listener { socket, kind })
                 })
-                .collect()
+                .collect::<io::Result<_>>()
         })
-        .collect()
+        .collect::<io::Result<_>>()?;
+    // The group's sockets are in the order bound: worker i's is the i-th.
+    let first_quic = listeners.first().and_then(|first| {
+        first
+            .iter()
+            .find(|listener| listener.kind == Listening::Quic)
+    });
+    if let Some(quic) = first_quic {
+        sys::route_by_connection_id(&quic.socket, threads)?;
+    }
+    Ok(listeners)
 }
 
 /// Each thread's listeners with the eventfd that tells its worker to drain, and the thread
@@ -62,9 +81,14 @@ pub fn listeners(ports: &[(u16, Listening)], threads: usize) -> io::Result<Vec<V
 fn with_wakers(
     listeners: Vec<Vec<Listener>>,
     limits: &Limits,
-) -> io::Result<Vec<(Vec<Listener>, OwnedFd)>> {
+) -> io::Result<Vec<(u8, Vec<Listener>, OwnedFd)>> {
     let wakers = Wakers::new(listeners.len())?;
-    let inputs = listeners.into_iter().zip(wakers.take()?).collect();
+    // A worker's index is the first byte of its QUIC connection IDs (`quic/cid.rs`).
+    let inputs = (0..=u8::MAX)
+        .zip(listeners)
+        .zip(wakers.take()?)
+        .map(|((index, listeners), wake)| (index, listeners, wake))
+        .collect();
     wakers.listen(limits.drain_timeout);
     Ok(inputs)
 }
@@ -84,9 +108,10 @@ where
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
     let inputs = with_wakers(listeners, &limits)?;
-    supervise("gnosis", inputs, move |(listeners, wake), _| {
+    supervise("gnosis", inputs, move |(index, listeners, wake), _| {
         let (service, pool) = new_worker();
         let core = Core::new(service, pool, limits).with_tls(tls.clone());
+        let core = core.with_quic(index, &listeners);
         epoll::Worker::new(listeners, wake, core)?.run()
     })
 }
@@ -107,12 +132,17 @@ where
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
     let inputs = with_wakers(listeners, &limits)?;
-    supervise("gnosis-uring", inputs, move |(listeners, wake), started| {
-        // The ring is made on the thread that uses it (SINGLE_ISSUER).
-        let (service, pool) = new_worker();
-        let core = Core::new(service, pool, limits).with_tls(tls.clone());
-        let worker = uring::Worker::new(listeners, wake, core, options)?;
-        started.ready(format!("rings ready ({})", worker.setup().describe()));
-        worker.run()
-    })
+    supervise(
+        "gnosis-uring",
+        inputs,
+        move |(index, listeners, wake), started| {
+            // The ring is made on the thread that uses it (SINGLE_ISSUER).
+            let (service, pool) = new_worker();
+            let core = Core::new(service, pool, limits).with_tls(tls.clone());
+            let core = core.with_quic(index, &listeners);
+            let worker = uring::Worker::new(listeners, wake, core, options)?;
+            started.ready(format!("rings ready ({})", worker.setup().describe()));
+            worker.run()
+        },
+    )
 }

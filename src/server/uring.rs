@@ -6,6 +6,7 @@
 //! appended to the connection's input and the buffer goes straight back to the kernel;
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
+mod quic;
 mod ring;
 mod slot;
 
@@ -20,6 +21,7 @@ use self::ring::{unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
 pub use self::ring::{RingSetup, UringOptions};
 use self::slot::{Life, RecvOp, SendOp, SlotIo};
 use super::core::{Core, LinkOrder, Next, Swept};
+use super::udp::QuicSocket;
 use super::Listener;
 use crate::service::Service;
 use crate::sys;
@@ -54,6 +56,9 @@ const CLOSE: u64 = 9;
 const LINK_CANCEL: u64 = 10;
 /// The poll on the eventfd that says to drain (`signals.rs`).
 const WAKE: u64 = 11;
+/// The multishot poll on the QUIC socket for datagrams, and the poll for room to send.
+const QUIC_READABLE: u64 = 12;
+const QUIC_WRITABLE: u64 = 13;
 const GENERATION_MASK: u32 = 0xff_ffff;
 
 fn user_data(kind: u64, generation: u32, index: usize) -> u64 {
@@ -124,6 +129,9 @@ pub struct Worker<S> {
     /// bounded amount per pass): advanced again after the next wait, which does not block.
     again: Vec<usize>,
     completed: Vec<usize>,
+    /// The QUIC endpoint's UDP socket, if the worker serves HTTP/3, and whether its
+    /// multishot poll for datagrams is armed.
+    quic: Option<(QuicSocket, bool)>,
 }
 
 impl<S: Service> Worker<S> {
@@ -141,6 +149,13 @@ impl<S: Service> Worker<S> {
         ring.push_plain(poll)?;
         let buffers = BufferRing::register(&ring, options.buffers)?;
         let links = (0..core.links()).map(|_| LinkIo::default()).collect();
+        let (udp, listeners): (Vec<_>, Vec<_>) = listeners
+            .into_iter()
+            .partition(|listener| listener.kind == Listening::Quic);
+        let quic = udp
+            .into_iter()
+            .next()
+            .map(|udp| (QuicSocket::new(udp.socket), false));
         Ok(Worker {
             ring,
             buffers,
@@ -157,6 +172,7 @@ impl<S: Service> Worker<S> {
             dirty: Vec::new(),
             again: Vec::new(),
             completed: Vec::new(),
+            quic,
         })
     }
 
@@ -171,6 +187,7 @@ impl<S: Service> Worker<S> {
         while !self.core.drained() {
             if !self.accept_paused && self.core.ready_to_listen() {
                 self.arm_accepts()?;
+                self.arm_quic()?;
             }
             self.sync_links()?;
             let timeout = match self.again.is_empty() {
@@ -217,6 +234,7 @@ impl<S: Service> Worker<S> {
             }
             self.advance_dirty()?;
             self.send_links()?;
+            self.send_datagrams()?;
         }
         Ok(())
     }
@@ -287,6 +305,7 @@ impl<S: Service> Worker<S> {
             LINK_SEND => self.on_link_send(index, result),
             LINK_CANCEL => self.on_link_cancel(index),
             WAKE => self.drain(),
+            QUIC_READABLE | QUIC_WRITABLE => self.on_quic(kind, flags),
             // The cancels of one receive report nothing we need (the receive completes
             // too), nor do closes.
             _ => Ok(()),

@@ -22,6 +22,9 @@ impl<S: Service, K> Core<S, K> {
             return;
         }
         self.worker.drain_by = Some(self.worker.now + self.worker.limits.drain_timeout);
+        if let Some(quic) = &mut self.quic {
+            quic.drain(self.worker.now);
+        }
         for (index, slot) in self.slots.all.iter().enumerate() {
             if slot.socket.is_some() {
                 found(index);
@@ -29,11 +32,17 @@ impl<S: Service, K> Core<S, K> {
         }
     }
 
-    /// Whether the worker is done: its drain began and every connection is closed, or the
-    /// deadline passed (what is left is closed with the worker).
+    /// Whether the worker is done: its drain began and every connection is closed (QUIC's
+    /// too, their closes sent), or the deadline passed (what is left is closed with the
+    /// worker).
     pub fn drained(&self) -> bool {
-        self.worker
-            .drain_by
-            .is_some_and(|by| self.open_connections() == 0 || self.worker.now >= by)
+        let Some(by) = self.worker.drain_by else {
+            return false;
+        };
+        let quic_done = self
+            .quic
+            .as_ref()
+            .is_none_or(|quic| quic.serving() == 0 && quic.outbox_is_empty());
+        (self.open_connections() == 0 && quic_done) || self.worker.now >= by
     }
 }

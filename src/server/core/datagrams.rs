@@ -1,0 +1,93 @@
+//! The worker's QUIC endpoint, beside its table of stream connections: the datagrams its
+//! UDP socket receives go in here, its batches to send come out of [`Core::outbox`], its
+//! connections' deadlines run with the worker's timers, and the answers the database or a
+//! timer finish reach its requests by their tickets ([`QUIC_SLOT`]).
+
+use super::{Core, Worker};
+use crate::h3;
+use crate::http::Ticket;
+use crate::quic::{Endpoint, Outbox, Serve, QUIC_SLOT};
+use crate::server::Listener;
+use crate::service::{Context, Service, Serving};
+use crate::sys::Received;
+use crate::transport::Listening;
+
+impl<S: Service, K> Core<S, K> {
+    /// Serves HTTP/3 on worker `index`'s QUIC endpoint (the index its connection IDs
+    /// carry), when it has a QUIC socket among its `listeners` and a TLS configuration.
+    pub fn with_quic(mut self, index: u8, listeners: &[Listener]) -> Self {
+        let has_socket = listeners.iter().any(|l| l.kind == Listening::Quic);
+        if let Some(tls) = self.worker.tls.as_ref().filter(|_| has_socket) {
+            let limits = h3::Limits {
+                max_body: self.worker.service.max_body(),
+                ..h3::Limits::default()
+            };
+            let (max, idle) = (
+                self.worker.limits.max_conns,
+                self.worker.limits.timeouts.idle,
+            );
+            let config = crate::quic::with_idle_timeout(&tls.quic(), idle);
+            self.quic = Some(Box::new(Endpoint::new(index, config, max, limits)));
+        }
+        self
+    }
+
+    /// What one receive brought: `bytes`, one datagram or several of `segment` bytes each.
+    pub fn datagrams(&mut self, received: &Received, bytes: &[u8]) {
+        let Some(quic) = &mut self.quic else { return };
+        let ecn = quinn_proto::EcnCodepoint::from_bits(received.ecn);
+        let segment = received.segment.unwrap_or(bytes.len()).max(1);
+        with_serve(&mut self.worker, |serve| {
+            for datagram in bytes.chunks(segment) {
+                quic.handle(received.from, None, ecn, datagram, serve);
+            }
+        });
+    }
+
+    /// The endpoint's batches to send, if it has any.
+    pub fn outbox(&mut self) -> Option<&mut Outbox> {
+        self.quic.as_deref_mut().map(Endpoint::outbox)
+    }
+
+    /// Runs the QUIC connections' deadlines that are due.
+    pub(super) fn run_quic_deadlines(&mut self) {
+        if let Some(quic) = &mut self.quic {
+            with_serve(&mut self.worker, |serve| quic.on_timers(serve));
+        }
+    }
+}
+
+/// Runs `f` with what a QUIC connection's requests are answered with.
+fn with_serve<S: Service, T>(
+    worker: &mut Worker<S>,
+    f: impl FnOnce(&mut Serve<'_, Serving<'_, '_, '_, S>>) -> T,
+) -> T {
+    let Worker {
+        service,
+        pool,
+        date,
+        now,
+        timers,
+        ..
+    } = worker;
+    let mut cx = Context {
+        date,
+        now: *now,
+        db: pool,
+        timers,
+    };
+    let mut serving = Serving {
+        service,
+        cx: &mut cx,
+    };
+    f(&mut Serve {
+        handler: &mut serving,
+        date,
+        now: *now,
+    })
+}
+
+/// Whether `ticket` names a request of a QUIC connection.
+pub(super) fn is_quic(ticket: &Ticket) -> bool {
+    ticket.slot & QUIC_SLOT != 0
+}
