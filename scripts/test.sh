@@ -29,6 +29,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
+step "Python packages: aioquic, an HTTP/3 client independent of gnosis (tests/h3.rs)"
+python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore aioquic
+
 step "PostgreSQL: the private cluster (scripts/pg.sh)"
 bash scripts/pg.sh start
 
@@ -56,9 +59,10 @@ step "HttpArena: scripts/tool verify httparena against both binaries"
 # binaries serve (the WebSocket family on the cleartext port; json-tls and 8gbit over TLS on a
 # second port, with a certificate made for the run; static from a folder of made-up files;
 # baseline-h2, static-h2 and unary-grpc-tls over h2 on a TLS port, baseline-h2c on an h2c port,
-# unary-grpc over h2c on the cleartext port);
+# unary-grpc over h2c on the cleartext port, baseline-h3 and static-h3 over QUIC on the TLS
+# port's number);
 # async-db's and fortunes' answers are compared with that database's rows.
-arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes,latency-1m,latency-10k,json-tls,8gbit,static,echo-ws,echo-ws-pipeline,echo-ws-limited,baseline-h2,static-h2,baseline-h2c,unary-grpc,unary-grpc-tls
+arena_profiles=baseline,limited-conn,pipelined,json,async,async-db,fortunes,latency-1m,latency-10k,json-tls,8gbit,static,echo-ws,echo-ws-pipeline,echo-ws-limited,baseline-h2,static-h2,baseline-h2c,unary-grpc,unary-grpc-tls,baseline-h3,static-h3
 for binary in target/release/gnosis target/release/gnosis-uring; do
     (
         unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE

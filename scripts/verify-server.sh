@@ -30,7 +30,9 @@ venue_args=()
 # Every listener on a free port, so that a server already running (scripts/run.sh) or a test
 # beside this one never holds one of them.
 tls_port="$(free_port)" h2_port="$(free_port)" h2c_port="$(free_port)"
-server_args=(--tls-port "$tls_port" --h2-tls-port "$h2_port" --h2c-port "$h2c_port")
+# HTTP/3 on UDP at the h2 port's number, as HttpArena's 8443 serves both (TFB's run binds no
+# certificate, so no QUIC socket).
+server_args=(--tls-port "$tls_port" --h2-tls-port "$h2_port" --h2c-port "$h2c_port" --h3-port "$h2_port")
 if [ "${1:-}" = --httparena ]; then
     venue=httparena
     export DATASET_PATH="$PWD/data/dataset.json"

@@ -45,12 +45,22 @@ pub struct Server {
     pub h2c_port: u16,
     pub tls_port: u16,
     pub h2_tls_port: u16,
+    /// HTTP/3's UDP port (served when there is a certificate).
+    pub h3_port: u16,
     /// The server's stderr, shown when the test fails.
     log: std::path::PathBuf,
 }
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
@@ -90,6 +100,7 @@ pub struct OtherPorts {
     pub h2c: u16,
     pub tls: u16,
     pub h2_tls: u16,
+    pub h3: u16,
 }
 
 impl OtherPorts {
@@ -98,6 +109,7 @@ impl OtherPorts {
             h2c: free_port(),
             tls: free_port(),
             h2_tls: free_port(),
+            h3: free_udp_port(),
         }
     }
 
@@ -107,6 +119,7 @@ impl OtherPorts {
             ("--h2c-port", self.h2c),
             ("--tls-port", self.tls),
             ("--h2-tls-port", self.h2_tls),
+            ("--h3-port", self.h3),
         ]
         .into_iter()
         .flat_map(|(flag, port)| [flag.to_string(), port.to_string()])
@@ -199,6 +212,7 @@ impl Server {
             h2c_port: others.h2c,
             tls_port: others.tls,
             h2_tls_port: others.h2_tls,
+            h3_port: others.h3,
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -615,7 +615,7 @@ class H2Profiles(StandInCase):
                    PGHOST="/nonexistent-gnosis-test-database")
         server = subprocess.Popen([binary, "--port", str(port), "--threads", "1",
                                    "--tls-port", str(tls), "--h2-tls-port", str(h2),
-                                   "--h2c-port", str(h2c)],
+                                   "--h2c-port", str(h2c), "--h3-port", str(h2)],
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.addCleanup(server.wait)
         self.addCleanup(server.kill)
@@ -625,8 +625,9 @@ class H2Profiles(StandInCase):
                                        rng=random.Random(19), h2_port=h2, h2c_port=h2c)
         passed = validator.run(httparena_h2.PROFILES)
         self.assertTrue(passed, out.getvalue())
-        # baseline-h2 4, baseline-h2c 5, static-h2 5, unary-grpc 2, unary-grpc-tls 2.
-        self.assertEqual(validator.passed, 4 + 5 + 5 + 2 + 2, out.getvalue())
+        # baseline-h2 4, baseline-h2c 5, static-h2 5, unary-grpc 2, unary-grpc-tls 2,
+        # baseline-h3 1 + 4, static-h3 1 + 5.
+        self.assertEqual(validator.passed, 4 + 5 + 5 + 2 + 2 + 5 + 6, out.getvalue())
 
 
 class WsStandIn(socketserver.ThreadingTCPServer):

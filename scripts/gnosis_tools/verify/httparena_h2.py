@@ -20,14 +20,25 @@ gRPC is not in that snapshot; its checks follow HttpArena's later validate.sh ("
   as there; tests/h2.rs checks the trailers with nghttp) 0, and the reply's result the sum.
   That validate.sh also runs its TLS posture and quality probes on unary-grpc-tls; those are
   not repeated here.
+HTTP/3 is not in that snapshot either; its checks follow HttpArena's PR #1304 (2026-08-24,
+shared/httparena-protocols.md, "H3"): readiness, Content-Type, sizes and 404 over h2 on the
+TCP port, as baseline-h2 and static-h2 check them, and over QUIC on the same port number (UDP)
+4 x GET with HttpArena's own h2load-h3 (`--alpn-list=h3`), which must give 4/4 2xx with ALPN h3:
+- baseline-h3 (1 + baseline-h2's 4 checks): 4 x /baseline2?a=13&b=42 over QUIC;
+- static-h3 (1 + static-h2's 5 checks): 4 x /static/reset.css over QUIC.
+h2load-h3 is ../shared/anchors/tools/h2load-h3 beside the repository, or H2LOAD_H3.
 """
 
 import os
+import re
 import struct
 import subprocess
 import tempfile
 
-PROFILES = ["baseline-h2", "baseline-h2c", "static-h2", "unary-grpc", "unary-grpc-tls"]
+PROFILES = ["baseline-h2", "baseline-h2c", "static-h2", "unary-grpc", "unary-grpc-tls",
+            "baseline-h3", "static-h3"]
+H2LOAD_H3 = os.environ.get("H2LOAD_H3") or os.path.normpath(os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "..", "shared", "anchors", "tools", "h2load-h3"))
 DEFAULT_H2_PORT = 8443
 DEFAULT_H2C_PORT = 8082
 GET_SUM = "/benchmark.BenchmarkService/GetSum"
@@ -128,6 +139,14 @@ class H2Checks:
         if "static-h2" in profiles:
             print("[test] static-h2 endpoint", file=out)
             self.static()
+        if "baseline-h3" in profiles:
+            print("[test] baseline-h3 endpoint", file=out)
+            self.over_quic("/baseline2?a=13&b=42")
+            self.baseline(self.h2, ["-k", "--http2"], "over HTTP/2", "")
+        if "static-h3" in profiles:
+            print("[test] static-h3 endpoint", file=out)
+            self.over_quic("/static/reset.css")
+            self.static()
         if "unary-grpc" in profiles:
             print("[test] unary-grpc endpoint (h2c on :%d)" % self.validator.port, file=out)
             for label in ("GetSum over h2c", "GetSum over h2c (second random pair)"):
@@ -185,6 +204,22 @@ class H2Checks:
         missing = Curl(options + [self.h2 + "/static/nonexistent.txt"])
         self.expect("GET /static/nonexistent.txt", missing.status == "404", missing.status,
                     "expected 404, got %s" % missing.status)
+
+    def over_quic(self, path):
+        """4 x GET `path` over QUIC with h2load-h3: 4/4 2xx, ALPN h3."""
+        label = "4 x GET %s over HTTP/3 (QUIC)" % path
+        try:
+            completed = subprocess.run(
+                [H2LOAD_H3, "--alpn-list=h3", "-n", "4", "-c", "1", "-t", "1",
+                 self.h2 + path], capture_output=True, timeout=60)
+            report = completed.stdout.decode("latin-1")
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return self.validator.fail(label, "h2load-h3 (%s) did not run: %s" % (H2LOAD_H3, error))
+        ok = re.search(r"status codes: (\d+) 2xx", report)
+        alpn = re.search(r"Application protocol: (\S+)", report)
+        twos, protocol = (int(ok.group(1)) if ok else 0), (alpn.group(1) if alpn else None)
+        self.expect(label, twos == 4 and protocol == "h3", "4/4 2xx, ALPN h3",
+                    "%d/4 2xx, ALPN %s" % (twos, protocol))
 
     def get_sum(self, label, base, options):
         v = self.validator

@@ -1,0 +1,103 @@
+"""An HTTP/3 client independent of gnosis (aioquic's QUIC, HTTP/3 and QPACK), for tests/h3.rs.
+
+    client.py PORT REQUEST...   where REQUEST is METHOD:PATH[:BODY]
+
+sends every request on one connection (ALPN h3, certificate not verified) and prints one
+JSON line: the ALPN agreed, and per request its status, headers and body (latin-1), or the
+error the stream or the connection ended with. With H3_TELL_FIRST set, it prints the line
+`first answered` as soon as the first request's answer is in (the others are sent with it),
+and waits for the connection to close before the JSON line.
+"""
+
+import asyncio
+import json
+import os
+import ssl
+import sys
+
+from aioquic.asyncio.client import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated, StreamReset
+
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.h3 = H3Connection(self._quic)
+        self.answers = {}
+        self.waiting = {}
+        self.closed = None
+        self.terminated = asyncio.get_running_loop().create_future()
+
+    def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            self.closed = {"error_code": event.error_code, "reason": event.reason_phrase}
+            self.terminated.set_result(None)
+            for future in self.waiting.values():
+                if not future.done():
+                    future.set_result(None)
+            return
+        if isinstance(event, StreamReset) and event.stream_id in self.waiting:
+            self.answers[event.stream_id]["reset"] = event.error_code
+            self.waiting[event.stream_id].set_result(None)
+            return
+        for h3_event in self.h3.handle_event(event):
+            answer = self.answers.get(h3_event.stream_id)
+            if answer is None:
+                continue
+            if isinstance(h3_event, HeadersReceived):
+                headers = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in h3_event.headers]
+                answer.setdefault("headers", []).extend(headers)
+            elif isinstance(h3_event, DataReceived):
+                answer["body"] += h3_event.data.decode("latin-1")
+            if h3_event.stream_ended:
+                self.waiting[h3_event.stream_id].set_result(None)
+
+    async def request(self, method, path, body, port):
+        stream_id = self._quic.get_next_available_stream_id()
+        headers = [
+            (b":method", method.encode()),
+            (b":scheme", b"https"),
+            (b":authority", f"localhost:{port}".encode()),
+            (b":path", path.encode()),
+        ]
+        if body is not None:
+            headers.append((b"content-length", str(len(body)).encode()))
+        self.h3.send_headers(stream_id, headers, end_stream=body is None)
+        if body is not None:
+            self.h3.send_data(stream_id, body.encode(), end_stream=True)
+        self.answers[stream_id] = {"body": ""}
+        self.waiting[stream_id] = asyncio.get_running_loop().create_future()
+        self.transmit()
+        await asyncio.wait_for(self.waiting[stream_id], 10)
+        return self.answers[stream_id]
+
+
+async def main(port, requests):
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
+    config.verify_mode = ssl.CERT_NONE
+    async with connect("127.0.0.1", port, configuration=config, create_protocol=Client) as client:
+        tasks = [
+            asyncio.ensure_future(client.request(method, path, body, port))
+            for method, path, body in requests
+        ]
+        if os.environ.get("H3_TELL_FIRST"):
+            await tasks[0]
+            print("first answered", flush=True)
+        answers = await asyncio.gather(*tasks)
+        if os.environ.get("H3_TELL_FIRST"):
+            await asyncio.wait_for(client.terminated, 30)
+        alpn = client._quic.tls.alpn_negotiated
+        print(json.dumps({"alpn": alpn, "answers": answers, "closed": client.closed}))
+
+
+def parse(request):
+    method, path, *body = request.split(":", 2)
+    return method, path, body[0] if body else None
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]), [parse(r) for r in sys.argv[2:]]))
