@@ -25,6 +25,8 @@ DEFAULT_ANCHORS_DIR = shared_path("anchors", "bin")
 DEFAULT_HTTPARENA_DIR = shared_path("anchors", "httparena")
 # HttpArena's load generator, for the WebSocket tests (../shared/anchors/tools/README.md).
 GCANNON = shared_path("anchors", "tools", "gcannon")
+# HttpArena's HTTP/3 load generator: nghttp2's h2load built with ngtcp2 and nghttp3.
+H2LOAD_H3 = shared_path("anchors", "tools", "h2load-h3")
 ANCHOR_PREFIX = "anchor:"
 ANCHOR_PORT = 8080
 # The anchors' N-query URLs differ from TFB's benchmark_config ones (?queries=N).

@@ -52,6 +52,7 @@ GRPC_PATH = "/benchmark.BenchmarkService/GetSum"
 GRPC_SUM_FRAME = bytes.fromhex("000000000408011002")
 H2_STREAMS = 100
 STATIC_H2_STREAMS = 32
+H3_STREAMS = 64
 
 TESTS = [
     Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
@@ -81,6 +82,10 @@ TESTS = [
     Test("baseline-h2c", "/baseline2?a=1&b=1", "connections", ACCEPT_PLAIN, h2="h2c", streams=H2_STREAMS),
     Test("static-h2", "/static/" + STATIC_H2_FILES[0], "connections", ACCEPT_PLAIN, h2="tls",
          streams=STATIC_H2_STREAMS, uris=tuple("/static/" + f for f in STATIC_H2_FILES)),  # fmt: skip
+    # HttpArena's H3 profiles (scripts/lib/tools/h2load-h3.sh): 64 streams on each connection.
+    Test("baseline-h3", "/baseline2?a=1&b=1", "connections", ACCEPT_PLAIN, h2="h3", streams=H3_STREAMS),
+    Test("static-h3", "/static/" + STATIC_H2_FILES[0], "connections", ACCEPT_PLAIN, h2="h3",
+         streams=H3_STREAMS, uris=tuple("/static/" + f for f in STATIC_H2_FILES)),  # fmt: skip
     Test("unary-grpc", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="h2c-http", streams=H2_STREAMS, grpc=True),
     Test("unary-grpc-tls", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="tls", streams=H2_STREAMS, grpc=True),
 ]
@@ -88,10 +93,13 @@ DB_TESTS = ("async-db", "arena-fortunes")  # against HttpArena's database
 KEPT_TESTS = ("json-tls-kept",)  # ours, run when named
 WS_TESTS = ("echo-ws", "echo-ws-pipeline", "echo-ws-limited")
 H2_TESTS = ("baseline-h2", "baseline-h2c", "static-h2")
+H3_TESTS = ("baseline-h3", "static-h3")
 GRPC_TESTS = ("unary-grpc", "unary-grpc-tls")
 GROUPS = {
-    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS + WS_TESTS + H2_TESTS + GRPC_TESTS + KEPT_TESTS],
+    "httparena": [t.name for t in TESTS
+                  if t.name not in DB_TESTS + WS_TESTS + H2_TESTS + H3_TESTS + GRPC_TESTS + KEPT_TESTS],
     "arena-h2": list(H2_TESTS + GRPC_TESTS),
+    "arena-h3": list(H3_TESTS),
     "arena-db": list(DB_TESTS),
     "arena-ws": list(WS_TESTS),
 }
@@ -119,6 +127,7 @@ LEVELS = {
     "echo-ws-pipeline": [512, 4096],
     "echo-ws-limited": [512, 4096],
     **dict.fromkeys(H2_TESTS + GRPC_TESTS, [64, 256]),
+    **dict.fromkeys(H3_TESTS, [64]),  # HttpArena's one level
 }
 
 KEPT_OPEN_NOTE = (

@@ -10,6 +10,7 @@ latency (`--log-file`), from which the percentiles are taken here."""
 import math
 import tempfile
 
+from .anchors import H2LOAD_H3
 from .load import run_load
 
 WARM_UP_S = 1
@@ -82,12 +83,14 @@ def percentiles(sorted_values):
 
 
 def h2_command(url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None, h2c=False,
-               requests=None):  # fmt: skip
+               requests=None, h3=False):  # fmt: skip
     """HttpArena's H2 and gRPC load (its scripts/lib/tools/h2load.sh): `streams` in flight on each
     of `connections` HTTP/2 connections for `duration` seconds (or just `requests` in all); with
     `uri_file`, its URIs in turn (h2load -i, the scheme, host and port of the first for all); with
-    `grpc_body_file`, each request a gRPC POST of it."""
-    command = ["h2load", "-c", str(connections), "-m", str(streams), "-t", str(threads)]
+    `grpc_body_file`, each request a gRPC POST of it. `h3`: its H3 load (scripts/lib/tools/h2load-h3.sh),
+    the same over QUIC with HttpArena's h2load-h3."""
+    program = [str(H2LOAD_H3), "--alpn-list=h3"] if h3 else ["h2load"]
+    command = program + ["-c", str(connections), "-m", str(streams), "-t", str(threads)]
     if requests:
         command += ["-n", str(requests)]
     else:
@@ -102,10 +105,12 @@ def h2_command(url, connections, threads, duration, streams, uri_file=None, grpc
     return command + [url]
 
 
-def run_h2(server, url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None, h2c=False):
-    """One HTTP/2 run against `server` as fast as h2load goes, measured by load.run_load."""
+def run_h2(server, url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None, h2c=False,
+           h3=False):  # fmt: skip
+    """One HTTP/2 (or `h3`: HTTP/3) run against `server` as fast as h2load goes, measured by
+    load.run_load."""
     with tempfile.NamedTemporaryFile("r", prefix="h2load-", suffix=".log") as log:
-        command = h2_command(url, connections, threads, duration, streams, uri_file, grpc_body_file, h2c)
+        command = h2_command(url, connections, threads, duration, streams, uri_file, grpc_body_file, h2c, h3=h3)
         command[1:1] = ["--log-file", log.name]
         return run_load(server, command, connections, threads, duration,
                         lambda stdout: parse_h2load_output(stdout, log.readlines(), duration))  # fmt: skip

@@ -68,6 +68,9 @@ def run_test(test, servers, args, log, lineup=None):
     return record
 
 
+H3_PROBE_ATTEMPTS = 10
+
+
 def probe_server(test, server, path, record, log):
     """True if the server answers 200 to `path` (101 to a WebSocket upgrade); else marks the test
     failed (but not the run)."""
@@ -93,17 +96,27 @@ def probe_server(test, server, path, record, log):
 
 
 def probe_h2(test, url):
-    """(200 or what went wrong, 0): one HTTP/2 request by h2load, as the test sends it."""
-    command = h2_command(url, 1, 1, None, 1, grpc_body_file=grpc_file(test), h2c=url.startswith("http:"), requests=1)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    counts = h2load_counts(result.stdout)
-    return (200 if counts.get("2xx") == 1 else f"h2load: {counts or result.stderr.strip()[-200:]}"), 0
+    """(200 or what went wrong, 0): one HTTP/2 (or HTTP/3) request by h2load, as the test sends it.
+    Over HTTP/3, tried for a few seconds: a server's QUIC socket may open after its TCP port
+    (Caddy's does)."""
+    h3 = test.h2 == "h3"
+    command = h2_command(url, 1, 1, None, 1, grpc_body_file=grpc_file(test), h2c=url.startswith("http:"), requests=1,
+                         h3=h3)  # fmt: skip
+    for attempt in range(H3_PROBE_ATTEMPTS if h3 else 1):
+        if attempt:
+            time.sleep(0.5)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        counts = h2load_counts(result.stdout)
+        if counts.get("2xx") == 1:
+            return 200, 0
+    return f"h2load: {counts or result.stderr.strip()[-200:]}", 0
 
 
 def endpoint(test, server):
     """(port, scheme) of `server` that `test` goes to."""
     if test.h2:
-        ports = {"tls": (server.h2_tls_port, "https"), "h2c": (server.h2c_port, "http")}
+        ports = {"tls": (server.h2_tls_port, "https"), "h3": (server.h2_tls_port, "https"),
+                 "h2c": (server.h2c_port, "http")}  # fmt: skip
         return ports.get(test.h2, (server.port, "http"))
     return (server.tls_port, "https") if test.tls else (server.port, "http")
 
@@ -183,7 +196,7 @@ def start_run(test, server, url, connections, threads, duration, pipelined, sche
     uris = uri_file(test, f"{scheme}://{server.host}:{port}") if test.uris else None
     if test.h2:
         return run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
-                      h2c=scheme == "http")  # fmt: skip
+                      h2c=scheme == "http", h3=test.h2 == "h3")  # fmt: skip
     if test.kept:
         return run_kept(server, uris, connections, threads, duration, test.accept)
     if test.websocket:

@@ -49,7 +49,7 @@ class Server:
     def serves(self, test):
         if test.one_worker and not self.one_worker_command or test.tls and not self.tls_port:
             return False
-        if test.h2 == "tls" and not self.h2_tls_port or test.h2 == "h2c" and not self.h2c_port:
+        if test.h2 in ("tls", "h3") and not self.h2_tls_port or test.h2 == "h2c" and not self.h2c_port:
             return False
         return self.tests is None or test.name in self.tests
 

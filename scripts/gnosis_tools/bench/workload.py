@@ -29,6 +29,8 @@ class Test:
     websocket: bool = False
     # Loaded by h2load over HTTP/2 (HttpArena's H2 and gRPC profiles): to the server's h2 TLS port
     # ("tls", ALPN h2), its h2c port ("h2c", prior knowledge) or h2c on its HTTP port ("h2c-http");
+    # or by HttpArena's h2load-h3 over HTTP/3 (its H3 profiles) to QUIC on the h2 TLS port's number
+    # ("h3": the server's command must put HTTP/3 there, gnosis's `--h3-port {h2_tls_port}`);
     # `streams` in flight per connection (h2load -m), the URIs in turn if `uris`, gRPC's framed body.
     h2: str = ""
     streams: int = 0
@@ -72,7 +74,8 @@ def load_description(test):
         return "; ".join(notes)[:1].upper() + "; ".join(notes)[1:]
     if test.h2:
         over = {"tls": "h2 over TLS (ALPN), the server's h2 TLS port", "h2c": "h2c by prior knowledge, the server's "
-                "h2c port", "h2c-http": "h2c by prior knowledge on the server's HTTP port"}[test.h2]  # fmt: skip
+                "h2c port", "h2c-http": "h2c by prior knowledge on the server's HTTP port",
+                "h3": "HTTP/3 over QUIC (h2load-h3), UDP on the server's h2 TLS port's number"}[test.h2]  # fmt: skip
         what = f"the {len(test.uris)} files of HttpArena's static-h2 list in turn" if test.uris else f"`{test.path}`"
         grpc = " (a gRPC GetSum, 9-byte frame, `te: trailers`)" if test.grpc else ""
         return f"h2load, {over}: {what}{grpc}, {test.streams} streams in flight per connection"
