@@ -88,9 +88,16 @@ impl<T> Timers<T> {
 
     /// Calls `due` for every entry whose deadline is not after `now`, earliest first.
     pub fn run(&mut self, now: Instant, mut due: impl FnMut(T)) {
-        while let Some(entry) = self.heap.peek_mut().filter(|entry| entry.at <= now) {
-            due(PeekMut::pop(entry).due);
+        while let Some(entry) = self.pop_due(now) {
+            due(entry);
         }
+    }
+
+    /// The earliest entry whose deadline is not after `now`, taken out: for an owner that
+    /// schedules again while it handles what is due (a QUIC connection's next deadline).
+    pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        let entry = self.heap.peek_mut().filter(|entry| entry.at <= now)?;
+        Some(PeekMut::pop(entry).due)
     }
 
     /// Drops the entries that `is_live` says are dead, once the heap has doubled since the
@@ -150,6 +157,23 @@ mod tests {
         });
         assert_eq!(fired, [1, 4, 2, 3]);
         assert!(timers.is_empty() && timers.earliest().is_none());
+    }
+
+    /// What is scheduled while due entries are taken one by one stays: a QUIC connection
+    /// schedules its next deadline while its last one is handled.
+    #[test]
+    fn entries_scheduled_while_taking_the_due_ones_are_kept() {
+        let start = Instant::now();
+        let mut timers = Timers::default();
+        timers.schedule(start, wakeup(0, 0, 1));
+        while let Some(due) = timers.pop_due(start) {
+            if due.token < 3 {
+                let later = start + Duration::from_millis(due.token);
+                timers.schedule(later, wakeup(0, 0, due.token + 1));
+            }
+        }
+        assert_eq!(timers.len(), 1);
+        assert_eq!(timers.earliest(), Some(start + Duration::from_millis(1)));
     }
 
     #[test]

@@ -9,10 +9,14 @@
 
 mod certs;
 #[cfg(any(test, feature = "test-kit"))]
+mod test_client;
+#[cfg(any(test, feature = "test-kit"))]
 mod test_pair;
 mod tls;
 
 pub use certs::{from_env, listener_config, load, CERT_PATH, KEY_PATH};
+#[cfg(any(test, feature = "test-kit"))]
+pub use test_client::{certificate, client_config};
 #[cfg(any(test, feature = "test-kit"))]
 pub use test_pair::{test_pair, TestPair};
 pub use tls::{TlsConfig, TlsSession, H2, HTTP1};

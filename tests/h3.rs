@@ -45,19 +45,25 @@ fn start(binary: &str, static_dir: &common::BigFile, extra: &[&str]) -> common::
 }
 
 /// aioquic's answers to `requests` (`METHOD:PATH[:BODY]`) on one connection to `port`.
-fn aioquic(port: u16, requests: &[&str]) -> Value {
+fn aioquic(server: &common::Server, requests: &[&str]) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/client.py");
     let output = Command::new("python3")
         .arg(script)
-        .arg(port.to_string())
+        .arg(server.h3_port.to_string())
         .args(requests)
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let sockets = Command::new("ss")
+        .args(["-uapn"])
+        .output()
+        .map(|o| o.stdout);
     assert!(
         output.status.success(),
-        "aioquic failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        "aioquic failed: {stdout}\n{}\nserver: {}\nUDP sockets: {}",
+        String::from_utf8_lossy(&output.stderr),
+        server.log(),
+        String::from_utf8_lossy(&sockets.unwrap_or_default()),
     );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|err| panic!("{err}: {stdout}"))
 }
@@ -79,7 +85,7 @@ fn answers_over_http3(binary: &str) {
     let files = common::BigFile::new(&format!("h3-{}", file_name(binary)));
     let server = start(binary, &files, &[]);
     let got = aioquic(
-        server.h3_port,
+        &server,
         &[
             "GET:/baseline2?a=40&b=2",
             "GET:/nothing-here",

@@ -16,7 +16,8 @@ use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use sha2::{Digest, Sha256};
 
-use common::tls::{certificate, client_config, tls13};
+use ::gnosis::transport::{certificate, client_config};
+use common::tls::tls13;
 use common::{free_port, read_response, HttpResponse, OtherPorts, Server};
 
 fn cert() -> &'static str {

@@ -11,6 +11,7 @@ mod buffers;
 mod date;
 mod head;
 pub mod huffman;
+pub mod prefixed;
 mod request;
 mod send_buffer;
 mod status;

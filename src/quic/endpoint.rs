@@ -167,20 +167,19 @@ impl Endpoint {
 
     /// Runs the connections' deadlines that are due.
     pub fn on_timers<H: Handler>(&mut self, serve: &mut Serve<'_, H>) {
-        let mut deadlines = std::mem::take(&mut self.deadlines);
-        deadlines.run(serve.now, |Deadline { handle, at }| {
+        // Taken one at a time: handling one schedules the connection's next deadline.
+        while let Some(Deadline { handle, at }) = self.deadlines.pop_due(serve.now) {
             if let Some(peer) = self.peer(handle).filter(|peer| peer.deadline == Some(at)) {
                 peer.deadline = None;
                 peer.conn.handle_timeout(serve.now);
                 self.drive(handle, serve);
             }
-        });
+        }
         let peers = &self.peers;
-        deadlines.sweep_when_grown(|deadline| {
+        self.deadlines.sweep_when_grown(|deadline| {
             let peer = peers.get(deadline.handle.0).and_then(Option::as_ref);
             peer.is_some_and(|peer| peer.deadline == Some(deadline.at))
         });
-        self.deadlines = deadlines;
     }
 
     /// The earliest deadline of its connections.

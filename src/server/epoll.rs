@@ -70,13 +70,7 @@ impl<S: Service> Worker<S> {
         let links = core.links();
         let epoll = Epoll::new()?;
         epoll.add(&wake, ACCEPTABLE, WAKE)?;
-        let (udp, listeners): (Vec<_>, Vec<_>) = listeners
-            .into_iter()
-            .partition(|listener| listener.kind == Listening::Quic);
-        let quic = udp
-            .into_iter()
-            .next()
-            .map(|udp| QuicSocket::new(udp.socket));
+        let (quic, listeners) = QuicSocket::take_from(listeners);
         Ok(Worker {
             core,
             epoll,

@@ -6,8 +6,10 @@
 use std::os::fd::OwnedFd;
 
 use super::core::Core;
+use super::Listener;
 use crate::service::Service;
 use crate::sys;
+use crate::transport::Listening;
 
 /// The QUIC endpoint's socket, and where its datagrams are received.
 pub struct QuicSocket {
@@ -19,12 +21,17 @@ pub struct QuicSocket {
 }
 
 impl QuicSocket {
-    pub fn new(socket: OwnedFd) -> Self {
-        QuicSocket {
-            socket,
+    /// The QUIC socket among a worker's `listeners`, if it has one, apart from the others.
+    pub fn take_from(listeners: Vec<Listener>) -> (Option<QuicSocket>, Vec<Listener>) {
+        let (quic, listeners): (Vec<_>, Vec<_>) = listeners
+            .into_iter()
+            .partition(|listener| listener.kind == Listening::Quic);
+        let quic = quic.into_iter().next().map(|quic| QuicSocket {
+            socket: quic.socket,
             buf: vec![0; 64 * 1024],
             blocked: false,
-        }
+        });
+        (quic, listeners)
     }
 
     /// Hands every datagram waiting to the core.

@@ -149,13 +149,8 @@ impl<S: Service> Worker<S> {
         ring.push_plain(poll)?;
         let buffers = BufferRing::register(&ring, options.buffers)?;
         let links = (0..core.links()).map(|_| LinkIo::default()).collect();
-        let (udp, listeners): (Vec<_>, Vec<_>) = listeners
-            .into_iter()
-            .partition(|listener| listener.kind == Listening::Quic);
-        let quic = udp
-            .into_iter()
-            .next()
-            .map(|udp| (QuicSocket::new(udp.socket), false));
+        let (quic, listeners) = QuicSocket::take_from(listeners);
+        let quic = quic.map(|quic| (quic, false));
         Ok(Worker {
             ring,
             buffers,

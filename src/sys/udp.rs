@@ -82,22 +82,8 @@ pub fn route_by_connection_id(socket: impl AsFd, workers: usize) -> io::Result<(
         len: program.len() as u16,
         filter: program.as_ptr().cast_mut(),
     };
-    // SAFETY: the descriptor is borrowed for the call; the option's value is a live
-    // sock_fprog whose size is the length given, pointing at `program`, which outlives
-    // the call (the kernel copies it).
-    let done = unsafe {
-        libc::setsockopt(
-            socket.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_ATTACH_REUSEPORT_CBPF,
-            (&filter as *const libc::sock_fprog).cast(),
-            size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    match done {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
+    // The kernel copies the program, which outlives the call.
+    set_option(socket, libc::SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &filter)
 }
 
 /// What one receive brought: `len` bytes from `from`, datagrams of `segment` bytes each
@@ -254,15 +240,26 @@ pub(super) fn set_int_option(
     name: libc::c_int,
     value: libc::c_int,
 ) -> io::Result<()> {
-    // SAFETY: the descriptor is borrowed for the call, and the option's value is a live
-    // `c_int` whose size is the length given.
+    set_option(socket, level, name, &value)
+}
+
+/// Sets the socket option `name` of `level` to `value`, a value of the type the option takes.
+fn set_option<T>(
+    socket: impl AsFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: the descriptor is borrowed for the call, and the option's value is a live `T`
+    // whose size is the length given; what it points to (a filter's program) is the
+    // caller's to keep alive for the call.
     let done = unsafe {
         libc::setsockopt(
             socket.as_fd().as_raw_fd(),
             level,
             name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
         )
     };
     match done {

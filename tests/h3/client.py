@@ -72,7 +72,12 @@ class Client(QuicConnectionProtocol):
         self.answers[stream_id] = {"body": ""}
         self.waiting[stream_id] = asyncio.get_running_loop().create_future()
         self.transmit()
-        await asyncio.wait_for(self.waiting[stream_id], 10)
+        try:
+            await asyncio.wait_for(self.waiting[stream_id], 10)
+        except asyncio.TimeoutError:
+            seen = {k: {"bytes": len(v["body"]), "headers": v.get("headers")} for k, v in self.answers.items()}
+            print("unanswered stream %d; so far %r" % (stream_id, seen), file=sys.stderr)
+            raise
         return self.answers[stream_id]
 
 

@@ -7,6 +7,7 @@ use std::ops::Range;
 
 use super::table::{self, DynamicTable, Field, Name};
 use crate::http::huffman::{self, HuffmanError};
+use crate::http::prefixed::{self, IntegerError};
 use crate::http::{lent, BufferPool};
 
 /// Why a header block cannot be decoded; the decoder's state is then lost (RFC 7541, 2.3
@@ -72,30 +73,11 @@ impl Reader<'_> {
     /// An integer with an N-bit prefix (RFC 7541, 5.1); the first byte's other bits are
     /// the caller's.
     fn integer(&mut self, prefix_bits: u32) -> Result<usize, DecodeError> {
-        let max_prefix = (1u8 << prefix_bits) - 1;
-        let first = *self.block.get(self.at).ok_or(DecodeError::Truncated)? & max_prefix;
-        self.at += 1;
-        if first < max_prefix {
-            return Ok(first as usize);
+        match prefixed::read(self.block, &mut self.at, prefix_bits) {
+            Ok(value) => Ok(value as usize),
+            Err(IntegerError::Truncated) => Err(DecodeError::Truncated),
+            Err(IntegerError::Overflow) => Err(DecodeError::IntegerOverflow),
         }
-        let mut value = u64::from(max_prefix);
-        let mut shift = 0;
-        loop {
-            let byte = *self.block.get(self.at).ok_or(DecodeError::Truncated)?;
-            self.at += 1;
-            // Five continuation bytes carry 35 bits, more than any value taken.
-            if shift > 28 {
-                return Err(DecodeError::IntegerOverflow);
-            }
-            value += u64::from(byte & 0x7f) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-        u32::try_from(value)
-            .map(|value| value as usize)
-            .map_err(|_| DecodeError::IntegerOverflow)
     }
 
     /// A string literal (RFC 7541, 5.2), Huffman-coded ones decoded onto `scratch`.

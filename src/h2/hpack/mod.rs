@@ -25,6 +25,7 @@
 //! SETTINGS_HEADER_TABLE_SIZE, the blocks stay valid.
 
 use super::frame::{ErrorCode, H2Error};
+use crate::http::prefixed;
 pub use crate::http::RequestHead;
 use crate::http::{check_trailer, Answer, Field, HttpDate, Malformed, Version};
 
@@ -155,7 +156,7 @@ pub fn encode_answer(
         .iter()
         .position(|&code| code == status);
     match indexed {
-        Some(offset) => integer(out, STATUS + offset, 7, 0x80),
+        Some(offset) => prefixed::write(out, STATUS + offset, 7, 0x80),
         None => literal(out, STATUS, itoa::Buffer::new().format(status).as_bytes()),
     }
     encode_fields(out, answer.head_fields());
@@ -187,30 +188,14 @@ pub fn encode_fields<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Fie
 
 /// A literal field without indexing, its name from the static table (RFC 7541, 6.2.2).
 fn literal(out: &mut Vec<u8>, name_index: usize, value: &[u8]) {
-    integer(out, name_index, 4, 0);
+    prefixed::write(out, name_index, 4, 0);
     string(out, value);
 }
 
 /// A string literal, not Huffman-coded (RFC 7541, 5.2).
 fn string(out: &mut Vec<u8>, value: &[u8]) {
-    integer(out, value.len(), 7, 0);
+    prefixed::write(out, value.len(), 7, 0);
     out.extend_from_slice(value);
-}
-
-/// An integer with an N-bit prefix, the first byte's other bits `flags` (RFC 7541, 5.1).
-fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
-    let max_prefix = (1usize << prefix_bits) - 1;
-    if value < max_prefix {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | max_prefix as u8);
-    let mut rest = value - max_prefix;
-    while rest >= 128 {
-        out.push((rest % 128) as u8 | 0x80);
-        rest /= 128;
-    }
-    out.push(rest as u8);
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use super::table;
 use crate::http::huffman::{self, HuffmanError};
+use crate::http::prefixed::{self, IntegerError};
 
 /// Why a field section cannot be decoded: QPACK_DECOMPRESSION_FAILED, a connection error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,33 +71,13 @@ impl Text {
 
 impl Reader<'_> {
     /// An integer with an N-bit prefix (RFC 9204 4.1.1, as RFC 7541 5.1); the first
-    /// byte's other bits are the caller's.
+    /// byte's other bits are the caller's. Up to 8 bits: the Required Insert Count has the
+    /// whole first byte.
     fn integer(&mut self, prefix_bits: u32) -> Result<u64, DecodeError> {
-        // Up to 8 bits: the Required Insert Count has the whole first byte.
-        let max_prefix = ((1u16 << prefix_bits) - 1) as u8;
-        let first = *self.section.get(self.at).ok_or(DecodeError::Truncated)? & max_prefix;
-        self.at += 1;
-        if first < max_prefix {
-            return Ok(u64::from(first));
-        }
-        let mut value = u64::from(max_prefix);
-        let mut shift = 0;
-        loop {
-            let byte = *self.section.get(self.at).ok_or(DecodeError::Truncated)?;
-            self.at += 1;
-            // Five continuation bytes carry 35 bits, more than any value taken.
-            if shift > 28 {
-                return Err(DecodeError::IntegerOverflow);
-            }
-            value += u64::from(byte & 0x7f) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-        match value <= u64::from(u32::MAX) {
-            true => Ok(value),
-            false => Err(DecodeError::IntegerOverflow),
+        match prefixed::read(self.section, &mut self.at, prefix_bits) {
+            Ok(value) => Ok(u64::from(value)),
+            Err(IntegerError::Truncated) => Err(DecodeError::Truncated),
+            Err(IntegerError::Overflow) => Err(DecodeError::IntegerOverflow),
         }
     }
 

@@ -11,6 +11,7 @@
 //! settings never matter to it.
 
 use super::frame::{ErrorCode, H3Error};
+use crate::http::prefixed;
 use crate::http::{
     check_trailer, connection_specific, huffman, Answer, Coding, ContentType, Field, HttpDate,
     RequestHead, Version,
@@ -216,13 +217,13 @@ fn encode_field_lines<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Fi
 
 /// An indexed field line of the static table (4.5.2): 1, T = 1, a 6-bit index.
 fn indexed(out: &mut Vec<u8>, index: usize) {
-    integer(out, index, 6, 0xc0);
+    prefixed::write(out, index, 6, 0xc0);
 }
 
 /// A literal field line whose name is the static table's (4.5.4): 01, N = 0, T = 1, a
 /// 4-bit index, then the value.
 fn with_name(out: &mut Vec<u8>, name_index: usize, value: &[u8]) {
-    integer(out, name_index, 4, 0x50);
+    prefixed::write(out, name_index, 4, 0x50);
     string(out, value, 7, 0, 0x80);
 }
 
@@ -231,28 +232,12 @@ fn with_name(out: &mut Vec<u8>, name_index: usize, value: &[u8]) {
 fn string(out: &mut Vec<u8>, value: &[u8], prefix_bits: u32, flags: u8, huffman_flag: u8) {
     let coded_len = huffman::encoded_len(value);
     if coded_len < value.len() {
-        integer(out, coded_len, prefix_bits, flags | huffman_flag);
+        prefixed::write(out, coded_len, prefix_bits, flags | huffman_flag);
         huffman::encode(value, out);
     } else {
-        integer(out, value.len(), prefix_bits, flags);
+        prefixed::write(out, value.len(), prefix_bits, flags);
         out.extend_from_slice(value);
     }
-}
-
-/// An integer with an N-bit prefix, the first byte's other bits `flags` (4.1.1).
-fn integer(out: &mut Vec<u8>, value: usize, prefix_bits: u32, flags: u8) {
-    let max_prefix = (1usize << prefix_bits) - 1;
-    if value < max_prefix {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | max_prefix as u8);
-    let mut rest = value - max_prefix;
-    while rest >= 128 {
-        out.push((rest % 128) as u8 | 0x80);
-        rest /= 128;
-    }
-    out.push(rest as u8);
 }
 
 #[cfg(test)]

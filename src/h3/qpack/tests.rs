@@ -72,7 +72,7 @@ fn the_static_table_is_rfc_9204_appendix_a_as_another_encoder_has_it() {
         let section = their_section(&[field]);
         // Each field whole is one indexed line: the same index in both tables.
         let mut expected = vec![0, 0];
-        integer(&mut expected, index, 6, 0xc0);
+        prefixed::write(&mut expected, index, 6, 0xc0);
         assert_eq!(section, expected, "{field:?}");
         assert_eq!(decoded(&section), Ok(owned(&[field])));
     }
