@@ -1,11 +1,11 @@
-//! gnosis: a TechEmpower Framework Benchmarks entry.
+//! gnosis: a TechEmpower Framework Benchmarks entry and an HttpArena engine.
 //!
-//! `http` parses requests and writes responses (no I/O), `h2` is HTTP/2 and `h3` HTTP/3
-//! with QPACK (no I/O either; `h3` waits for its QUIC endpoint), `pg` is the PostgreSQL
-//! client, `server` runs the per-thread event loops (epoll and io_uring), `service` is the
-//! contract between a server and the application, `timers` the answers a worker gives at a
-//! set time, `app` holds the routes and handlers, `sys` the system calls, `config` the
-//! command line.
+//! `http` is HTTP's semantics (the request the app reads, the answer it gives), `h1`, `h2`
+//! and `h3` the protocols that carry them, `ws` WebSocket (none does I/O); `quic` is QUIC
+//! under HTTP/3 and `transport` TLS under the others; `pg` is the PostgreSQL client,
+//! `server` runs the per-thread event loops (epoll and io_uring), `service` is the contract
+//! between a server and the application, `timers` a worker's deadlines, `app` holds the
+//! routes and handlers, `sys` the system calls, `config` the command line.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
