@@ -39,7 +39,18 @@ pub struct Listener {
 pub fn listeners(ports: &[(u16, Listening)], threads: usize) -> io::Result<Vec<Vec<Listener>>> {
     let on_port =
         |port: u16| move |err: io::Error| io::Error::new(err.kind(), format!("port {port}: {err}"));
-    for &(port, kind) in ports {
+    for (i, &(port, kind)) in ports.iter().enumerate() {
+        let tcp = |kind: Listening| kind != Listening::Quic;
+        if ports[..i]
+            .iter()
+            .any(|&(other, k)| other == port && tcp(k) == tcp(kind))
+        {
+            let why = "named for two listeners (each needs a port of its own)";
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("port {port}: {why}"),
+            ));
+        }
         match kind {
             Listening::Quic => sys::ensure_udp_port_free(port),
             _ => sys::ensure_port_free(port),

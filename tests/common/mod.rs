@@ -104,13 +104,27 @@ pub struct OtherPorts {
 }
 
 impl OtherPorts {
-    pub fn free() -> OtherPorts {
+    /// Free ports, apart from each other and from `taken` (two probes in a row may get the
+    /// same port back, and a server given one port twice would share it between listeners).
+    pub fn free_besides(taken: u16) -> OtherPorts {
+        let mut ports = vec![taken];
+        let mut next = || loop {
+            let port = free_port();
+            if !ports.contains(&port) {
+                ports.push(port);
+                return port;
+            }
+        };
         OtherPorts {
-            h2c: free_port(),
-            tls: free_port(),
-            h2_tls: free_port(),
+            h2c: next(),
+            tls: next(),
+            h2_tls: next(),
             h3: free_udp_port(),
         }
+    }
+
+    pub fn free() -> OtherPorts {
+        Self::free_besides(0)
     }
 
     /// The options that name them.
@@ -176,7 +190,7 @@ impl Server {
         max_open_files: Option<u64>,
     ) -> Result<Server, String> {
         let port = free_port();
-        let others = OtherPorts::free();
+        let others = OtherPorts::free_besides(port);
         let log = std::env::temp_dir().join(format!("gnosis-test-{port}.log"));
         let mut command = Command::new(binary);
         command
