@@ -243,16 +243,6 @@ impl Connection {
     pub fn is_idle(&self) -> bool {
         self.requests.is_empty() && self.control.as_ref().is_none_or(|(_, out)| out.is_empty())
     }
-
-    /// What it holds, for the worker's budget.
-    pub fn held(&self) -> usize {
-        let requests: usize = self
-            .requests
-            .values()
-            .map(|exchange| exchange.stream.held() + exchange.out.capacity())
-            .sum();
-        requests + self.decoder.held() + self.control.as_ref().map_or(0, |(_, out)| out.capacity())
-    }
 }
 
 /// Who opened a stream, and which way it goes (RFC 9000, 2.1: its two low bits).

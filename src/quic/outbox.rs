@@ -68,13 +68,4 @@ impl Outbox {
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
-
-    /// Bytes waiting, for the worker's budget.
-    pub fn held(&self) -> usize {
-        self.queue
-            .iter()
-            .map(|batch| batch.bytes.capacity())
-            .sum::<usize>()
-            + self.spare.iter().map(Vec::capacity).sum::<usize>()
-    }
 }

@@ -119,7 +119,7 @@ impl Peer {
             }
             taken
         });
-        for (id, code) in h3.resets().collect::<Vec<_>>() {
+        for (id, code) in h3.resets() {
             let (Some(id), Ok(code)) = (stream_id(id), VarInt::from_u64(code.value())) else {
                 continue;
             };
