@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use crate::h1::Connection;
 use crate::h2;
-use crate::http::{BufferPool, HttpDate, Wire};
+use crate::http::{AltSvc, BufferPool, HttpDate, Wire};
 use crate::ws::Session;
 
 /// A connection's protocol. The WebSocket session and the HTTP/2 connection are boxed so
@@ -52,10 +52,11 @@ impl Protocol {
     }
 
     /// A new peer on the slot (its buffers given back already): HTTP/2 from its first byte
-    /// when `h2` (the h2c port), else its version read from what it sends.
-    pub fn open(&mut self, h2: Option<h2::Limits>, now: Instant) {
+    /// when `h2` (the h2c port), else its version read from what it sends. Its answers name
+    /// `alt_svc`, whichever version it speaks.
+    pub fn open(&mut self, h2: Option<h2::Limits>, alt_svc: Option<AltSvc>, now: Instant) {
         if let Protocol::ReadVersion(conn) = self {
-            conn.reset(now);
+            conn.reset(alt_svc, now);
         }
         if let Some(limits) = h2 {
             self.start_h2(limits, now);
@@ -89,8 +90,9 @@ impl Protocol {
             return;
         };
         let peer_eof = conn.peer_eof();
+        let alt_svc = conn.alt_svc();
         let (generation, input, _) = conn.hand_over();
-        let mut h2 = h2::Connection::new(limits, now);
+        let mut h2 = h2::Connection::new(h2::Limits { alt_svc, ..limits }, now);
         h2.take_input(input);
         if peer_eof {
             h2.peer_closed();

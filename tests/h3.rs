@@ -180,10 +180,54 @@ fn a_signal_drains_http3_and_exits_0(binary: &str) {
     assert_eq!(status.code(), Some(0), "{}", server.log());
 }
 
+/// The headers of curl's answer to `args`, lowercase, and its HTTP version.
+fn curl_head(args: &[&str]) -> (String, String) {
+    let output = Command::new("curl")
+        .args(["-sSk", "--max-time", "10", "-D", "-", "-o", "/dev/null"])
+        .args(["-w", "%{http_version}"])
+        .args(args)
+        .output()
+        .expect("curl runs (scripts/test.sh installs it)");
+    assert!(output.status.success(), "curl {args:?}: {output:?}");
+    let text = String::from_utf8(output.stdout).unwrap().to_lowercase();
+    let (head, version) = text.rsplit_once("\r\n\r\n").unwrap();
+    (head.to_string(), version.to_string())
+}
+
+/// Answers over TLS tell of HTTP/3 (`Alt-Svc`, RFC 7838), as browsers need to find it:
+/// HTTP/1.1 on the TLS port, HTTP/2 and HTTP/1.1 on the h2 port; cleartext answers do
+/// not, nor any once HTTP/3 is off (`--h3-port 0`).
+fn answers_over_tls_name_http3(binary: &str) {
+    let files = common::BigFile::new(&format!("alt-svc-{}", file_name(binary)));
+    let server = start(binary, &files, &[]);
+    let field = format!("alt-svc: h3=\":{}\"; ma=86400", server.h3_port);
+    let tls = format!("https://127.0.0.1:{}/json", server.tls_port);
+    let h2 = format!("https://127.0.0.1:{}/json", server.h2_tls_port);
+    let plain = format!("http://127.0.0.1:{}/json", server.port);
+    for (args, version) in [
+        (vec!["--http1.1", &tls], "1.1"),
+        (vec!["--http2", &h2], "2"),
+        (vec!["--http1.1", &h2], "1.1"),
+    ] {
+        let (head, got) = curl_head(&args);
+        assert_eq!(got, version, "{args:?}");
+        assert!(head.lines().any(|line| line == field), "{args:?}: {head}");
+    }
+    let (head, _) = curl_head(&[&plain]);
+    assert!(!head.contains("alt-svc"), "{head}");
+    drop(server);
+    let server = start(binary, &files, &["--h3-port", "0"]);
+    let tls = format!("https://127.0.0.1:{}/json", server.h2_tls_port);
+    let (head, _) = curl_head(&["--http2", &tls]);
+    assert!(head.starts_with("http/2 200"), "{head}");
+    assert!(!head.contains("alt-svc"), "{head}");
+}
+
 test_both_binaries!(
     gnosis,
     gnosis_uring;
     answers_over_http3,
+    answers_over_tls_name_http3,
     h2load_h3_gets_every_answer,
     a_signal_drains_http3_and_exits_0,
 );

@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use super::{parse, Chunked, Framing, Parsed};
 use crate::http::{
-    lent, Answer, BufferPool, Handler, HttpDate, Reply, SendBuffer, Status, Ticket, Timeouts, Wire,
+    lent, AltSvc, Answer, BufferPool, Handler, HttpDate, Reply, SendBuffer, Status, Ticket,
+    Timeouts, Wire,
 };
 
 /// A response waiting in line: still in the works, or written and waiting for an earlier one.
@@ -113,6 +114,8 @@ pub struct Connection {
     /// The server drains: the next request taken is the last, its answer says `Connection:
     /// close` (see [`Wire::drain`]).
     draining: bool,
+    /// Over TLS, where the server also answers over HTTP/3: every answer says so.
+    alt_svc: Option<AltSvc>,
 }
 
 impl Connection {
@@ -132,11 +135,14 @@ impl Connection {
             owed: Owed::Nothing,
             last_active: now,
             draining: false,
+            alt_svc: None,
         }
     }
 
-    /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer.
-    pub fn reset(&mut self, now: Instant) {
+    /// Makes a closed connection (see [`Connection::give_back_all`]) ready for a new peer,
+    /// whose answers name `alt_svc`.
+    pub fn reset(&mut self, alt_svc: Option<AltSvc>, now: Instant) {
+        self.alt_svc = alt_svc;
         self.generation = self.generation.wrapping_add(1);
         self.phase = Phase::Reading;
         self.peer_eof = false;
@@ -188,7 +194,8 @@ impl Connection {
                 } => {
                     consumed += len;
                     self.owed = Owed::Nothing;
-                    let framing = Framing::to(&request, keep_alive && !self.draining);
+                    let keep_alive = keep_alive && !self.draining;
+                    let framing = Framing::to(&request, keep_alive, self.alt_svc);
                     let ticket = Ticket {
                         slot: self.slot,
                         generation: self.generation,
@@ -403,6 +410,11 @@ impl Connection {
     /// is read (they may be HTTP/2's preface instead of a request).
     pub fn first_bytes(&self) -> &[u8] {
         &self.input
+    }
+
+    /// What its answers say of HTTP/3 (`Alt-Svc`), which HTTP/2 says too if it takes over.
+    pub fn alt_svc(&self) -> Option<AltSvc> {
+        self.alt_svc
     }
 
     /// Hands over, for the protocol switched to: the generation, the input (the bytes after

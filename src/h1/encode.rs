@@ -1,6 +1,6 @@
 //! An answer written as HTTP/1.1 text (RFC 9112): the status line, the fields, the body.
 
-use crate::http::{Answer, HttpDate, Method, Request, Status, Version};
+use crate::http::{AltSvc, Answer, HttpDate, Method, Request, Status, Version};
 
 /// What an HTTP/1.1 answer must say of its connection and whether its body goes: read from
 /// its request. Small and `Copy`, so that an answer that waits for the database carries it.
@@ -9,14 +9,17 @@ pub struct Framing {
     keep_alive: bool,
     http10: bool,
     head_only: bool,
+    /// Where the connection's server also answers over HTTP/3 (a connection over TLS).
+    alt_svc: Option<AltSvc>,
 }
 
 impl Framing {
-    pub fn to(request: &Request<'_>, keep_alive: bool) -> Self {
+    pub fn to(request: &Request<'_>, keep_alive: bool, alt_svc: Option<AltSvc>) -> Self {
         Framing {
             keep_alive,
             http10: request.version == Version::Http10,
             head_only: request.method == Method::Head,
+            alt_svc,
         }
     }
 
@@ -26,6 +29,7 @@ impl Framing {
             keep_alive: false,
             http10: false,
             head_only: false,
+            alt_svc: None,
         }
     }
 
@@ -80,6 +84,10 @@ impl Framing {
         if answer.encoding.vary {
             out.extend_from_slice(b"\r\nVary: Accept-Encoding");
         }
+        if let Some(alt_svc) = self.alt_svc {
+            out.extend_from_slice(b"\r\nAlt-Svc: ");
+            out.extend_from_slice(alt_svc.value().as_bytes());
+        }
         if !self.keep_alive {
             out.extend_from_slice(b"\r\nConnection: close");
         } else if self.http10 {
@@ -98,7 +106,7 @@ pub(crate) fn framing_of(raw: &[u8]) -> Framing {
             request,
             keep_alive,
             ..
-        } => Framing::to(&request, keep_alive),
+        } => Framing::to(&request, keep_alive, None),
         other => panic!("{other:?}"),
     }
 }
@@ -180,6 +188,23 @@ mod tests {
             let text = written(framing_of(raw), Answer::ok(ContentType::Plain, b"x"));
             assert!(text.contains(header), "{header}");
         }
+    }
+
+    #[test]
+    fn names_http3_when_told_to() {
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        let request = match super::super::parse(raw, 0, &Default::default()) {
+            super::super::Parsed::Complete { request, .. } => request,
+            other => panic!("{other:?}"),
+        };
+        let framing = Framing::to(&request, true, Some(AltSvc::h3(443)));
+        let text = written(framing, Answer::ok(ContentType::Plain, b"x"));
+        assert!(
+            text.contains("\r\nAlt-Svc: h3=\":443\"; ma=86400\r\n"),
+            "{text}"
+        );
+        let text = written(framing_of(raw), Answer::ok(ContentType::Plain, b"x"));
+        assert!(!text.contains("Alt-Svc"), "{text}");
     }
 
     #[test]

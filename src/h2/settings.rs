@@ -1,7 +1,7 @@
 //! The server's settings: what it tells a client it may do, and what it takes.
 
 use super::frame::{self, ErrorCode, MAX_WINDOW};
-use crate::http;
+use crate::http::{self, AltSvc};
 
 /// The flow-control window of every new connection and stream until SETTINGS change it.
 pub const DEFAULT_WINDOW: i64 = 65_535;
@@ -22,6 +22,8 @@ pub struct Limits {
     pub max_header_list: u32,
     /// The largest request body; a larger one is answered 413.
     pub max_body: usize,
+    /// Over TLS, where the server also answers over HTTP/3: every answer says so.
+    pub alt_svc: Option<AltSvc>,
 }
 
 impl Default for Limits {
@@ -32,6 +34,7 @@ impl Default for Limits {
             max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
             max_header_list: 16 * 1024,
             max_body: http::MAX_BODY,
+            alt_svc: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! Nothing here does network I/O; the protocols (`h1`, `h2`, `ws`) speak on the wire.
 
 mod accept_encoding;
+mod alt_svc;
 mod answer;
 mod buffers;
 mod date;
@@ -18,6 +19,7 @@ mod status;
 mod wire;
 
 pub use accept_encoding::{AcceptEncoding, Coding};
+pub use alt_svc::AltSvc;
 pub use answer::{
     Answer, Body, ContentType, Encoding, Field, FieldList, FileBody, Handler, Reply, Ticket,
 };

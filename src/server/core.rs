@@ -208,7 +208,13 @@ impl<S: Service, K> Core<S, K> {
             _ => Transport::Plain,
         };
         let h2 = (listening == Listening::H2c).then(|| h2_limits(&self.worker.service));
-        slot.protocol.open(h2, self.worker.now);
+        // Browsers look for HTTP/3 only in answers over TLS (RFC 7838's alternatives of an
+        // `https` origin).
+        let alt_svc = match slot.transport {
+            Transport::Tls(_) => self.worker.alt_svc,
+            _ => None,
+        };
+        slot.protocol.open(h2, alt_svc, self.worker.now);
         slot.socket = Some(socket);
         slot.lingering_since = None;
         slot.paused = false;

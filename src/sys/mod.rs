@@ -38,6 +38,13 @@ fn stream_socket(family: AddressFamily) -> io::Result<OwnedFd> {
     Ok(socket)
 }
 
+/// The port `socket` is bound to.
+pub fn local_port(socket: impl AsFd) -> io::Result<u16> {
+    let address = SocketAddr::try_from(rustix::net::getsockname(socket)?)
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    Ok(address.port())
+}
+
 fn bind_any(socket: &OwnedFd, port: u16) -> io::Result<()> {
     let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
     Ok(rustix::net::bind(socket, &any)?)

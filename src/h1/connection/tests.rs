@@ -82,14 +82,17 @@ fn buffers_are_held_only_while_bytes_are_in_flight() {
 /// in reverse order once all are in; returns everything sent and whether the
 /// connection finished.
 fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
-    let (date, now) = (HttpDate::new(), Instant::now());
+    // One date for every call: answers compared across calls must not differ by a second
+    // that passed between them.
+    static DATE: std::sync::OnceLock<HttpDate> = std::sync::OnceLock::new();
+    let (date, now) = (DATE.get_or_init(HttpDate::new), Instant::now());
     let mut buffers = BufferPool::default();
     let mut handler = Tickets::default();
     let mut conn = Connection::new(0, now);
     let mut sent = Vec::new();
     for chunk in chunks {
         conn.input(&mut buffers).extend_from_slice(chunk);
-        conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+        conn.process(&mut handler, TEST_MAX_BODY, date, now, &mut buffers);
         sent.extend(send_all(&mut conn, &mut buffers, now));
     }
     for (n, ticket) in handler.0.drain(..).enumerate().rev() {
@@ -97,13 +100,13 @@ fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
         conn.complete(
             ticket,
             &Answer::ok(ContentType::Plain, body.as_bytes()),
-            &date,
+            date,
             now,
             &mut buffers,
         );
     }
     conn.collect(&mut buffers, usize::MAX);
-    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+    conn.process(&mut handler, TEST_MAX_BODY, date, now, &mut buffers);
     sent.extend(send_all(&mut conn, &mut buffers, now));
     (sent, conn.is_finished())
 }

@@ -124,9 +124,10 @@ impl Connection {
             _ => &[][..],
         };
         let end_stream = body.is_empty() && answer.trailers().next().is_none();
+        let alt_svc = self.limits.alt_svc;
         let out = self.output.frames();
         frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
-            hpack::encode_answer(block, answer, answer.body.len(), date)
+            hpack::encode_answer(block, answer, answer.body.len(), date, alt_svc)
         });
         let mut trailers = Vec::new();
         hpack::encode_fields(&mut trailers, answer.trailers());

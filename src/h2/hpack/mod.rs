@@ -27,7 +27,7 @@
 use super::frame::{ErrorCode, H2Error};
 use crate::http::prefixed;
 pub use crate::http::RequestHead;
-use crate::http::{check_trailer, Answer, Field, HttpDate, Malformed, Version};
+use crate::http::{check_trailer, AltSvc, Answer, Field, HttpDate, Malformed, Version};
 
 mod decoder;
 mod table;
@@ -143,12 +143,13 @@ const VARY: usize = 59;
 
 /// Appends the header block of `answer`, whose body is `content_length` bytes:
 /// `:status`, the answer's own fields, `content-type`, `content-encoding` and `vary` if its
-/// encoding says so, `content-length`, `date`, `server`.
+/// encoding says so, `content-length`, `date`, `server`, and `alt-svc` if given.
 pub fn encode_answer(
     out: &mut Vec<u8>,
     answer: &Answer<'_>,
     content_length: usize,
     date: &HttpDate,
+    alt_svc: Option<AltSvc>,
 ) {
     let status = answer.status.code();
     // The statuses the static table holds whole (indexes 8 to 14).
@@ -174,6 +175,10 @@ pub fn encode_answer(
     );
     literal(out, DATE, date.as_bytes());
     literal(out, SERVER, b"gnosis");
+    if let Some(alt_svc) = alt_svc {
+        let value = alt_svc.value();
+        encode_fields(out, [(&b"alt-svc"[..], value.as_bytes())].iter());
+    }
 }
 
 /// Appends fields (an answer's own, or its trailers): each a literal with its own name,

@@ -5,7 +5,7 @@
 
 use super::{Core, Worker};
 use crate::h3;
-use crate::http::Ticket;
+use crate::http::{AltSvc, Ticket};
 use crate::quic::{Endpoint, Outbox, Serve, QUIC_SLOT};
 use crate::server::Listener;
 use crate::service::{Context, Service, Serving};
@@ -16,8 +16,10 @@ impl<S: Service, K> Core<S, K> {
     /// Serves HTTP/3 on worker `index`'s QUIC endpoint (the index its connection IDs
     /// carry), when it has a QUIC socket among its `listeners` and a TLS configuration.
     pub fn with_quic(mut self, index: u8, listeners: &[Listener]) -> Self {
-        let has_socket = listeners.iter().any(|l| l.kind == Listening::Quic);
-        if let Some(tls) = self.worker.tls.as_ref().filter(|_| has_socket) {
+        let socket = listeners.iter().find(|l| l.kind == Listening::Quic);
+        let port = socket.and_then(|l| crate::sys::local_port(&l.socket).ok());
+        if let Some((tls, port)) = self.worker.tls.as_ref().zip(port) {
+            self.worker.alt_svc = Some(AltSvc::h3(port));
             let limits = h3::Limits {
                 max_body: self.worker.service.max_body(),
                 ..h3::Limits::default()

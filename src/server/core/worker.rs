@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Limits, DATABASE_GRACE, SWEEP_EVERY};
-use crate::http::{BufferPool, HttpDate};
+use crate::http::{AltSvc, BufferPool, HttpDate};
 use crate::pg::Pool;
 use crate::service::Service;
 use crate::timers::{Timers, Wakeup};
@@ -30,6 +30,8 @@ pub(super) struct Worker<S> {
     pub limits: Limits,
     /// The TLS listener's configuration, when there is one.
     pub tls: Option<Arc<TlsConfig>>,
+    /// Where HTTP/3 is served, when it is: what answers over TLS say (`Alt-Svc`).
+    pub alt_svc: Option<AltSvc>,
     /// When the 1 s sweep of the connections' deadlines runs next (`core/sweep.rs`).
     pub next_sweep: Instant,
     /// Until the worker takes connections: the latest time to start.
@@ -48,6 +50,7 @@ impl<S: Service> Worker<S> {
             budget: Budget::new(limits.max_buffered),
             timers: Timers::default(),
             date: HttpDate::new(),
+            alt_svc: None,
             now,
             limits,
             tls: None,
