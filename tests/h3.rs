@@ -223,10 +223,35 @@ fn answers_over_tls_name_http3(binary: &str) {
     assert!(!head.contains("alt-svc"), "{head}");
 }
 
+/// New connections are shared evenly by the workers, whatever worker each client's first
+/// Initial happens to reach (its random connection ID picks it): 32 connections opened one
+/// after another over 4 workers, 8 each, as the server's connection IDs say (their first
+/// byte names the worker: `src/quic/cid.rs`).
+fn connections_spread_evenly_over_the_workers(binary: &str) {
+    let files = common::BigFile::new(&format!("spread-{}", file_name(binary)));
+    let server = start(binary, &files, &["--threads", "4"]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/spread.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .args([&server.h3_port.to_string(), "32"])
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}\nserver: {}",
+        String::from_utf8_lossy(&output.stderr),
+        server.log()
+    );
+    let counts: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(counts, serde_json::json!({"0": 8, "1": 8, "2": 8, "3": 8}));
+}
+
 test_both_binaries!(
     gnosis,
     gnosis_uring;
     answers_over_http3,
+    connections_spread_evenly_over_the_workers,
     answers_over_tls_name_http3,
     h2load_h3_gets_every_answer,
     a_signal_drains_http3_and_exits_0,

@@ -14,16 +14,17 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, EcnCodepoint, EndpointConfig, Incoming, ServerConfig,
 };
 
-use super::cid::WorkerCids;
+use super::cid::{NextOwner, WorkerCids};
 use super::outbox::{Outbox, MAX_SEGMENTS};
 use super::peer::Peer;
+use super::spread::Spread;
 use crate::h3;
 use crate::http::{Answer, Handler, HttpDate, Ticket};
 use crate::timers::Timers;
@@ -31,6 +32,9 @@ use crate::timers::Timers;
 /// Handshakes under way past which a client must first prove its address (a Retry): an
 /// Initial flood from forged addresses then costs one stateless packet each, no state.
 pub const RETRY_ABOVE: usize = 64;
+
+/// How long a client sent to another worker with a Retry counts there before it arrives.
+const PROMISE_FOR: Duration = Duration::from_secs(1);
 
 /// The bit that marks a ticket's slot as a QUIC connection's (the rest is its handle),
 /// apart from the stream connections' slots.
@@ -54,6 +58,14 @@ pub struct Serve<'a, H> {
 pub struct Endpoint {
     quic: quinn_proto::Endpoint,
     server: Arc<ServerConfig>,
+    /// This worker's index, which its connection IDs carry.
+    worker: u8,
+    /// How many connections each worker holds, to send a new client to the one with fewest.
+    spread: Arc<Spread>,
+    /// The worker the next connection ID quinn-proto makes names (a Retry's).
+    next_owner: NextOwner,
+    /// When this worker next forgets the clients promised to it (`Spread::forget_promised`).
+    forget_promised_at: Instant,
     /// By handle: `quinn_proto` hands out small indexes and reuses them.
     peers: Vec<Option<Peer>>,
     deadlines: Timers<Deadline>,
@@ -71,20 +83,29 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// The endpoint of worker `worker`, serving with `server` (shared by the workers, so
-    /// that a Retry token one mints another takes), taking at most `max_connections`.
+    /// that a Retry token one mints another takes), taking at most `max_connections`, its
+    /// new clients shared with the other workers by `spread`.
     pub fn new(
         worker: u8,
         server: Arc<ServerConfig>,
         max_connections: usize,
         limits: h3::Limits,
+        spread: Arc<Spread>,
     ) -> Self {
         let mut config = EndpointConfig::default();
-        config.cid_generator(move || Box::new(WorkerCids::new(worker)));
+        let next_owner = NextOwner::default();
+        let owner = next_owner.clone();
+        config.cid_generator(move || Box::new(WorkerCids::new(worker, owner.clone())));
         // Path MTU discovery: the socket sets the Don't Fragment bit (`sys::udp_socket`).
         let quic = quinn_proto::Endpoint::new(Arc::new(config), Some(server.clone()), true, None);
+        spread.set_open(worker, 0);
         Endpoint {
             quic,
             server,
+            worker,
+            spread,
+            next_owner,
+            forget_promised_at: Instant::now() + PROMISE_FOR,
             peers: Vec::new(),
             deadlines: Timers::default(),
             outbox: Outbox::default(),
@@ -129,17 +150,34 @@ impl Endpoint {
         self.scratch = scratch;
     }
 
-    /// A client's first Initial: accepted; or, while many handshakes are under way and the
-    /// client has not proved its address, answered with a Retry; refused when full.
+    /// A client's first Initial: accepted; or answered with a Retry that sends it to the
+    /// worker with the fewest connections when this one has more (`spread.rs`), or to this
+    /// one again while many handshakes are under way and the client has not proved its
+    /// address; refused when full.
     fn incoming<H: Handler>(&mut self, incoming: Incoming, serve: &mut Serve<'_, H>) {
         let mut buf = self.outbox.buffer();
+        if !incoming.may_retry() {
+            self.spread.arrived(self.worker);
+        }
         if self.open >= self.max_connections {
             let transmit = self.quic.refuse(incoming, &mut buf);
             return self.outbox.push(transmit, buf);
         }
-        if !incoming.remote_address_validated() && self.handshaking >= RETRY_ABOVE {
-            match self.quic.retry(incoming, &mut buf) {
-                Ok(transmit) => return self.outbox.push(transmit, buf),
+        let flood = !incoming.remote_address_validated() && self.handshaking >= RETRY_ABOVE;
+        let elsewhere = incoming
+            .may_retry()
+            .then(|| self.spread.elsewhere(self.worker))
+            .flatten();
+        if flood || elsewhere.is_some() {
+            let to = elsewhere.unwrap_or(self.worker);
+            self.next_owner.set(to);
+            let retry = self.quic.retry(incoming, &mut buf);
+            self.next_owner.clear();
+            match retry {
+                Ok(transmit) => {
+                    self.spread.promise(to);
+                    return self.outbox.push(transmit, buf);
+                }
                 Err(err) => self.quic.ignore(err.into_incoming()),
             }
             return self.outbox.give_back(buf);
@@ -155,6 +193,7 @@ impl Endpoint {
                 self.generation = self.generation.wrapping_add(1);
                 self.peers[index] = Some(Peer::new(conn, self.generation, self.limits));
                 self.open += 1;
+                self.spread.set_open(self.worker, self.open);
                 self.handshaking += 1;
                 self.drive(handle, serve);
             }
@@ -167,6 +206,10 @@ impl Endpoint {
 
     /// Runs the connections' deadlines that are due.
     pub fn on_timers<H: Handler>(&mut self, serve: &mut Serve<'_, H>) {
+        if serve.now >= self.forget_promised_at {
+            self.spread.forget_promised(self.worker);
+            self.forget_promised_at = serve.now + PROMISE_FOR;
+        }
         // Taken one at a time: handling one schedules the connection's next deadline.
         while let Some(Deadline { handle, at }) = self.deadlines.pop_due(serve.now) {
             if let Some(peer) = self.peer(handle).filter(|peer| peer.deadline == Some(at)) {
@@ -256,6 +299,7 @@ impl Endpoint {
             }
             self.peers[handle.0] = None;
             self.open -= 1;
+            self.spread.set_open(self.worker, self.open);
         }
     }
 

@@ -2,15 +2,18 @@
 //! every protocol here. `quinn_proto` is the QUIC state machine; `endpoint.rs` drives it
 //! (datagrams in, each to its connection; batches out; each connection's deadline in the
 //! worker's timers), `cid.rs` makes connection IDs that route every packet to its
-//! connection's worker, `outbox.rs` holds the batches to send, `peer.rs` one connection.
+//! connection's worker, `spread.rs` shares new connections evenly among the workers,
+//! `outbox.rs` holds the batches to send, `peer.rs` one connection.
 
 mod cid;
 mod endpoint;
 mod outbox;
 mod peer;
+mod spread;
 
 pub use endpoint::{Endpoint, Serve, QUIC_SLOT};
 pub use outbox::{Batch, Outbox};
+pub use spread::Spread;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,3 +55,6 @@ pub fn with_idle_timeout(config: &ServerConfig, idle: Duration) -> Arc<ServerCon
     config.transport_config(Arc::new(transport));
     Arc::new(config)
 }
+
+#[cfg(test)]
+mod tests;

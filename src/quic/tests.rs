@@ -50,10 +50,12 @@ fn server_tls() -> Arc<ServerConfig> {
     with_idle_timeout(&tls.quic(), Duration::from_secs(30))
 }
 
-/// A client endpoint and the server's, with the datagrams between them carried by hand.
+/// A client endpoint and the server's workers' endpoints, with the datagrams between them
+/// carried by hand, each to the worker its connection ID names as the kernel's routing
+/// does (`sys::route_by_connection_id`).
 struct Pair {
     client: quinn_proto::Endpoint,
-    server: Endpoint,
+    servers: Vec<Endpoint>,
     app: TestApp,
     date: HttpDate,
     now: Instant,
@@ -62,10 +64,18 @@ struct Pair {
 
 impl Pair {
     fn new(max_connections: usize) -> Self {
+        Self::with_workers(1, max_connections)
+    }
+
+    fn with_workers(workers: u8, max_connections: usize) -> Self {
         let config = Arc::new(EndpointConfig::default());
+        let (tls, spread) = (server_tls(), Spread::new(workers.into()));
+        let limits = h3::Limits::default();
+        let new =
+            |worker| Endpoint::new(worker, tls.clone(), max_connections, limits, spread.clone());
         Pair {
             client: quinn_proto::Endpoint::new(config, None, false, None),
-            server: Endpoint::new(1, server_tls(), max_connections, h3::Limits::default()),
+            servers: (0..workers).map(new).collect(),
             app: TestApp::default(),
             date: HttpDate::new(),
             now: Instant::now(),
@@ -90,26 +100,26 @@ impl Pair {
             for index in 0..self.conns.len() {
                 let mut buf = Vec::new();
                 let (_, conn, from) = &mut self.conns[index];
+                let from = *from;
+                let mut datagrams = Vec::new();
                 while let Some(transmit) = conn.poll_transmit(self.now, 10, &mut buf) {
                     let segment = transmit.segment_size.unwrap_or(transmit.size);
-                    for datagram in buf[..transmit.size].chunks(segment) {
-                        let mut serve = Serve {
-                            handler: &mut self.app,
-                            date: &self.date,
-                            now: self.now,
-                        };
-                        self.server.handle(*from, None, None, datagram, &mut serve);
-                    }
+                    datagrams.extend(buf[..transmit.size].chunks(segment).map(<[u8]>::to_vec));
                     buf.clear();
                     moved = true;
                 }
+                for datagram in datagrams {
+                    self.send_to(self.worker_for(&datagram), from, &datagram);
+                }
             }
-            while let Some(batch) = self.server.outbox().front() {
-                let (to, bytes, segment) = (batch.to, batch.bytes.clone(), batch.segment);
-                self.server.outbox().pop();
-                moved = true;
-                for datagram in bytes.chunks(segment.unwrap_or(bytes.len())) {
-                    self.deliver(to, datagram);
+            for worker in 0..self.servers.len() {
+                while let Some(batch) = self.servers[worker].outbox().front() {
+                    let (to, bytes, segment) = (batch.to, batch.bytes.clone(), batch.segment);
+                    self.servers[worker].outbox().pop();
+                    moved = true;
+                    for datagram in bytes.chunks(segment.unwrap_or(bytes.len())) {
+                        self.deliver(to, datagram);
+                    }
                 }
             }
             if !moved {
@@ -145,17 +155,34 @@ impl Pair {
         &mut self.conns[index].1
     }
 
-    /// Moves the clock to `at`, runs both sides' deadlines, and exchanges.
-    /// Hands the server a datagram from `from`.
+    /// The first (or only) worker's endpoint.
+    fn server(&mut self) -> &mut Endpoint {
+        &mut self.servers[0]
+    }
+
+    /// The worker the kernel hands `datagram` to: its destination connection ID's first
+    /// byte (a short header's at byte 1, a long header's at byte 6), modulo the workers.
+    fn worker_for(&self, datagram: &[u8]) -> usize {
+        let at = if datagram[0] & 0x80 != 0 { 6 } else { 1 };
+        usize::from(datagram[at]) % self.servers.len()
+    }
+
+    /// Hands the first worker a datagram from `from`.
     fn send(&mut self, from: SocketAddr, datagram: &[u8]) {
+        self.send_to(0, from, datagram);
+    }
+
+    /// Hands worker `worker` a datagram from `from`.
+    fn send_to(&mut self, worker: usize, from: SocketAddr, datagram: &[u8]) {
         let mut serve = Serve {
             handler: &mut self.app,
             date: &self.date,
             now: self.now,
         };
-        self.server.handle(from, None, None, datagram, &mut serve);
+        self.servers[worker].handle(from, None, None, datagram, &mut serve);
     }
 
+    /// Moves the clock to `at`, runs both sides' deadlines, and exchanges.
     fn advance_to(&mut self, at: Instant) {
         self.now = at;
         let mut serve = Serve {
@@ -163,7 +190,9 @@ impl Pair {
             date: &self.date,
             now: at,
         };
-        self.server.on_timers(&mut serve);
+        for server in &mut self.servers {
+            server.on_timers(&mut serve);
+        }
         for (_, conn, _) in &mut self.conns {
             if conn.poll_timeout().is_some_and(|t| t <= at) {
                 conn.handle_timeout(at);
@@ -180,8 +209,8 @@ fn a_client_offering_h3_completes_its_handshake() {
     pair.exchange();
     assert!(!pair.client(client).is_handshaking());
     assert!(!pair.client(client).is_closed());
-    assert_eq!(pair.server.open(), 1);
-    assert!(pair.server.next_deadline().is_some());
+    assert_eq!(pair.server().open(), 1);
+    assert!(pair.server().next_deadline().is_some());
 }
 
 #[test]
@@ -197,7 +226,7 @@ fn an_idle_connection_is_closed_and_forgotten() {
     let mut pair = Pair::new(10);
     let client = pair.connect(40_000, b"h3");
     pair.exchange();
-    assert_eq!(pair.server.open(), 1);
+    assert_eq!(pair.server().open(), 1);
     // Past the idle timeout (the shorter of both sides', 30 s here), and past the drain
     // that follows a close (three probe timeouts).
     for _ in 0..4 {
@@ -205,7 +234,7 @@ fn an_idle_connection_is_closed_and_forgotten() {
         pair.advance_to(at);
     }
     assert!(pair.client(client).is_closed());
-    assert_eq!(pair.server.open(), 0);
+    assert_eq!(pair.server().open(), 0);
 }
 
 #[test]
@@ -217,8 +246,8 @@ fn garbage_is_dropped_without_an_answer() {
     }
     // A short header (0x40) for a connection ID this worker never gave out.
     pair.send(client_addr(9), &[0x40; 30]);
-    assert!(pair.server.outbox().is_empty());
-    assert_eq!(pair.server.open(), 0);
+    assert!(pair.server().outbox().is_empty());
+    assert_eq!(pair.server().open(), 0);
 }
 
 #[test]
@@ -231,7 +260,11 @@ fn an_unknown_version_is_answered_with_version_negotiation() {
     initial.extend_from_slice(&[2; 8]);
     initial.resize(1200, 0);
     pair.send(client_addr(9), &initial);
-    let batch = pair.server.outbox().front().expect("a version negotiation");
+    let batch = pair
+        .server()
+        .outbox()
+        .front()
+        .expect("a version negotiation");
     // Version 0 is version negotiation, to the sender, naming its IDs swapped.
     assert_eq!(&batch.bytes[1..5], &[0, 0, 0, 0]);
     assert_eq!(batch.to, client_addr(9));
@@ -252,9 +285,9 @@ fn past_many_handshakes_a_client_must_first_prove_its_address() {
         let from = client_addr(20_000 + port);
         pair.send(from, &buf[..transmit.size]);
     }
-    assert_eq!(pair.server.open(), endpoint::RETRY_ABOVE);
-    while pair.server.outbox().front().is_some() {
-        pair.server.outbox().pop();
+    assert_eq!(pair.server().open(), endpoint::RETRY_ABOVE);
+    while pair.server().outbox().front().is_some() {
+        pair.server().outbox().pop();
     }
     // The next client is told to Retry first, and holds no state until it does; then its
     // handshake completes.
@@ -264,12 +297,30 @@ fn past_many_handshakes_a_client_must_first_prove_its_address() {
     let transmit = pair.client(client).poll_transmit(now, 1, &mut buf).unwrap();
     let from = client_addr(40_000);
     pair.send(from, &buf[..transmit.size]);
-    assert_eq!(pair.server.open(), endpoint::RETRY_ABOVE);
-    let retry = pair.server.outbox().front().unwrap();
+    assert_eq!(pair.server().open(), endpoint::RETRY_ABOVE);
+    let retry = pair.server().outbox().front().unwrap();
     assert_eq!(retry.bytes[0] & 0xf0, 0xf0, "a Retry packet");
     pair.exchange();
     assert!(!pair.client(client).is_handshaking());
-    assert_eq!(pair.server.open(), endpoint::RETRY_ABOVE + 1);
+    assert_eq!(pair.server().open(), endpoint::RETRY_ABOVE + 1);
+}
+
+#[test]
+fn new_clients_are_shared_evenly_by_the_workers_wherever_they_land() {
+    let mut pair = Pair::with_workers(2, 100);
+    // Every client's first Initial lands on worker 0, the worst luck its random ID can
+    // have; those that worker 0 sends to worker 1 with a Retry come back there.
+    for port in 0..8 {
+        let client = pair.connect(40_000 + port, b"h3");
+        let mut buf = Vec::new();
+        let now = pair.now;
+        let transmit = pair.client(client).poll_transmit(now, 1, &mut buf).unwrap();
+        pair.send_to(0, client_addr(40_000 + port), &buf[..transmit.size]);
+        pair.exchange();
+        assert!(!pair.client(client).is_handshaking());
+        assert!(!pair.client(client).is_closed());
+    }
+    assert_eq!([pair.servers[0].open(), pair.servers[1].open()], [4, 4]);
 }
 
 #[test]
@@ -281,7 +332,7 @@ fn a_full_endpoint_refuses_new_connections() {
     pair.exchange();
     assert!(!pair.client(first).is_closed());
     assert!(pair.client(second).is_closed());
-    assert_eq!(pair.server.open(), 1);
+    assert_eq!(pair.server().open(), 1);
 }
 
 /// A request's HEADERS frame for GET `path`, its QPACK section with static references only.
@@ -305,7 +356,9 @@ impl Pair {
         let conn = self.client(client);
         let control = conn.streams().open(quinn_proto::Dir::Uni).unwrap();
         // Stream type 0 (control), SETTINGS with none.
-        conn.send_stream(control).write(&[0x00, 0x04, 0x00]).unwrap();
+        conn.send_stream(control)
+            .write(&[0x00, 0x04, 0x00])
+            .unwrap();
         client
     }
 
@@ -319,7 +372,11 @@ impl Pair {
     }
 
     /// What arrived on `stream` so far, and whether it ended; or its reset code.
-    fn response(&mut self, client: usize, stream: quinn_proto::StreamId) -> Result<(Vec<u8>, bool), u64> {
+    fn response(
+        &mut self,
+        client: usize,
+        stream: quinn_proto::StreamId,
+    ) -> Result<(Vec<u8>, bool), u64> {
         let mut recv = self.client(client).recv_stream(stream);
         let mut chunks = recv.read(true).unwrap();
         let mut bytes = Vec::new();
@@ -364,7 +421,9 @@ fn a_request_is_answered_on_its_stream() {
 fn sixty_four_requests_on_one_connection_are_all_answered() {
     let mut pair = Pair::new(10);
     let client = pair.h3_client(40_000);
-    let streams: Vec<_> = (0..64).map(|_| pair.request(client, &get("/hello"))).collect();
+    let streams: Vec<_> = (0..64)
+        .map(|_| pair.request(client, &get("/hello")))
+        .collect();
     pair.exchange();
     for stream in streams {
         let (bytes, ended) = pair.response(client, stream).unwrap();
@@ -380,9 +439,10 @@ fn an_answer_given_later_reaches_its_stream() {
     pair.exchange();
     assert_eq!(pair.response(client, stream), Ok((Vec::new(), false)));
     let ticket = pair.app.later.pop().unwrap();
-    assert!(ticket.slot & QUIC_SLOT != 0 && pair.server.is_live(&ticket));
+    assert!(ticket.slot & QUIC_SLOT != 0 && pair.server().is_live(&ticket));
     let (date, now) = (HttpDate::new(), pair.now);
-    pair.server.answer(ticket, Answer::ok(ContentType::Plain, b"later"), &date, now);
+    pair.server()
+        .answer(ticket, Answer::ok(ContentType::Plain, b"later"), &date, now);
     pair.exchange();
     let (bytes, ended) = pair.response(client, stream).unwrap();
     assert!(ended && is_ok_with(&bytes, b"later"));

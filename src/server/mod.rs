@@ -20,6 +20,7 @@ use self::core::Core;
 use self::signals::Wakers;
 use self::supervisor::supervise;
 use crate::pg::Pool;
+use crate::quic::Spread;
 use crate::service::Service;
 use crate::sys;
 use crate::transport::{Listening, TlsConfig};
@@ -119,10 +120,11 @@ where
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
     let inputs = with_wakers(listeners, &limits)?;
+    let spread = Spread::new(inputs.len());
     supervise("gnosis", inputs, move |(index, listeners, wake), _| {
         let (service, pool) = new_worker();
         let core = Core::new(service, pool, limits).with_tls(tls.clone());
-        let core = core.with_quic(index, &listeners);
+        let core = core.with_quic(index, &listeners, spread.clone());
         epoll::Worker::new(listeners, wake, core)?.run()
     })
 }
@@ -143,6 +145,7 @@ where
     F: Fn() -> (S, Pool) + Send + Sync + 'static,
 {
     let inputs = with_wakers(listeners, &limits)?;
+    let spread = Spread::new(inputs.len());
     supervise(
         "gnosis-uring",
         inputs,
@@ -150,7 +153,7 @@ where
             // The ring is made on the thread that uses it (SINGLE_ISSUER).
             let (service, pool) = new_worker();
             let core = Core::new(service, pool, limits).with_tls(tls.clone());
-            let core = core.with_quic(index, &listeners);
+            let core = core.with_quic(index, &listeners, spread.clone());
             let worker = uring::Worker::new(listeners, wake, core, options)?;
             started.ready(format!("rings ready ({})", worker.setup().describe()));
             worker.run()

@@ -55,7 +55,8 @@ pub fn ensure_udp_port_free(port: u16) -> io::Result<()> {
 /// `workers` (the sockets' order in the group, which is the order they were bound). A
 /// short header's ID starts at byte 1; a long header's at byte 6. A client's first
 /// Initial names an ID of its own choosing, so it lands on the worker its first byte
-/// happens to pick, as do its retransmissions: that worker answers with IDs of its own.
+/// happens to pick, as do its retransmissions: that worker answers with IDs of its own, or
+/// with a Retry whose ID names a worker with fewer connections (`quic/spread.rs`).
 pub fn route_by_connection_id(socket: impl AsFd, workers: usize) -> io::Result<()> {
     let workers = u32::try_from(workers.max(1)).unwrap_or(u32::MAX);
     let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {

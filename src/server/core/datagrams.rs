@@ -3,10 +3,12 @@
 //! connections' deadlines run with the worker's timers, and the answers the database or a
 //! timer finish reach its requests by their tickets ([`QUIC_SLOT`]).
 
+use std::sync::Arc;
+
 use super::{Core, Worker};
 use crate::h3;
 use crate::http::{AltSvc, Ticket};
-use crate::quic::{Endpoint, Outbox, Serve, QUIC_SLOT};
+use crate::quic::{Endpoint, Outbox, Serve, Spread, QUIC_SLOT};
 use crate::server::Listener;
 use crate::service::{Context, Service, Serving};
 use crate::sys::Received;
@@ -14,8 +16,9 @@ use crate::transport::Listening;
 
 impl<S: Service, K> Core<S, K> {
     /// Serves HTTP/3 on worker `index`'s QUIC endpoint (the index its connection IDs
-    /// carry), when it has a QUIC socket among its `listeners` and a TLS configuration.
-    pub fn with_quic(mut self, index: u8, listeners: &[Listener]) -> Self {
+    /// carry), when it has a QUIC socket among its `listeners` and a TLS configuration; new
+    /// clients shared with the other workers by `spread`.
+    pub fn with_quic(mut self, index: u8, listeners: &[Listener], spread: Arc<Spread>) -> Self {
         let socket = listeners.iter().find(|l| l.kind == Listening::Quic);
         let port = socket.and_then(|l| crate::sys::local_port(&l.socket).ok());
         if let Some((tls, port)) = self.worker.tls.as_ref().zip(port) {
@@ -29,7 +32,7 @@ impl<S: Service, K> Core<S, K> {
                 self.worker.limits.timeouts.idle,
             );
             let config = crate::quic::with_idle_timeout(&tls.quic(), idle);
-            self.quic = Some(Box::new(Endpoint::new(index, config, max, limits)));
+            self.quic = Some(Box::new(Endpoint::new(index, config, max, limits, spread)));
         }
         self
     }
