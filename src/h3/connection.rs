@@ -243,6 +243,20 @@ impl Connection {
     pub fn is_idle(&self) -> bool {
         self.requests.is_empty() && self.control.as_ref().is_none_or(|(_, out)| out.is_empty())
     }
+
+    /// The memory it holds, for the worker's budget: requests coming in or waiting for
+    /// their answers, answers still to write, the client's unidirectional streams', QPACK's
+    /// and our control stream's buffers.
+    pub fn held(&self) -> usize {
+        let requests: usize = self
+            .requests
+            .values()
+            .map(|exchange| exchange.stream.held() + exchange.out.capacity())
+            .sum();
+        let uni: usize = self.uni.iter().map(|(_, stream)| stream.held()).sum();
+        let control = self.control.as_ref().map_or(0, |(_, out)| out.capacity());
+        requests + uni + self.decoder.held() + control
+    }
 }
 
 /// Who opened a stream, and which way it goes (RFC 9000, 2.1: its two low bits).

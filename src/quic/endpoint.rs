@@ -48,11 +48,13 @@ struct Deadline {
     at: Instant,
 }
 
-/// What the requests a datagram or a deadline completes are answered with.
+/// What the requests a datagram or a deadline completes are answered with, and what each
+/// connection may hold of the worker's budget (`usize::MAX` while it is not spent).
 pub struct Serve<'a, H> {
     pub handler: &'a mut H,
     pub date: &'a HttpDate,
     pub now: Instant,
+    pub share: usize,
 }
 
 pub struct Endpoint {
@@ -79,6 +81,11 @@ pub struct Endpoint {
     /// Connections open, and those of them still in their handshake.
     open: usize,
     handshaking: usize,
+    /// What their HTTP/3 connections hold, as last counted (each `Peer::held`).
+    held: usize,
+    /// Connections that left bytes unread for the budget: served again at each round of
+    /// deadlines, since a client stopped by flow control may send nothing to wake them.
+    starved: Vec<ConnectionHandle>,
 }
 
 impl Endpoint {
@@ -115,6 +122,8 @@ impl Endpoint {
             generation: 0,
             open: 0,
             handshaking: 0,
+            held: 0,
+            starved: Vec::new(),
         }
     }
 
@@ -210,6 +219,9 @@ impl Endpoint {
             self.spread.forget_promised(self.worker);
             self.forget_promised_at = serve.now + PROMISE_FOR;
         }
+        for handle in std::mem::take(&mut self.starved) {
+            self.drive(handle, serve);
+        }
         // Taken one at a time: handling one schedules the connection's next deadline.
         while let Some(Deadline { handle, at }) = self.deadlines.pop_due(serve.now) {
             if let Some(peer) = self.peer(handle).filter(|peer| peer.deadline == Some(at)) {
@@ -246,9 +258,12 @@ impl Endpoint {
         }
         let was_established = peer.established;
         let slot = QUIC_SLOT | handle.0 as u32;
-        peer.serve(serve.handler, slot, serve.date, serve.now);
+        peer.serve(serve.handler, slot, serve.date, serve.now, serve.share);
         if peer.established && !was_established {
             self.handshaking -= 1;
+        }
+        if peer.has_unread() && !self.starved.contains(&handle) {
+            self.starved.push(handle);
         }
         self.transmit(handle, serve.now, drained);
     }
@@ -286,6 +301,9 @@ impl Endpoint {
                 None => break self.outbox.give_back(buf),
             }
         }
+        let holds = peer.h3.held();
+        self.held = self.held - peer.held + holds;
+        peer.held = holds;
         let deadline = peer.conn.poll_timeout();
         if deadline != peer.deadline {
             peer.deadline = deadline;
@@ -297,6 +315,7 @@ impl Endpoint {
             if !peer.established {
                 self.handshaking -= 1;
             }
+            self.held -= peer.held;
             self.peers[handle.0] = None;
             self.open -= 1;
             self.spread.set_open(self.worker, self.open);
@@ -310,6 +329,12 @@ impl Endpoint {
     /// Connections open (handshaking, established or closing).
     pub fn open(&self) -> usize {
         self.open
+    }
+
+    /// The memory its connections' HTTP/3 holds, for the worker's budget. (quinn-proto's
+    /// own buffers are bounded by each connection's flow-control windows: `quic/mod.rs`.)
+    pub fn held(&self) -> usize {
+        self.held
     }
 
     /// Connections not yet closed: those still in their handshake or serving. A closed

@@ -42,6 +42,12 @@ pub fn server_config(tls: &Arc<rustls::ServerConfig>) -> Arc<ServerConfig> {
 /// HttpArena's files (static-h3) hold 1.3 GB.
 const SEND_WINDOW: u64 = 1024 * 1024;
 
+/// What a client may send ahead of what HTTP/3 has read, on a connection: quinn-proto
+/// holds at most that for a connection that stops reading because it holds its share of
+/// the worker's budget (`Peer::serve`). Its default has no bound. 1 MiB lets an upload
+/// go at 1 MiB per round trip.
+const RECEIVE_WINDOW: u32 = 1024 * 1024;
+
 /// `config` (its TLS and its token key) with the transport's limits: a connection silent
 /// for `idle` is closed (as `--idle-timeout` closes a TCP one).
 pub fn with_idle_timeout(config: &ServerConfig, idle: Duration) -> Arc<ServerConfig> {
@@ -49,6 +55,8 @@ pub fn with_idle_timeout(config: &ServerConfig, idle: Duration) -> Arc<ServerCon
     transport
         .max_concurrent_bidi_streams(VarInt::from_u32(MAX_REQUEST_STREAMS))
         .max_concurrent_uni_streams(VarInt::from_u32(MAX_UNI_STREAMS))
+        .receive_window(VarInt::from_u32(RECEIVE_WINDOW))
+        .stream_receive_window(VarInt::from_u32(RECEIVE_WINDOW))
         .send_window(SEND_WINDOW)
         .max_idle_timeout(IdleTimeout::try_from(idle).ok());
     let mut config = config.clone();

@@ -22,6 +22,11 @@ pub struct Peer {
     /// The server drains: the client was told (GOAWAY), and the connection closes once
     /// what it took is answered.
     pub draining: bool,
+    /// What HTTP/3 held when last counted for the worker's budget (`Endpoint::held`).
+    pub held: usize,
+    /// Streams with bytes left unread because the connection held its share of the budget:
+    /// read once it holds less. Meanwhile QUIC's flow control stops the client.
+    unread: Vec<StreamId>,
 }
 
 impl Peer {
@@ -33,13 +38,24 @@ impl Peer {
             deadline: None,
             established: false,
             draining: false,
+            held: 0,
+            unread: Vec::new(),
         }
     }
 
-    /// Takes the connection's events (its handshake's end, its streams' bytes), hands
-    /// the requests complete to `handler` with tickets naming `slot`, and writes what
-    /// HTTP/3 has to write.
-    pub fn serve(&mut self, handler: &mut impl Handler, slot: u32, date: &HttpDate, now: Instant) {
+    /// Takes the connection's events (its handshake's end, its streams' bytes, as long as
+    /// it holds less than `share`), hands the requests complete to `handler` with tickets
+    /// naming `slot`, and writes what HTTP/3 has to write.
+    pub fn serve(
+        &mut self,
+        handler: &mut impl Handler,
+        slot: u32,
+        date: &HttpDate,
+        now: Instant,
+        share: usize,
+    ) {
+        let mut room = share.saturating_sub(self.held);
+        self.read_unread(&mut room);
         while let Some(event) = self.conn.poll() {
             match event {
                 Event::Connected => {
@@ -50,10 +66,10 @@ impl Peer {
                 }
                 Event::Stream(StreamEvent::Opened { dir }) => {
                     while let Some(id) = self.conn.streams().accept(dir) {
-                        self.read(id);
+                        self.read(id, &mut room);
                     }
                 }
-                Event::Stream(StreamEvent::Readable { id }) => self.read(id),
+                Event::Stream(StreamEvent::Readable { id }) => self.read(id, &mut room),
                 Event::Stream(StreamEvent::Stopped { id, .. }) => self.h3.stream_gone(id.into()),
                 Event::Stream(_)
                 | Event::ConnectionLost { .. }
@@ -80,16 +96,40 @@ impl Peer {
         self.flush(now);
     }
 
-    /// Reads what stream `id` has, to its end or until it has no more for now.
-    fn read(&mut self, id: StreamId) {
-        let Peer { conn, h3, .. } = self;
+    /// Whether it left bytes unread for the budget.
+    pub fn has_unread(&self) -> bool {
+        !self.unread.is_empty()
+    }
+
+    /// Reads the streams left unread, as far as `room` goes.
+    fn read_unread(&mut self, room: &mut usize) {
+        for id in std::mem::take(&mut self.unread) {
+            self.read(id, room);
+        }
+    }
+
+    /// Reads what stream `id` has, to its end, until it has no more for now, or until
+    /// `room` bytes are read (then it is read again later).
+    fn read(&mut self, id: StreamId, room: &mut usize) {
+        let Peer {
+            conn, h3, unread, ..
+        } = self;
         let mut stream = conn.recv_stream(id);
         let Ok(mut chunks) = stream.read(true) else {
             return;
         };
         loop {
-            match chunks.next(usize::MAX) {
-                Ok(Some(chunk)) => h3.receive(id.into(), &chunk.bytes, false),
+            if *room == 0 {
+                if !unread.contains(&id) {
+                    unread.push(id);
+                }
+                break;
+            }
+            match chunks.next(*room) {
+                Ok(Some(chunk)) => {
+                    *room -= chunk.bytes.len();
+                    h3.receive(id.into(), &chunk.bytes, false);
+                }
                 Ok(None) => break h3.receive(id.into(), &[], true),
                 Err(ReadError::Blocked) => break,
                 Err(ReadError::Reset(_)) => break h3.stream_gone(id.into()),

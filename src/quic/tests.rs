@@ -59,6 +59,8 @@ struct Pair {
     app: TestApp,
     date: HttpDate,
     now: Instant,
+    /// What each connection may hold of the worker's budget.
+    share: usize,
     conns: Vec<(ConnectionHandle, quinn_proto::Connection, SocketAddr)>,
 }
 
@@ -79,6 +81,7 @@ impl Pair {
             app: TestApp::default(),
             date: HttpDate::new(),
             now: Instant::now(),
+            share: usize::MAX,
             conns: Vec::new(),
         }
     }
@@ -178,6 +181,7 @@ impl Pair {
             handler: &mut self.app,
             date: &self.date,
             now: self.now,
+            share: self.share,
         };
         self.servers[worker].handle(from, None, None, datagram, &mut serve);
     }
@@ -189,6 +193,7 @@ impl Pair {
             handler: &mut self.app,
             date: &self.date,
             now: at,
+            share: self.share,
         };
         for server in &mut self.servers {
             server.on_timers(&mut serve);
@@ -404,6 +409,34 @@ fn is_ok_with(bytes: &[u8], body: &[u8]) -> bool {
         && data[0] == 0x00
         && usize::from(data[1]) == body.len()
         && &data[2..] == body
+}
+
+#[test]
+fn a_connection_holding_its_share_of_the_budget_reads_no_more_until_it_may() {
+    let mut pair = Pair::new(10);
+    pair.share = 8 * 1024;
+    let client = pair.h3_client(40_000);
+    // 16 requests of 2,000-byte bodies, left unanswered (`/later`): 32 KB to hold.
+    let mut frames = get("/later");
+    frames.extend_from_slice(&[0x00, 0x47, 0xd0]);
+    frames.extend_from_slice(&[b'x'; 2000]);
+    for _ in 0..16 {
+        pair.request(client, &frames);
+    }
+    pair.exchange();
+    let held = pair.server().held();
+    assert!(held < 2 * pair.share, "{held} bytes held");
+    assert!(
+        pair.app.later.len() < 16,
+        "{} requests read",
+        pair.app.later.len()
+    );
+    // Under its share again (the worker's budget freed), it reads the rest without a word
+    // from the client, which flow control may have stopped.
+    pair.share = usize::MAX;
+    let at = pair.now + Duration::from_millis(1);
+    pair.advance_to(at);
+    assert_eq!(pair.app.later.len(), 16);
 }
 
 #[test]

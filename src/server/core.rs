@@ -156,9 +156,10 @@ impl<S: Service, K> Core<S, K> {
         self.open_connections() >= self.worker.limits.max_conns
     }
 
-    /// What each connection may hold (`Budget::share`).
+    /// What each connection, over TCP or QUIC, may hold (`Budget::share`).
     fn share(&self) -> usize {
-        self.worker.budget.share(self.slots.open())
+        let quic = self.quic.as_ref().map_or(0, |quic| quic.open());
+        self.worker.budget.share(self.slots.open() + quic)
     }
 
     /// Whether the worker is over its budget and the open connection in slot `index`
@@ -578,6 +579,7 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         if datagrams::is_quic(&ticket) {
             if let Some(quic) = &mut self.quic {
                 quic.answer(ticket, answer, self.date, self.now);
+                self.budget.recount_quic(quic.held());
             }
             return;
         }

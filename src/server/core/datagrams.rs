@@ -39,14 +39,16 @@ impl<S: Service, K> Core<S, K> {
 
     /// What one receive brought: `bytes`, one datagram or several of `segment` bytes each.
     pub fn datagrams(&mut self, received: &Received, bytes: &[u8]) {
+        let share = self.share();
         let Some(quic) = &mut self.quic else { return };
         let ecn = quinn_proto::EcnCodepoint::from_bits(received.ecn);
         let segment = received.segment.unwrap_or(bytes.len()).max(1);
-        with_serve(&mut self.worker, |serve| {
+        with_serve(&mut self.worker, share, |serve| {
             for datagram in bytes.chunks(segment) {
                 quic.handle(received.from, None, ecn, datagram, serve);
             }
         });
+        self.worker.budget.recount_quic(quic.held());
     }
 
     /// The endpoint's batches to send, if it has any.
@@ -56,15 +58,19 @@ impl<S: Service, K> Core<S, K> {
 
     /// Runs the QUIC connections' deadlines that are due.
     pub(super) fn run_quic_deadlines(&mut self) {
+        let share = self.share();
         if let Some(quic) = &mut self.quic {
-            with_serve(&mut self.worker, |serve| quic.on_timers(serve));
+            with_serve(&mut self.worker, share, |serve| quic.on_timers(serve));
+            self.worker.budget.recount_quic(quic.held());
         }
     }
 }
 
-/// Runs `f` with what a QUIC connection's requests are answered with.
+/// Runs `f` with what a QUIC connection's requests are answered with, and each
+/// connection's `share` of the budget.
 fn with_serve<S: Service, T>(
     worker: &mut Worker<S>,
+    share: usize,
     f: impl FnOnce(&mut Serve<'_, Serving<'_, '_, '_, S>>) -> T,
 ) -> T {
     let Worker {
@@ -89,6 +95,7 @@ fn with_serve<S: Service, T>(
         handler: &mut serving,
         date,
         now: *now,
+        share,
     })
 }
 

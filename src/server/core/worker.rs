@@ -100,11 +100,17 @@ impl<S: Service> Worker<S> {
 pub(super) struct Budget {
     max: usize,
     held: usize,
+    /// The QUIC endpoint's part (its connections are counted there, `Endpoint::held`).
+    quic: u32,
 }
 
 impl Budget {
     fn new(max: usize) -> Self {
-        Budget { max, held: 0 }
+        Budget {
+            max,
+            held: 0,
+            quic: 0,
+        }
     }
 
     /// The buffer memory all connections hold.
@@ -129,5 +135,12 @@ impl Budget {
         let holds = u32::try_from(holds).unwrap_or(u32::MAX);
         self.held = self.held - *counted as usize + holds as usize;
         *counted = holds;
+    }
+
+    /// The QUIC endpoint's connections now hold `holds`.
+    pub fn recount_quic(&mut self, holds: usize) {
+        let mut counted = self.quic;
+        self.recount(&mut counted, holds);
+        self.quic = counted;
     }
 }
