@@ -10,6 +10,7 @@
 //! [`Connection::resets`]); an error of the connection closes it ([`Connection::error`]).
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use super::control::{write_control_stream, write_goaway, OpenedStreams, UniStream};
 use super::frame::{ErrorCode, H3Error};
@@ -33,6 +34,8 @@ enum Flushed {
 
 /// A request stream and its answer's bytes still to write.
 struct Exchange {
+    /// When its first bytes arrived: the request must be all in within the request timeout.
+    opened: Instant,
     stream: RequestStream,
     out: Vec<u8>,
     /// The answer is all in `out` (or a file's body is still to read: `More`).
@@ -102,13 +105,14 @@ impl Connection {
         self.control = Some((id, out));
     }
 
-    /// Bytes of stream `id`, all of them; `fin` if the stream ends with them.
-    pub fn receive(&mut self, id: u64, bytes: &[u8], fin: bool) {
+    /// Bytes of stream `id`, all of them, arrived at `now`; `fin` if the stream ends with
+    /// them.
+    pub fn receive(&mut self, id: u64, bytes: &[u8], fin: bool, now: Instant) {
         if self.error.is_some() {
             return;
         }
         match stream_kind(id) {
-            StreamKind::ClientRequest => self.receive_request(id, bytes, fin),
+            StreamKind::ClientRequest => self.receive_request(id, bytes, fin, now),
             StreamKind::ClientUni => {
                 let index = match self.uni.iter().position(|(uni, _)| *uni == id) {
                     Some(index) => index,
@@ -127,12 +131,13 @@ impl Connection {
         }
     }
 
-    fn receive_request(&mut self, id: u64, bytes: &[u8], fin: bool) {
+    fn receive_request(&mut self, id: u64, bytes: &[u8], fin: bool, now: Instant) {
         if self.going_away.is_some_and(|first| id >= first) {
             return self.resets.push((id, ErrorCode::RequestRejected));
         }
         let limits = self.limits;
         let exchange = self.requests.entry(id).or_insert_with(|| Exchange {
+            opened: now,
             stream: RequestStream::new(limits),
             out: Vec::new(),
             written: None,
@@ -210,6 +215,23 @@ impl Connection {
                     false
                 }
             });
+    }
+
+    /// Resets (H3_REQUEST_INCOMPLETE) the request streams whose request is not all in
+    /// `timeout` after its first bytes, as HTTP/1.1 and HTTP/2 answer a slow request: a
+    /// client cannot hold a stream and its buffers by sending a request slowly.
+    pub fn reset_late_requests(&mut self, now: Instant, timeout: Duration) {
+        let late = |exchange: &Exchange| {
+            exchange.stream.reading() && now.duration_since(exchange.opened) > timeout
+        };
+        let resets = &mut self.resets;
+        self.requests.retain(|&id, exchange| match late(exchange) {
+            true => {
+                resets.push((id, ErrorCode::RequestIncomplete));
+                false
+            }
+            false => true,
+        });
     }
 
     /// The request stream `id` was reset or stopped by the client: its exchange ends.

@@ -174,7 +174,7 @@ impl RequestStream {
     }
 
     /// Whether the request is still being read.
-    fn reading(&self) -> bool {
+    pub fn reading(&self) -> bool {
         matches!(
             self.state,
             State::Head | State::Body { .. } | State::Trailers { .. }

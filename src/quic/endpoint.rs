@@ -33,8 +33,9 @@ use crate::timers::Timers;
 /// Initial flood from forged addresses then costs one stateless packet each, no state.
 pub const RETRY_ABOVE: usize = 64;
 
-/// How long a client sent to another worker with a Retry counts there before it arrives.
-const PROMISE_FOR: Duration = Duration::from_secs(1);
+/// How often the endpoint looks at every connection (late requests), and how long a client
+/// sent to another worker with a Retry counts there before it arrives.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// The bit that marks a ticket's slot as a QUIC connection's (the rest is its handle),
 /// apart from the stream connections' slots.
@@ -66,8 +67,10 @@ pub struct Endpoint {
     spread: Arc<Spread>,
     /// The worker the next connection ID quinn-proto makes names (a Retry's).
     next_owner: NextOwner,
-    /// When this worker next forgets the clients promised to it (`Spread::forget_promised`).
-    forget_promised_at: Instant,
+    /// When it next resets the requests late past `request_timeout` and forgets the
+    /// clients promised to this worker (`Spread::forget_promised`).
+    next_sweep: Instant,
+    request_timeout: Duration,
     /// By handle: `quinn_proto` hands out small indexes and reuses them.
     peers: Vec<Option<Peer>>,
     deadlines: Timers<Deadline>,
@@ -91,12 +94,13 @@ pub struct Endpoint {
 impl Endpoint {
     /// The endpoint of worker `worker`, serving with `server` (shared by the workers, so
     /// that a Retry token one mints another takes), taking at most `max_connections`, its
-    /// new clients shared with the other workers by `spread`.
+    /// new clients shared with the other workers by `spread`; a request must be all in
+    /// within `request_timeout` of its first bytes.
     pub fn new(
         worker: u8,
         server: Arc<ServerConfig>,
         max_connections: usize,
-        limits: h3::Limits,
+        (limits, request_timeout): (h3::Limits, Duration),
         spread: Arc<Spread>,
     ) -> Self {
         let mut config = EndpointConfig::default();
@@ -112,7 +116,8 @@ impl Endpoint {
             worker,
             spread,
             next_owner,
-            forget_promised_at: Instant::now() + PROMISE_FOR,
+            next_sweep: Instant::now() + SWEEP_EVERY,
+            request_timeout,
             peers: Vec::new(),
             deadlines: Timers::default(),
             outbox: Outbox::default(),
@@ -215,9 +220,8 @@ impl Endpoint {
 
     /// Runs the connections' deadlines that are due.
     pub fn on_timers<H: Handler>(&mut self, serve: &mut Serve<'_, H>) {
-        if serve.now >= self.forget_promised_at {
-            self.spread.forget_promised(self.worker);
-            self.forget_promised_at = serve.now + PROMISE_FOR;
+        if serve.now >= self.next_sweep {
+            self.sweep(serve.now);
         }
         for handle in std::mem::take(&mut self.starved) {
             self.drive(handle, serve);
@@ -235,6 +239,19 @@ impl Endpoint {
             let peer = peers.get(deadline.handle.0).and_then(Option::as_ref);
             peer.is_some_and(|peer| peer.deadline == Some(deadline.at))
         });
+    }
+
+    /// Resets every connection's late requests, and forgets the clients promised to this
+    /// worker that did not come.
+    fn sweep(&mut self, now: Instant) {
+        self.next_sweep = now + SWEEP_EVERY;
+        self.spread.forget_promised(self.worker);
+        for index in 0..self.peers.len() {
+            if let Some(peer) = self.peers[index].as_mut() {
+                peer.reset_late_requests(now, self.request_timeout);
+                self.transmit(ConnectionHandle(index), now, false);
+            }
+        }
     }
 
     /// The earliest deadline of its connections.

@@ -2,7 +2,7 @@
 //! the stream events quinn-proto reports become bytes for `h3::Connection`, and what
 //! HTTP/3 writes goes to the streams as far as their flow control lets it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quinn_proto::{Connection, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
@@ -55,7 +55,7 @@ impl Peer {
         share: usize,
     ) {
         let mut room = share.saturating_sub(self.held);
-        self.read_unread(&mut room);
+        self.read_unread(&mut room, now);
         while let Some(event) = self.conn.poll() {
             match event {
                 Event::Connected => {
@@ -66,10 +66,10 @@ impl Peer {
                 }
                 Event::Stream(StreamEvent::Opened { dir }) => {
                     while let Some(id) = self.conn.streams().accept(dir) {
-                        self.read(id, &mut room);
+                        self.read(id, &mut room, now);
                     }
                 }
-                Event::Stream(StreamEvent::Readable { id }) => self.read(id, &mut room),
+                Event::Stream(StreamEvent::Readable { id }) => self.read(id, &mut room, now),
                 Event::Stream(StreamEvent::Stopped { id, .. }) => self.h3.stream_gone(id.into()),
                 Event::Stream(_)
                 | Event::ConnectionLost { .. }
@@ -102,15 +102,22 @@ impl Peer {
     }
 
     /// Reads the streams left unread, as far as `room` goes.
-    fn read_unread(&mut self, room: &mut usize) {
+    fn read_unread(&mut self, room: &mut usize, now: Instant) {
         for id in std::mem::take(&mut self.unread) {
-            self.read(id, room);
+            self.read(id, room, now);
         }
+    }
+
+    /// Resets the streams whose request is not all in within `timeout` (see
+    /// `h3::Connection::reset_late_requests`).
+    pub fn reset_late_requests(&mut self, now: Instant, timeout: Duration) {
+        self.h3.reset_late_requests(now, timeout);
+        self.flush(now);
     }
 
     /// Reads what stream `id` has, to its end, until it has no more for now, or until
     /// `room` bytes are read (then it is read again later).
-    fn read(&mut self, id: StreamId, room: &mut usize) {
+    fn read(&mut self, id: StreamId, room: &mut usize, now: Instant) {
         let Peer {
             conn, h3, unread, ..
         } = self;
@@ -128,9 +135,9 @@ impl Peer {
             match chunks.next(*room) {
                 Ok(Some(chunk)) => {
                     *room -= chunk.bytes.len();
-                    h3.receive(id.into(), &chunk.bytes, false);
+                    h3.receive(id.into(), &chunk.bytes, false, now);
                 }
-                Ok(None) => break h3.receive(id.into(), &[], true),
+                Ok(None) => break h3.receive(id.into(), &[], true, now),
                 Err(ReadError::Blocked) => break,
                 Err(ReadError::Reset(_)) => break h3.stream_gone(id.into()),
             }

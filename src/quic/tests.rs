@@ -33,6 +33,9 @@ impl Handler for TestApp {
     }
 }
 
+/// The server's request timeout here.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 const SERVER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8443);
 
 fn client_addr(port: u16) -> SocketAddr {
@@ -72,7 +75,7 @@ impl Pair {
     fn with_workers(workers: u8, max_connections: usize) -> Self {
         let config = Arc::new(EndpointConfig::default());
         let (tls, spread) = (server_tls(), Spread::new(workers.into()));
-        let limits = h3::Limits::default();
+        let limits = (h3::Limits::default(), REQUEST_TIMEOUT);
         let new =
             |worker| Endpoint::new(worker, tls.clone(), max_connections, limits, spread.clone());
         Pair {
@@ -437,6 +440,27 @@ fn a_connection_holding_its_share_of_the_budget_reads_no_more_until_it_may() {
     let at = pair.now + Duration::from_millis(1);
     pair.advance_to(at);
     assert_eq!(pair.app.later.len(), 16);
+}
+
+#[test]
+fn a_request_not_all_in_within_the_request_timeout_is_reset() {
+    let mut pair = Pair::new(10);
+    let client = pair.h3_client(40_000);
+    // Half a HEADERS frame, and nothing more.
+    let conn = pair.client(client);
+    let stream = conn.streams().open(quinn_proto::Dir::Bi).unwrap();
+    let frames = get("/hello");
+    conn.send_stream(stream).write(&frames[..5]).unwrap();
+    let complete = pair.request(client, &frames);
+    pair.exchange();
+    assert_eq!(pair.response(client, stream), Ok((Vec::new(), false)));
+    let at = pair.now + REQUEST_TIMEOUT + Duration::from_secs(2);
+    pair.advance_to(at);
+    let incomplete = h3::ErrorCode::RequestIncomplete.value();
+    assert_eq!(pair.response(client, stream), Err(incomplete));
+    let (bytes, ended) = pair.response(client, complete).unwrap();
+    assert!(ended && is_ok_with(&bytes, b"hello"));
+    assert!(!pair.client(client).is_closed());
 }
 
 #[test]

@@ -27,11 +27,9 @@ impl<S: Service, K> Core<S, K> {
                 max_body: self.worker.service.max_body(),
                 ..h3::Limits::default()
             };
-            let (max, idle) = (
-                self.worker.limits.max_conns,
-                self.worker.limits.timeouts.idle,
-            );
-            let config = crate::quic::with_idle_timeout(&tls.quic(), idle);
+            let (max, timeouts) = (self.worker.limits.max_conns, self.worker.limits.timeouts);
+            let config = crate::quic::with_idle_timeout(&tls.quic(), timeouts.idle);
+            let limits = (limits, timeouts.request);
             self.quic = Some(Box::new(Endpoint::new(index, config, max, limits, spread)));
         }
         self
