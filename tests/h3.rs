@@ -1,5 +1,5 @@
 //! HTTP/3 over QUIC on both binaries, with clients that share no code with gnosis:
-//! aioquic (QUIC, HTTP/3 and QPACK in Python, `tests/h3/client.py`) for what an answer
+//! aioquic (QUIC, HTTP/3 and QPACK in Python, `scripts/gnosis_tools/h3_client.py`) for what an answer
 //! holds, and HttpArena's own load generator (`h2load-h3`: ngtcp2 and nghttp3) for many
 //! requests on many connections.
 
@@ -21,6 +21,11 @@ fn h2load_h3() -> PathBuf {
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/anchors/tools/h2load-h3"),
         PathBuf::from,
     )
+}
+
+/// The aioquic client (`get` and `spread`).
+fn h3_client() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gnosis_tools/h3_client.py")
 }
 
 fn file_name(binary: &str) -> &str {
@@ -46,9 +51,8 @@ fn start(binary: &str, static_dir: &common::BigFile, extra: &[&str]) -> common::
 
 /// aioquic's answers to `requests` (`METHOD:PATH[:BODY]`) on one connection to `port`.
 fn aioquic(server: &common::Server, requests: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/client.py");
     let output = Command::new("python3")
-        .arg(script)
+        .args([h3_client().as_os_str(), "get".as_ref()])
         .arg(server.h3_port.to_string())
         .args(requests)
         .output()
@@ -158,9 +162,8 @@ fn h2load_h3_gets_every_answer(binary: &str) {
 fn a_signal_drains_http3_and_exits_0(binary: &str) {
     let files = common::BigFile::new(&format!("h3-drain-{}", file_name(binary)));
     let mut server = start(binary, &files, &["--drain-timeout", "60000"]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/client.py");
     let mut client = Command::new("python3")
-        .arg(script)
+        .args([h3_client().as_os_str(), "get".as_ref()])
         .arg(server.h3_port.to_string())
         .args(["GET:/baseline2?a=1&b=1", "GET:/delay/1500"])
         .env("H3_TELL_FIRST", "1")
@@ -230,9 +233,8 @@ fn answers_over_tls_name_http3(binary: &str) {
 fn connections_spread_evenly_over_the_workers(binary: &str) {
     let files = common::BigFile::new(&format!("spread-{}", file_name(binary)));
     let server = start(binary, &files, &["--threads", "4"]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/spread.py");
     let output = Command::new("python3")
-        .arg(script)
+        .args([h3_client().as_os_str(), "spread".as_ref()])
         .args([&server.h3_port.to_string(), "32"])
         .output()
         .expect("python3 runs");

@@ -626,8 +626,8 @@ class H2Profiles(StandInCase):
         passed = validator.run(httparena_h2.PROFILES)
         self.assertTrue(passed, out.getvalue())
         # baseline-h2 4, baseline-h2c 5, static-h2 5, unary-grpc 2, unary-grpc-tls 2,
-        # baseline-h3 1 + 4, static-h3 1 + 5.
-        self.assertEqual(validator.passed, 4 + 5 + 5 + 2 + 2 + 5 + 6, out.getvalue())
+        # baseline-h3 1 + 4, static-h3 1 + 5 + 5 of ours over QUIC.
+        self.assertEqual(validator.passed, 4 + 5 + 5 + 2 + 2 + 5 + 11, out.getvalue())
 
 
 class WsStandIn(socketserver.ThreadingTCPServer):

@@ -27,8 +27,12 @@ TCP port, as baseline-h2 and static-h2 check them, and over QUIC on the same por
 - baseline-h3 (1 + baseline-h2's 4 checks): 4 x /baseline2?a=13&b=42 over QUIC;
 - static-h3 (1 + static-h2's 5 checks): 4 x /static/reset.css over QUIC.
 h2load-h3 is ../shared/anchors/tools/h2load-h3 beside the repository, or H2LOAD_H3.
+Ours, beyond HttpArena's (static-h3, 5 checks): static-h2's checks over QUIC too, with aioquic
+(`h3_client.py`; scripts/test.sh installs it): the three Content-Types, reset.css the size it
+has over h2, and 404 for /static/nonexistent.txt.
 """
 
+import asyncio
 import os
 import re
 import struct
@@ -125,6 +129,7 @@ class H2Checks:
     def __init__(self, validator, h2_port, h2c_port):
         self.validator = validator
         self.h2 = "https://%s:%d" % (validator.host, h2_port)
+        self.h2_port = h2_port
         self.h2c = "http://%s:%d" % (validator.host, h2c_port)
         self.grpc_h2c = "http://%s:%d" % (validator.host, validator.port)
 
@@ -147,6 +152,7 @@ class H2Checks:
             print("[test] static-h3 endpoint", file=out)
             self.over_quic("/static/reset.css")
             self.static()
+            self.static_over_quic()
         if "unary-grpc" in profiles:
             print("[test] unary-grpc endpoint (h2c on :%d)" % self.validator.port, file=out)
             for label in ("GetSum over h2c", "GetSum over h2c (second random pair)"):
@@ -220,6 +226,35 @@ class H2Checks:
         twos, protocol = (int(ok.group(1)) if ok else 0), (alpn.group(1) if alpn else None)
         self.expect(label, twos == 4 and protocol == "h3", "4/4 2xx, ALPN h3",
                     "%d/4 2xx, ALPN %s" % (twos, protocol))
+
+    def static_over_quic(self):
+        """static-h2's checks, over HTTP/3 with aioquic (ours)."""
+        names = [("reset.css", "text/css"), ("app.js", "application/javascript"),
+                 ("manifest.json", "application/json")]
+        paths = ["/static/%s" % name for name, _ in names] + ["/static/nonexistent.txt"]
+        try:
+            from .. import h3_client  # here: aioquic is needed by these checks only
+            got = asyncio.run(h3_client.exchange(self.h2_port, [("GET", p, None) for p in paths],
+                                                 host=self.validator.host))
+        except Exception as error:  # aioquic missing, or the exchange failed: say which
+            for path in paths:
+                self.validator.fail("GET %s over HTTP/3 (ours)" % path,
+                                    "aioquic's exchange failed: %r" % (error,))
+            return
+        answers = got["answers"]
+        for (name, expected), answer in zip(names, answers):
+            value = h3_client.header(answer, "content-type")
+            self.expect("GET /static/%s Content-Type over HTTP/3 (ours)" % name,
+                        value is not None and value.startswith(expected), value,
+                        "expected Content-Type %s, got %r" % (expected, value))
+        over_h2 = Curl(["-k", "--http2", self.h2 + "/static/reset.css"]).body
+        size = len(answers[0]["body"])
+        self.expect("static-h3 response size over HTTP/3 (ours)",
+                    size > 0 and size == len(over_h2), "%d bytes" % size,
+                    "%d bytes, %d over HTTP/2" % (size, len(over_h2)))
+        status = h3_client.header(answers[3], ":status")
+        self.expect("GET /static/nonexistent.txt over HTTP/3 (ours)", status == "404", status,
+                    "expected 404, got %s" % status)
 
     def get_sum(self, label, base, options):
         v = self.validator
