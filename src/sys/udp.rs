@@ -273,12 +273,22 @@ fn set_option<T>(
 mod tests {
     use super::*;
 
+    /// A port no socket holds. (`udp_socket(0)` may be given a port that another
+    /// `SO_REUSEPORT` socket of this user holds, and join its group: another test's, or
+    /// another process's.)
+    fn unused_port() -> u16 {
+        let probe =
+            rustix::net::socket_with(AddressFamily::INET, SocketType::DGRAM, SOCKET_FLAGS, None)
+                .unwrap();
+        rustix::net::bind(&probe, &SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+        let address = SocketAddr::try_from(rustix::net::getsockname(&probe).unwrap());
+        address.unwrap().port()
+    }
+
     fn bound_pair() -> (OwnedFd, OwnedFd, SocketAddr) {
-        let server = udp_socket(0).unwrap();
-        let port = SocketAddr::try_from(rustix::net::getsockname(&server).unwrap())
-            .unwrap()
-            .port();
-        let client = udp_socket(0).unwrap();
+        let port = unused_port();
+        let server = udp_socket(port).unwrap();
+        let client = udp_socket(unused_port()).unwrap();
         let to = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
         (server, client, to)
     }
@@ -315,14 +325,10 @@ mod tests {
 
     #[test]
     fn each_datagram_reaches_the_socket_its_connection_id_names() {
-        let group: Vec<OwnedFd> = (0..2).map(|_| udp_socket(0).unwrap()).collect();
-        // Port 0 binds each to a port of its own: bind the second to the first's.
-        let port = SocketAddr::try_from(rustix::net::getsockname(&group[0]).unwrap())
-            .unwrap()
-            .port();
-        let group = [group.into_iter().next().unwrap(), udp_socket(port).unwrap()];
+        let port = unused_port();
+        let group = [udp_socket(port).unwrap(), udp_socket(port).unwrap()];
         route_by_connection_id(&group[0], 2).unwrap();
-        let client = udp_socket(0).unwrap();
+        let client = udp_socket(unused_port()).unwrap();
         let to = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
         for worker in [0u8, 1, 2, 3] {
             // A short header, then a long one, naming `worker` in the ID's first byte.
