@@ -1,8 +1,9 @@
 //! The QUIC socket on the ring: a multishot poll says when datagrams wait, and
 //! `server/udp.rs` receives them all with `recvmsg`; sends are `sendmsg`s at the end of each
 //! iteration, and a one-shot poll waits for room when the socket's buffer is full. (A
-//! multishot `recvmsg` into provided buffers would save the receive calls: the kernel's
-//! GRO size comes in its ancillary data, which that path hands back too; not done yet.)
+//! multishot `recvmsg` into provided buffers saves the receive calls but was measured to
+//! cost as much or more: the loop goes round more often with fewer datagrams each time;
+//! docs/BENCHMARKS.md, "HTTP/3".)
 
 use std::io;
 use std::os::fd::AsRawFd;
