@@ -5,12 +5,12 @@
 
 mod connection;
 mod encode;
+mod message;
 mod parse;
 
 pub use connection::Connection;
 #[cfg(test)]
 pub(crate) use encode::framing_of;
 pub use encode::Framing;
-pub use parse::{
-    longest_request, parse, Chunked, Parsed, MAX_CHUNK_FRAMING, MAX_CHUNK_LINE, MAX_HEAD,
-};
+pub use message::{ChunkError, MAX_CHUNK_LINE, MAX_HEAD, MAX_HEADERS};
+pub use parse::{longest_request, parse, Chunked, Parsed, MAX_CHUNK_FRAMING};
