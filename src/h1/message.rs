@@ -362,6 +362,11 @@ fn is_field_line(line: &[u8]) -> bool {
             .all(|&b| b == b'\t' || !b.is_ascii_control())
 }
 
+/// Whether `bytes` is a token (RFC 9110, 5.6.2), as a field's name or a method is.
+pub(super) fn is_token(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && token_len(bytes) == bytes.len()
+}
+
 /// Optional blanks (`BWS`): spaces and tabs.
 fn skip_blanks(bytes: &[u8]) -> &[u8] {
     let blanks = bytes

@@ -3,6 +3,7 @@
 //! application in order, and its answers written as text (`encode`), in order, whenever
 //! they come.
 
+pub mod client;
 mod connection;
 mod encode;
 mod message;
