@@ -1,14 +1,19 @@
 //! HTTP/1.1's client side, no I/O: what a reverse proxy needs to forward requests to an
 //! upstream server over keep-alive connections, pipelined. `request.rs` writes a client's
 //! request as the upstream is to receive it ([`Forward`]: hop-by-hop fields out,
-//! X-Forwarded-For, X-Forwarded-Proto and Via in, nothing injectable). The connections,
-//! their pool and the answers to the proxy's own clients are the caller's.
+//! X-Forwarded-For, X-Forwarded-Proto and Via in, nothing injectable); `response.rs` reads
+//! the upstream's responses as their bytes arrive ([`ResponseReader`]: a head, then its
+//! body in pieces, then its end, in bounded memory, refusing any framing two parsers could
+//! read differently). The connections, their pool and the answers to the proxy's own
+//! clients are the caller's.
 
 mod request;
+mod response;
 #[cfg(test)]
 mod tests;
 
 pub use request::{Forward, WriteError};
+pub use response::{Awaited, BodyLength, Error, Event, Head, Read, ResponseReader};
 
 use crate::http::connection_specific;
 
