@@ -1,14 +1,10 @@
 use std::mem::MaybeUninit;
 
-use crate::http::{is_unreserved, Fields, Method, Request, Status, Version};
+use super::message::{
+    is_host, BodyFraming, ChunkError, ChunkedReader, FramingFields, Piece, MAX_HEAD, MAX_HEADERS,
+};
+use crate::http::{Fields, Method, Request, Status, Version};
 
-/// The largest request head (request line and headers) accepted; larger gets 414 or 431.
-/// Chunked trailers are held to the same size.
-pub const MAX_HEAD: usize = 8 * 1024;
-/// More header lines than this gets 431.
-const MAX_HEADERS: usize = 64;
-/// A chunk-size line (size and extensions) longer than this is refused with 400.
-pub const MAX_CHUNK_LINE: usize = 1024;
 /// The bytes a chunked body's framing may take beyond its data (size lines, extensions and
 /// the CRLFs after the data), so that what a connection holds for a request stays within
 /// the body limit plus a constant however the body is chunked: 1-byte chunks with 1 KiB
@@ -60,62 +56,52 @@ pub struct Chunked {
 
 impl Chunked {
     /// Decodes in `body`, the bytes of the input from where the chunked body begins, as
-    /// much as has arrived (RFC 9112, 7.1): `Ok(true)` once the last chunk and the trailers
-    /// are in, `Ok(false)` while more is needed. Every line must end in CRLF (a bare LF or
-    /// CR in the framing is where two parsers can disagree); extensions must be as the
-    /// grammar says, and are skipped; trailer fields are checked and dropped.
+    /// much as has arrived (RFC 9112, 7.1, read by `message::ChunkedReader`): `Ok(true)`
+    /// once the last chunk and the trailers are in, `Ok(false)` while more is needed.
+    /// Extensions are skipped, trailer fields checked and dropped.
     pub fn decode(&mut self, body: &mut [u8], max_body: usize) -> Result<bool, Status> {
+        // A chunk is moved once it is all in, so the reader takes up again at the size line
+        // after the last whole chunk (the trailers are read again until they end).
+        let mut reader = ChunkedReader::default();
         let mut at = self.encoded as usize;
         let mut decoded = self.decoded as usize;
         loop {
-            let Some(line) = line_at(body, at, MAX_CHUNK_LINE, Status::BadRequest)? else {
-                return Ok(false);
-            };
-            let size = chunk_size(line).ok_or(Status::BadRequest)?;
-            let data_at = at + line.len() + 2;
-            if size > max_body - decoded || data_at - decoded > MAX_CHUNK_FRAMING {
-                return Err(Status::PayloadTooLarge);
-            }
-            if size == 0 {
-                at = data_at;
-                break;
-            }
-            let Some(data) = body.get(data_at..data_at + size + 2) else {
-                return Ok(false);
-            };
-            if !data.ends_with(b"\r\n") {
-                return Err(Status::BadRequest);
-            }
-            body.copy_within(data_at..data_at + size, decoded);
-            decoded += size;
-            at = data_at + size + 2;
-            // Both fit in u32: the input holds at most a head, the body limit and the
-            // framing limit, and the body limit is checked to be far below 4 GiB.
-            (self.decoded, self.encoded) = (decoded as u32, at as u32);
-        }
-        // The trailer section: field lines up to an empty line, held to the head's limit.
-        let trailers_start = at;
-        loop {
-            let room = MAX_HEAD - (at - trailers_start);
-            let Some(line) = line_at(body, at, room, Status::HeaderTooLarge)? else {
-                return Ok(false);
-            };
-            at += line.len() + 2;
-            if line.is_empty() {
-                (self.encoded, self.done) = (at as u32, true);
-                return Ok(true);
-            }
-            if !is_field_line(line) {
-                return Err(Status::BadRequest);
+            let piece = reader.next(&body[at..]).map_err(|error| match error {
+                ChunkError::TrailersTooLarge => Status::HeaderTooLarge,
+                _ => Status::BadRequest,
+            })?;
+            match piece {
+                None => return Ok(false),
+                Some(Piece::Size { size, len }) => {
+                    at += len;
+                    if size > max_body - decoded || at - decoded > MAX_CHUNK_FRAMING {
+                        return Err(Status::PayloadTooLarge);
+                    }
+                    // Within the body limit, so `size + 2` does not overflow.
+                    if size > 0 && body.len() - at < size + 2 {
+                        return Ok(false);
+                    }
+                }
+                Some(Piece::Data(len)) => {
+                    body.copy_within(at..at + len, decoded);
+                    decoded += len;
+                    at += len;
+                }
+                Some(Piece::DataEnd) => {
+                    at += 2;
+                    // Both fit in u32: the input holds at most a head, the body limit and
+                    // the framing limit, and the body limit is checked to be far below
+                    // 4 GiB.
+                    (self.decoded, self.encoded) = (decoded as u32, at as u32);
+                }
+                Some(Piece::Trailer(len)) => at += len,
+                Some(Piece::End) => {
+                    (self.encoded, self.done) = ((at + 2) as u32, true);
+                    return Ok(true);
+                }
             }
         }
     }
-}
-
-/// How the body is framed.
-enum Framing {
-    Length(usize),
-    Chunked,
 }
 
 /// Parses the request at the front of `buf`. A body longer than `max_body` is refused with
@@ -147,84 +133,58 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
     };
     let http10 = minor == 0;
 
-    let (mut says_close, mut says_keep_alive) = (false, false);
-    let mut content_length: Option<usize> = None;
-    let mut transfer_encodings = 0;
-    let mut says_chunked = false;
+    let mut framing = FramingFields::default();
     let mut hosts = 0;
     let mut expects_continue = false;
     let mut fields = Fields::default();
     for header in req.headers.iter() {
         let name = header.name;
-        if name.eq_ignore_ascii_case("connection") {
-            // HTTP/1.1's own field (HTTP/2 refuses it): its tokens read here, once.
-            for token in header.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                says_close |= token.eq_ignore_ascii_case(b"close");
-                says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-                fields.upgrade.connection_upgrade |= token.eq_ignore_ascii_case(b"upgrade");
+        match framing.read(name, header.value) {
+            Ok(true) => {}
+            Err(_) => return Parsed::Invalid(Status::BadRequest),
+            Ok(false) if name.eq_ignore_ascii_case("host") => {
+                if !is_host(header.value.trim_ascii()) {
+                    return Parsed::Invalid(Status::BadRequest);
+                }
+                hosts += 1;
             }
-        } else if name.eq_ignore_ascii_case("content-length") {
-            let Some(length) = parse_content_length(header.value) else {
-                return Parsed::Invalid(Status::BadRequest);
-            };
-            // Repeated Content-Length headers must agree (RFC 9112, 6.3).
-            if content_length.is_some_and(|seen| seen != length) {
-                return Parsed::Invalid(Status::BadRequest);
+            Ok(false) if name.eq_ignore_ascii_case("expect") => {
+                expects_continue = header
+                    .value
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"100-continue");
             }
-            content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            transfer_encodings += 1;
-            says_chunked = header.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
-        } else if name.eq_ignore_ascii_case("host") {
-            if !is_host(header.value.trim_ascii()) {
-                return Parsed::Invalid(Status::BadRequest);
-            }
-            hosts += 1;
-        } else if name.eq_ignore_ascii_case("expect") {
-            expects_continue = header
-                .value
-                .trim_ascii()
-                .eq_ignore_ascii_case(b"100-continue");
-        } else {
-            fields.read(name.as_bytes(), header.value, |value| value);
+            Ok(false) => fields.read(name.as_bytes(), header.value, |value| value),
         }
     }
-    // `close` wins over `keep-alive`, wherever each stands (RFC 9112, 9.6); HTTP/1.0 closes
-    // unless it asks to keep the connection.
-    let keep_alive = !says_close && (!http10 || says_keep_alive);
-    // Only one coding is understood, chunked, alone and once: anything else (another
-    // coding, chunked twice or not last, chunked in HTTP/1.0, both framing headers at
-    // once) leaves the body's end in doubt, the shape of request smuggling (RFC 9112, 6.1).
-    let framing = match (transfer_encodings, content_length) {
-        (0, length) => Framing::Length(length.unwrap_or(0)),
-        (1, None) if says_chunked && !http10 => Framing::Chunked,
-        _ => return Parsed::Invalid(Status::BadRequest),
+    fields.upgrade.connection_upgrade = framing.upgrade;
+    let keep_alive = framing.keep_alive(http10);
+    let length = match framing.body(http10) {
+        Ok(BodyFraming::Unframed) => Some(0),
+        Ok(BodyFraming::Length(length)) => Some(length),
+        Ok(BodyFraming::Chunked) => None,
+        Err(_) => return Parsed::Invalid(Status::BadRequest),
     };
     // HTTP/1.1 needs exactly one Host line; HTTP/1.0 at most one (RFC 9112, 3.2).
     if hosts > 1 || (hosts == 0 && !http10) {
         return Parsed::Invalid(Status::BadRequest);
     }
     let arrived = &buf[head_len..];
-    let (body, len) = match framing {
-        Framing::Length(length) if length > max_body => {
-            return Parsed::Invalid(Status::PayloadTooLarge)
-        }
-        Framing::Length(length) if arrived.len() < length => {
+    let (body, len) = match length {
+        Some(length) if length > max_body => return Parsed::Invalid(Status::PayloadTooLarge),
+        Some(length) if arrived.len() < length => {
             return match expects_continue && arrived.is_empty() && !http10 {
                 true => Parsed::ExpectsContinue,
                 false => Parsed::Partial,
             }
         }
-        Framing::Length(length) => (&arrived[..length], head_len + length),
-        Framing::Chunked if chunked.done => (
+        Some(length) => (&arrived[..length], head_len + length),
+        None if chunked.done => (
             &arrived[..chunked.decoded as usize],
             head_len + chunked.encoded as usize,
         ),
-        Framing::Chunked if expects_continue && arrived.is_empty() => {
-            return Parsed::ExpectsContinue
-        }
-        Framing::Chunked => return Parsed::ChunkedBody { body_at: head_len },
+        None if expects_continue && arrived.is_empty() => return Parsed::ExpectsContinue,
+        None => return Parsed::ChunkedBody { body_at: head_len },
     };
 
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
@@ -245,179 +205,9 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
     }
 }
 
-/// Digits only: no sign, no spaces inside, no overflow.
-fn parse_content_length(value: &[u8]) -> Option<usize> {
-    let value = value.trim_ascii();
-    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
-}
-
-/// A Host value as RFC 9110 (7.2) reads it: `uri-host [ ":" port ]` (RFC 3986, 3.2.2), or
-/// empty when the target has no authority. An IP literal's inside is taken as hexadecimal
-/// digits, colons and dots. Anything else (blanks, a slash, an `@`, a bad escape) is a
-/// value that a proxy and an origin could read as different hosts.
-fn is_host(value: &[u8]) -> bool {
-    let (host, port) = match value.strip_prefix(b"[") {
-        Some(literal) => match literal.iter().position(|&b| b == b']') {
-            Some(end)
-                if literal[..end]
-                    .iter()
-                    .all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b)) =>
-            {
-                (&b""[..], &literal[end + 1..])
-            }
-            _ => return false,
-        },
-        None => {
-            let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-            value.split_at(end)
-        }
-    };
-    let port_ok = match port.split_first() {
-        None => true,
-        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
-        Some(_) => false,
-    };
-    port_ok && is_reg_name(host)
-}
-
-/// `*( unreserved / pct-encoded / sub-delims )` (RFC 3986, 3.2.2).
-fn is_reg_name(name: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(&b) = name.get(at) {
-        at += match b {
-            b'%' if name
-                .get(at + 1..at + 3)
-                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) =>
-            {
-                3
-            }
-            b if REG_NAME_BYTES[usize::from(b)] => 1,
-            _ => return false,
-        };
-    }
-    true
-}
-
-/// The bytes a reg-name holds as they are, unreserved and sub-delims: a table, since every
-/// request's Host is checked byte by byte (a search of the sub-delims per byte was 2% of a
-/// pipelined run's perf samples).
-const REG_NAME_BYTES: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let byte = b as u8;
-        table[b] = is_unreserved(byte)
-            || matches!(
-                byte,
-                b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
-            );
-        b += 1;
-    }
-    table
-};
-
-/// The line at `buf[at..]` without its CRLF, once it is in; `too_long` if it is longer
-/// than `max` with its CRLF, 400 if it does not end in CRLF.
-fn line_at(buf: &[u8], at: usize, max: usize, too_long: Status) -> Result<Option<&[u8]>, Status> {
-    let rest = &buf[at..];
-    let window = &rest[..rest.len().min(max)];
-    match window.iter().position(|&b| b == b'\n') {
-        Some(end) if end > 0 && window[end - 1] == b'\r' => Ok(Some(&window[..end - 1])),
-        Some(_) => Err(Status::BadRequest),
-        None if window.len() == max => Err(too_long),
-        None => Ok(None),
-    }
-}
-
-/// A chunk-size line's size (RFC 9112, 7.1): `1*HEXDIG *( BWS ";" BWS ext-name
-/// [ BWS "=" BWS ext-value ] )`, with no sign, no leading or trailing blanks, no overflow.
-fn chunk_size(line: &[u8]) -> Option<usize> {
-    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 || !are_chunk_extensions(&line[digits..]) {
-        return None;
-    }
-    let digits = std::str::from_utf8(&line[..digits]).ok()?;
-    usize::from_str_radix(digits, 16).ok()
-}
-
-/// Whether `rest` is a run of chunk extensions, each `BWS ";" BWS token [ BWS "=" BWS
-/// ( token / quoted-string ) ]`.
-fn are_chunk_extensions(mut rest: &[u8]) -> bool {
-    while !rest.is_empty() {
-        let Some(after) = skip_blanks(rest).strip_prefix(b";") else {
-            return false;
-        };
-        let after = skip_blanks(after);
-        let name = token_len(after);
-        if name == 0 {
-            return false;
-        }
-        rest = &after[name..];
-        if let Some(value) = skip_blanks(rest).strip_prefix(b"=") {
-            let value = skip_blanks(value);
-            let len = match value.first() {
-                Some(b'"') => quoted_string_len(value),
-                _ => token_len(value),
-            };
-            if len == 0 {
-                return false;
-            }
-            rest = &value[len..];
-        }
-    }
-    true
-}
-
-/// A trailer field line: `field-name ":" field-value`, the name a token, the value free of
-/// controls but tabs (RFC 9110, 5.5).
-fn is_field_line(line: &[u8]) -> bool {
-    let name = token_len(line);
-    name > 0
-        && line[name..].first() == Some(&b':')
-        && line[name + 1..]
-            .iter()
-            .all(|&b| b == b'\t' || !b.is_ascii_control())
-}
-
-/// Optional blanks (`BWS`): spaces and tabs.
-fn skip_blanks(bytes: &[u8]) -> &[u8] {
-    let blanks = bytes
-        .iter()
-        .take_while(|&&b| b == b' ' || b == b'\t')
-        .count();
-    &bytes[blanks..]
-}
-
-/// The length of the token at the front of `bytes` (RFC 9110, 5.6.2).
-fn token_len(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .take_while(|&&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        .count()
-}
-
-/// The length of the quoted string at the front of `bytes`, both quotes included, or 0
-/// if it is not one (RFC 9110, 5.6.4).
-fn quoted_string_len(bytes: &[u8]) -> usize {
-    let text = |b: u8| b == b'\t' || b == b' ' || (b > 0x20 && b != 0x7f);
-    let mut at = 1;
-    while let Some(&b) = bytes.get(at) {
-        match b {
-            b'"' => return at + 1,
-            b'\\' if bytes.get(at + 1).is_some_and(|&next| text(next)) => at += 2,
-            b'\\' => return 0,
-            b if text(b) => at += 1,
-            _ => return 0,
-        }
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::message::MAX_CHUNK_LINE;
     use super::*;
     use crate::http::MAX_BODY;
 
