@@ -13,7 +13,7 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk, nginx (with brotli_static) and h2o for the benchmark's own tests, perf and strace for the system-call counter's, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients"
+step "system packages: wrk, nginx (with brotli_static) and h2o for the benchmark's own tests, perf and strace for the system-call counter's, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients, ngtcp2-client (gtlsclient) as an HTTP/3 one"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
@@ -25,11 +25,12 @@ command -v strace >/dev/null || missing+=(strace)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v curl >/dev/null || missing+=(curl)
 command -v nghttp >/dev/null || missing+=(nghttp2-client)
+command -v gtlsclient >/dev/null || missing+=(ngtcp2-client)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
-step "Python packages: aioquic, an HTTP/3 client independent of gnosis (tests/h3.rs)"
+step "Python packages: aioquic, an HTTP/3 client independent of gnosis (tests/h3.rs, tests/h3_hostile.rs)"
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore aioquic
 
 step "PostgreSQL: the private cluster (scripts/pg.sh)"
