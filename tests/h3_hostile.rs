@@ -218,12 +218,27 @@ fn http3_errors_reach_the_client(binary: &str) {
         assert_eq!(got["stream"]["reset"], 0x10e, "{case}: {got}");
         assert!(got["closed"].is_null(), "{case}: {got}");
         assert_eq!(got["after"]["body"], "42", "{case}: {got}");
+        assert!(got["closed_after"].is_null(), "{case}: {got}");
     }
     let lowercase = error("lowercase");
     assert_eq!(lowercase["stream"]["status"], "200", "{lowercase}");
     assert_eq!(lowercase["stream"]["body"], "2", "{lowercase}");
     let dynamic = error("dynamic-qpack");
     assert_eq!(dynamic["closed"]["error_code"], 0x200, "{dynamic}");
+    still_serves(&server);
+}
+
+/// A request whose body is past `--max-body`, sent at once: answered 413 before the body's
+/// end, and the rest of the body is no new request: the connection serves on. (The server
+/// stops the stream; it once read what followed the answer as a new stream's bytes, a DATA
+/// frame first, and closed the connection with H3_FRAME_UNEXPECTED.)
+fn a_body_too_large_is_answered_413_and_the_connection_serves_on(binary: &str) {
+    let files = common::BigFile::new(&format!("h3-too-large-{}", name(binary)));
+    let server = start(binary, &files, &["--max-body", "1000"]);
+    let got = hostile(&server, "error", &["too-large"]);
+    assert_eq!(got["stream"]["status"], "413", "{got}");
+    assert_eq!(got["after"]["body"], "42", "{got}");
+    assert!(got["closed_after"].is_null(), "{got}");
     still_serves(&server);
 }
 
@@ -343,6 +358,7 @@ test_both_binaries!(
     a_client_at_the_stream_limit_gets_every_answer,
     a_stream_past_the_limit_closes_with_stream_limit_error,
     http3_errors_reach_the_client,
+    a_body_too_large_is_answered_413_and_the_connection_serves_on,
     unfinished_handshakes_leave_the_server_serving,
     an_idle_connection_holds_under_64_kib,
     gtlsclient_gets_answers,

@@ -78,6 +78,8 @@ pub struct Connection {
     control: Option<(u64, Vec<u8>)>,
     /// Streams to reset, with the code of their error.
     resets: Vec<(u64, ErrorCode)>,
+    /// Request streams refused before their end, whose rest is not read.
+    stops: Vec<u64>,
     error: Option<ErrorCode>,
     /// The first request stream not taken once we sent GOAWAY.
     going_away: Option<u64>,
@@ -93,6 +95,7 @@ impl Connection {
             requests: BTreeMap::new(),
             control: None,
             resets: Vec::new(),
+            stops: Vec::new(),
             error: None,
             going_away: None,
         }
@@ -145,7 +148,12 @@ impl Connection {
         });
         match exchange.stream.receive(bytes, fin, &mut self.decoder) {
             Ok(Received::More | Received::Request) => {}
-            Ok(Received::Refused(status)) => exchange.refused = Some(status),
+            Ok(Received::Refused(status)) => {
+                exchange.refused = Some(status);
+                // Its answer may end the exchange before the client's body does: what comes
+                // after would be read as a new request (a DATA frame first).
+                self.stops.push(id);
+            }
             Err(H3Error::Stream(code)) => {
                 self.requests.remove(&id);
                 self.resets.push((id, code));
@@ -256,6 +264,13 @@ impl Connection {
         self.resets.drain(..)
     }
 
+    /// Request streams refused before the client finished them, since the last call: stop
+    /// reading them (STOP_SENDING with H3_NO_ERROR, RFC 9114 4.1.1), so that nothing more
+    /// arrives on them.
+    pub fn stops(&mut self) -> impl Iterator<Item = u64> + '_ {
+        self.stops.drain(..)
+    }
+
     /// The connection's error, once it has one: close it with this code.
     pub fn error(&self) -> Option<ErrorCode> {
         self.error
@@ -293,5 +308,29 @@ fn stream_kind(id: u64) -> StreamKind {
         0b00 => StreamKind::ClientRequest,
         0b10 => StreamKind::ClientUni,
         _ => StreamKind::Server,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h3::frame;
+
+    #[test]
+    fn a_request_refused_before_its_end_is_stopped() {
+        let limits = Limits {
+            max_body: 10,
+            ..Limits::default()
+        };
+        let (mut conn, now) = (Connection::new(limits), Instant::now());
+        let mut frames = Vec::new();
+        frame::write_encoded(&mut frames, frame::HEADERS, |out| {
+            // :method POST, :scheme https, :path /, :authority a, content-length 100
+            out.extend_from_slice(&[0, 0, 0xd4, 0xd7, 0xc1, 0x50, 1, b'a', 0x54, 3]);
+            out.extend_from_slice(b"100");
+        });
+        conn.receive(0, &frames, false, now);
+        assert_eq!(conn.stops().collect::<Vec<_>>(), [0]);
+        assert_eq!(conn.error(), None);
     }
 }

@@ -173,6 +173,10 @@ impl Peer {
             let _ = conn.send_stream(id).reset(code);
             let _ = conn.recv_stream(id).stop(code);
         }
+        let no_error = VarInt::from_u32(h3::ErrorCode::NoError.value() as u32);
+        for id in h3.stops().filter_map(stream_id) {
+            let _ = conn.recv_stream(id).stop(no_error);
+        }
         // Closing drops what is not yet acknowledged: a draining connection closes once its
         // answers are (every send stream done but our control stream, which never ends).
         let answered = *draining && h3.is_idle() && conn.streams().send_streams() <= 1;
