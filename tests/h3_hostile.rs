@@ -169,7 +169,9 @@ fn a_packet_for_no_connection_gets_a_stateless_reset(binary: &str) {
 
 /// The limits the server advertises (100 request streams, 8 unidirectional ones), and a
 /// well-behaved client at them: 150 requests answered after a second each, 100 sent at once
-/// and 50 held until the server grants more streams; the connection stays open.
+/// and 50 held until the server grants more streams; 300 unidirectional streams of a
+/// reserved type, each ended, 5 at a time, then a request answered; the connection stays
+/// open.
 fn a_client_at_the_stream_limit_gets_every_answer(binary: &str) {
     let files = common::BigFile::new(&format!("h3-streams-{}", name(binary)));
     let server = start(binary, &files, &[]);
@@ -180,6 +182,11 @@ fn a_client_at_the_stream_limit_gets_every_answer(binary: &str) {
     assert_eq!(got["held"], 50, "{got}");
     assert_eq!(got["ok"], 150, "{got}");
     assert!(got["closed"].is_null(), "{got}");
+    let uni = hostile(&server, "streams", &["uni-many"]);
+    assert_eq!(uni["opened"], 303, "{uni}");
+    assert_eq!(uni["held"], 0, "{uni}");
+    assert_eq!(uni["answer"]["status"], "200", "{uni}");
+    assert!(uni["closed"].is_null(), "{uni}");
     assert_no_panic(&server);
 }
 
@@ -206,7 +213,9 @@ fn a_stream_past_the_limit_closes_with_stream_limit_error(binary: &str) {
 /// H3_FRAME_UNEXPECTED (0x105); a request without `:path`, or with an uppercase field name,
 /// resets its stream with H3_MESSAGE_ERROR (0x10e) and the connection serves on (the same
 /// request with the name in lowercase is answered); a reference to QPACK's dynamic table,
-/// which the server never allowed, closes with QPACK_DECOMPRESSION_FAILED (0x200).
+/// which the server never allowed, closes with QPACK_DECOMPRESSION_FAILED (0x200); the
+/// client's control stream reset closes with H3_CLOSED_CRITICAL_STREAM (0x104: the server
+/// once took it for a request stream's reset, and served on).
 fn http3_errors_reach_the_client(binary: &str) {
     let files = common::BigFile::new(&format!("h3-errors-{}", name(binary)));
     let server = start(binary, &files, &[]);
@@ -225,6 +234,8 @@ fn http3_errors_reach_the_client(binary: &str) {
     assert_eq!(lowercase["stream"]["body"], "2", "{lowercase}");
     let dynamic = error("dynamic-qpack");
     assert_eq!(dynamic["closed"]["error_code"], 0x200, "{dynamic}");
+    let control = error("reset-control");
+    assert_eq!(control["closed"]["error_code"], 0x104, "{control}");
     still_serves(&server);
 }
 

@@ -125,8 +125,14 @@ impl Connection {
                     }
                 };
                 let stream = &mut self.uni[index].1;
-                if let Err(code) = stream.receive(bytes, fin, &mut self.opened) {
-                    self.error = Some(code);
+                match stream.receive(bytes, fin, &mut self.opened) {
+                    Err(code) => self.error = Some(code),
+                    // Ended (of an unknown type: a critical one may not end), it is
+                    // forgotten; else a client opening and ending streams grows the list.
+                    Ok(()) if fin => {
+                        self.uni.swap_remove(index);
+                    }
+                    Ok(()) => {}
                 }
             }
             // The server's own streams carry nothing in.
@@ -242,9 +248,18 @@ impl Connection {
         });
     }
 
-    /// The request stream `id` was reset or stopped by the client: its exchange ends.
+    /// Stream `id` was reset or stopped by the client: a request stream's exchange ends; a
+    /// unidirectional stream of the client's is forgotten. Its control or QPACK streams
+    /// reset, or ours stopped, fail the connection (RFC 9114 6.2.1, RFC 9204 4.2).
     pub fn stream_gone(&mut self, id: u64) {
         self.requests.remove(&id);
+        let critical = match self.uni.iter().position(|(uni, _)| *uni == id) {
+            Some(index) => self.uni.swap_remove(index).1.is_critical(),
+            None => self.control.as_ref().is_some_and(|(ours, _)| *ours == id),
+        };
+        if critical {
+            self.error.get_or_insert(ErrorCode::ClosedCriticalStream);
+        }
     }
 
     /// Takes no request stream from the next one on, and tells the client so (GOAWAY).
@@ -314,7 +329,51 @@ fn stream_kind(id: u64) -> StreamKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h3::control::{STREAM_CONTROL, STREAM_QPACK_ENCODER};
     use crate::h3::frame;
+
+    /// The opening of a client's control stream: its type and an empty SETTINGS.
+    fn control_stream() -> Vec<u8> {
+        let mut bytes = vec![STREAM_CONTROL as u8];
+        frame::write_settings(&mut bytes, &[]);
+        bytes
+    }
+
+    #[test]
+    fn ended_unidirectional_streams_are_forgotten() {
+        let (mut conn, now) = (Connection::new(Limits::default()), Instant::now());
+        conn.receive(2, &control_stream(), false, now);
+        // Reserved types (0x21), ended with their bytes, or before their type is whole.
+        for n in 1..1000 {
+            match n % 2 {
+                0 => conn.receive(2 + 4 * n, &[0x21, 1, 2, 3], true, now),
+                _ => conn.receive(2 + 4 * n, &[0x40], true, now),
+            }
+        }
+        assert_eq!(conn.error(), None);
+        assert_eq!(conn.uni.len(), 1, "the control stream alone");
+    }
+
+    #[test]
+    fn a_critical_stream_reset_or_ours_stopped_closes_the_connection() {
+        let (mut conn, now) = (Connection::new(Limits::default()), Instant::now());
+        conn.receive(2, &control_stream(), false, now);
+        conn.receive(6, &[0x21], false, now);
+        conn.stream_gone(6);
+        assert_eq!(conn.error(), None, "a stream of an unknown type may go");
+        conn.stream_gone(2);
+        assert_eq!(conn.error(), Some(ErrorCode::ClosedCriticalStream));
+
+        let mut conn = Connection::new(Limits::default());
+        conn.receive(2, &[STREAM_QPACK_ENCODER as u8], false, now);
+        conn.stream_gone(2);
+        assert_eq!(conn.error(), Some(ErrorCode::ClosedCriticalStream));
+
+        let mut conn = Connection::new(Limits::default());
+        conn.open_control(3);
+        conn.stream_gone(3);
+        assert_eq!(conn.error(), Some(ErrorCode::ClosedCriticalStream));
+    }
 
     #[test]
     fn a_request_refused_before_its_end_is_stopped() {

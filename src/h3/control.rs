@@ -143,6 +143,14 @@ impl UniStream {
         })
     }
 
+    /// Whether it is the client's control stream or a QPACK stream, which may not close.
+    pub fn is_critical(&self) -> bool {
+        matches!(
+            self,
+            UniStream::Control(_) | UniStream::QpackEncoder | UniStream::QpackDecoder(_)
+        )
+    }
+
     /// What the stream holds: a control frame split across reads, at most 4 KiB.
     pub fn held(&self) -> usize {
         match self {

@@ -6,9 +6,11 @@ test asserts.
     hostile.py version PORT          a Version Negotiation for an unknown version
     hostile.py reset PORT            stateless resets for connection IDs of no connection
     hostile.py streams PORT CASE     stream limits: CASE is many (150 requests, 100 at a time),
-                                     bidi or uni (one stream past the limit), uni-within (8 in all)
+                                     bidi or uni (one stream past the limit), uni-within (8 in all),
+                                     uni-many (300 ended one after another)
     hostile.py error PORT CASE       HTTP/3 errors: data-first, no-path, uppercase (lowercase: its
-                                     well-formed twin), dynamic-qpack, too-large (a 413)
+                                     well-formed twin), dynamic-qpack, too-large (a 413),
+                                     reset-control
     hostile.py flood PORT N          N client Initials never completed
     hostile.py request PORT          one request on a new connection, and whether it was retried
 """
@@ -253,6 +255,17 @@ async def streams(port, case):
             answers = [client.answers.get(s, {}) for s in ids]
             result["ok"] = sum(1 for a in answers if a.get("status") == "200" and a.get("body") == "1000")
             result["others"] = [a for a in answers if a.get("status") != "200"][:3]
+        elif case == "uni-many":
+            # 300 streams of a reserved type, each ended: 5 at a time fit beside the client's
+            # 3, the others wait for the server to grant more as those end.
+            ids = [client.raw(b"\x21grease", unidirectional=True) for _ in range(300)]
+            client.transmit()
+            await client.until(lambda: not quic._streams_blocked_uni, 60)
+            result["opened"] = len(ids) + 3
+            result["held"] = len(quic._streams_blocked_uni)
+            stream = client.get("/baseline2?a=1&b=1", port)
+            await client.until(client.finished([stream]), 10)
+            result["answer"] = client.answers.get(stream)
         elif case in ("bidi", "uni-within", "uni"):
             # Past aioquic's own respect of the server's limits.
             quic._remote_max_streams_bidi = quic._remote_max_streams_uni = 1000
@@ -305,6 +318,9 @@ async def error(port, case):
             fields.append((b"content-length", str(len(body)).encode()))
             client.h3.send_headers(stream, fields)
             client.h3.send_data(stream, body, end_stream=True)
+        elif case == "reset-control":
+            # A critical stream may not close (RFC 9114 6.2.1).
+            quic.reset_stream(client.h3._local_control_stream_id, 0x100)
         elif case == "dynamic-qpack":
             # Required Insert Count 1 (encoded 2 with the server's table of 0 entries... any
             # non-zero is a reference the server never allowed), Base 0, then field 0 of the
