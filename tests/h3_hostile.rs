@@ -253,9 +253,10 @@ fn a_body_too_large_is_answered_413_and_the_connection_serves_on(binary: &str) {
     still_serves(&server);
 }
 
-/// 2,000 client Initials from 100 source ports, never completed: each is answered, the first
-/// 64 of each worker with a handshake and the others with a Retry (stateless); the server's
-/// memory grows by little; a new client is then asked for a Retry too and served at once.
+/// 2,000 client Initials from 100 source ports, never completed: each is answered, at most
+/// 64 of each worker's with a handshake and the others with a Retry (stateless); the
+/// server's memory grows by little; a new client is then asked for a Retry too and served
+/// at once.
 /// The idle timeout is long, so that the handshakes stay under way through the test.
 fn unfinished_handshakes_leave_the_server_serving(binary: &str) {
     let files = common::BigFile::new(&format!("h3-flood-{}", name(binary)));
@@ -270,10 +271,13 @@ fn unfinished_handshakes_leave_the_server_serving(binary: &str) {
         name(binary),
         after.saturating_sub(before)
     );
+    // Each answered once; at most 64 handshakes per worker, whatever the workers' sharing
+    // of new clients (spread.rs: its Retries send a client to the other worker) made of it.
     assert_eq!(got["answered"], 2000, "{got}");
-    assert_eq!(got["handshake"], RETRY_ABOVE * WORKERS, "{got}");
-    assert_eq!(got["retry"], 2000 - RETRY_ABOVE * WORKERS, "{got}");
     assert_eq!(got["both"], 0, "{got}");
+    let handshakes = got["handshake"].as_u64().unwrap();
+    assert!(handshakes <= RETRY_ABOVE * WORKERS, "{got}");
+    assert_eq!(got["retry"].as_u64().unwrap(), 2000 - handshakes, "{got}");
     assert!(
         after.saturating_sub(before) < 64 * 1024,
         "{before} KiB -> {after} KiB"
