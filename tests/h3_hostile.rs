@@ -214,8 +214,10 @@ fn a_stream_past_the_limit_closes_with_stream_limit_error(binary: &str) {
 /// resets its stream with H3_MESSAGE_ERROR (0x10e) and the connection serves on (the same
 /// request with the name in lowercase is answered); a reference to QPACK's dynamic table,
 /// which the server never allowed, closes with QPACK_DECOMPRESSION_FAILED (0x200); the
-/// client's control stream reset closes with H3_CLOSED_CRITICAL_STREAM (0x104: the server
-/// once took it for a request stream's reset, and served on).
+/// client's control stream reset, or the server's stopped, closes with
+/// H3_CLOSED_CRITICAL_STREAM (0x104: the server once took it for a request stream's reset,
+/// and served on); a client's STOP_SENDING on a request is answered with a reset
+/// (H3_REQUEST_CANCELLED, 0x10c) and the connection serves on.
 fn http3_errors_reach_the_client(binary: &str) {
     let files = common::BigFile::new(&format!("h3-errors-{}", name(binary)));
     let server = start(binary, &files, &[]);
@@ -234,8 +236,16 @@ fn http3_errors_reach_the_client(binary: &str) {
     assert_eq!(lowercase["stream"]["body"], "2", "{lowercase}");
     let dynamic = error("dynamic-qpack");
     assert_eq!(dynamic["closed"]["error_code"], 0x200, "{dynamic}");
-    let control = error("reset-control");
-    assert_eq!(control["closed"]["error_code"], 0x104, "{control}");
+    for case in ["reset-control", "stop-control"] {
+        let got = error(case);
+        assert_eq!(got["closed"]["error_code"], 0x104, "{case}: {got}");
+    }
+    // The server answers the client's STOP_SENDING with RESET_STREAM, and reads no more of
+    // the stream (what came after was once read as a new request: H3_FRAME_UNEXPECTED).
+    let stopped = error("stop-then-body");
+    assert_eq!(stopped["stream"]["reset"], 0x10c, "{stopped}");
+    assert_eq!(stopped["after"]["body"], "42", "{stopped}");
+    assert!(stopped["closed_after"].is_null(), "{stopped}");
     still_serves(&server);
 }
 
@@ -250,6 +260,21 @@ fn a_body_too_large_is_answered_413_and_the_connection_serves_on(binary: &str) {
     assert_eq!(got["stream"]["status"], "413", "{got}");
     assert_eq!(got["after"]["body"], "42", "{got}");
     assert!(got["closed_after"].is_null(), "{got}");
+    still_serves(&server);
+}
+
+/// Requests the client cancels (RFC 9114 4.1.2: the stream reset and stopped) give their
+/// streams back: twice 100 requests answered after 5 s, each cancelled once sent, then one
+/// answered at once. (The server once left its side of a cancelled stream open, so that
+/// the client never got another stream: the second 100 waited for ever.)
+fn cancelled_requests_give_their_streams_back(binary: &str) {
+    let files = common::BigFile::new(&format!("h3-cancel-{}", name(binary)));
+    let server = start(binary, &files, &[]);
+    let got = hostile(&server, "streams", &["cancel-many"]);
+    assert_eq!(got["rounds_sent"], serde_json::json!([true, true]), "{got}");
+    assert_eq!(got["cancelled"], 200, "{got}");
+    assert_eq!(got["answer"]["body"], "2", "{got}");
+    assert!(got["closed"].is_null(), "{got}");
     still_serves(&server);
 }
 
@@ -374,6 +399,7 @@ test_both_binaries!(
     a_stream_past_the_limit_closes_with_stream_limit_error,
     http3_errors_reach_the_client,
     a_body_too_large_is_answered_413_and_the_connection_serves_on,
+    cancelled_requests_give_their_streams_back,
     unfinished_handshakes_leave_the_server_serving,
     an_idle_connection_holds_under_64_kib,
     gtlsclient_gets_answers,

@@ -248,11 +248,16 @@ impl Connection {
         });
     }
 
-    /// Stream `id` was reset or stopped by the client: a request stream's exchange ends; a
-    /// unidirectional stream of the client's is forgotten. Its control or QPACK streams
-    /// reset, or ours stopped, fail the connection (RFC 9114 6.2.1, RFC 9204 4.2).
+    /// Stream `id` was reset or stopped by the client: a request stream's exchange ends,
+    /// its answer cancelled (H3_REQUEST_CANCELLED); a unidirectional stream of the client's
+    /// is forgotten. Its control or QPACK streams reset, or ours stopped, fail the
+    /// connection (RFC 9114 6.2.1, RFC 9204 4.2).
     pub fn stream_gone(&mut self, id: u64) {
-        self.requests.remove(&id);
+        // The reset ends our side too: left open, the stream would never be freed, and
+        // the client would get no stream in its place (RFC 9114 4.1.2).
+        if self.requests.remove(&id).is_some() {
+            self.resets.push((id, ErrorCode::RequestCancelled));
+        }
         let critical = match self.uni.iter().position(|(uni, _)| *uni == id) {
             Some(index) => self.uni.swap_remove(index).1.is_critical(),
             None => self.control.as_ref().is_some_and(|(ours, _)| *ours == id),
@@ -373,6 +378,26 @@ mod tests {
         conn.open_control(3);
         conn.stream_gone(3);
         assert_eq!(conn.error(), Some(ErrorCode::ClosedCriticalStream));
+    }
+
+    #[test]
+    fn a_request_stream_gone_before_its_answer_is_reset_with_request_cancelled() {
+        let (mut conn, now) = (Connection::new(Limits::default()), Instant::now());
+        let mut frames = Vec::new();
+        frame::write_encoded(&mut frames, frame::HEADERS, |out| {
+            // :method GET, :scheme https, :path /, :authority a
+            out.extend_from_slice(&[0, 0, 0xd1, 0xd7, 0xc1, 0x50, 1, b'a']);
+        });
+        conn.receive(0, &frames, false, now);
+        conn.stream_gone(0);
+        conn.stream_gone(4);
+        let resets: Vec<_> = conn.resets().collect();
+        assert_eq!(
+            resets,
+            [(0, ErrorCode::RequestCancelled)],
+            "not 4: never opened"
+        );
+        assert_eq!(conn.error(), None);
     }
 
     #[test]

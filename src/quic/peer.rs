@@ -70,7 +70,15 @@ impl Peer {
                     }
                 }
                 Event::Stream(StreamEvent::Readable { id }) => self.read(id, &mut room, now),
-                Event::Stream(StreamEvent::Stopped { id, .. }) => self.h3.stream_gone(id.into()),
+                Event::Stream(StreamEvent::Stopped { id, .. }) => {
+                    self.h3.stream_gone(id.into());
+                    // A request stream is read no more, from now: HTTP/3 forgot it, and
+                    // would take its next bytes for a new request's. (Our unidirectional
+                    // streams have no receiving side: quinn-proto panics if asked for one.)
+                    if id.dir() == Dir::Bi {
+                        let _ = self.conn.recv_stream(id).stop(REQUEST_CANCELLED);
+                    }
+                }
                 Event::Stream(_)
                 | Event::ConnectionLost { .. }
                 | Event::HandshakeDataReady
@@ -173,9 +181,8 @@ impl Peer {
             let _ = conn.send_stream(id).reset(code);
             let _ = conn.recv_stream(id).stop(code);
         }
-        let no_error = VarInt::from_u32(h3::ErrorCode::NoError.value() as u32);
         for id in h3.stops().filter_map(stream_id) {
-            let _ = conn.recv_stream(id).stop(no_error);
+            let _ = conn.recv_stream(id).stop(NO_ERROR);
         }
         // Closing drops what is not yet acknowledged: a draining connection closes once its
         // answers are (every send stream done but our control stream, which never ends).
@@ -192,6 +199,9 @@ impl Peer {
         }
     }
 }
+
+const NO_ERROR: VarInt = VarInt::from_u32(h3::ErrorCode::NoError as u32);
+const REQUEST_CANCELLED: VarInt = VarInt::from_u32(h3::ErrorCode::RequestCancelled as u32);
 
 fn stream_id(id: u64) -> Option<StreamId> {
     VarInt::from_u64(id).ok().map(StreamId::from)

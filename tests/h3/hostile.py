@@ -7,10 +7,11 @@ test asserts.
     hostile.py reset PORT            stateless resets for connection IDs of no connection
     hostile.py streams PORT CASE     stream limits: CASE is many (150 requests, 100 at a time),
                                      bidi or uni (one stream past the limit), uni-within (8 in all),
-                                     uni-many (300 ended one after another)
+                                     uni-many (300 ended one after another), cancel-many (200
+                                     requests cancelled by the client, 100 at a time)
     hostile.py error PORT CASE       HTTP/3 errors: data-first, no-path, uppercase (lowercase: its
                                      well-formed twin), dynamic-qpack, too-large (a 413),
-                                     reset-control
+                                     reset-control, stop-control, stop-then-body
     hostile.py flood PORT N          N client Initials never completed
     hostile.py request PORT          one request on a new connection, and whether it was retried
 """
@@ -266,6 +267,29 @@ async def streams(port, case):
             stream = client.get("/baseline2?a=1&b=1", port)
             await client.until(client.finished([stream]), 10)
             result["answer"] = client.answers.get(stream)
+        elif case == "cancel-many":
+            # Twice 100 requests answered after 5 s, each cancelled (RFC 9114 4.1.2: the
+            # stream reset and stopped with H3_REQUEST_CANCELLED) once sent: the second 100
+            # need the streams of the first back. Then a request is answered.
+            cancelled, result["rounds_sent"] = 0, []
+            for _ in range(2):
+                ids = [client.get("/delay/5000", port) for _ in range(100)]
+                client.transmit()
+                # A stream cancelled while held back would reach the server past its limit.
+                sent = await client.until(lambda: not quic._streams_blocked_bidi, 20)
+                result["rounds_sent"].append(sent)
+                if not sent:
+                    break
+                await asyncio.sleep(0.2)
+                for stream in ids:
+                    quic.stop_stream(stream, 0x10C)
+                    quic.reset_stream(stream, 0x10C)
+                    cancelled += 1
+                client.transmit()
+            result["cancelled"] = cancelled
+            stream = client.get("/baseline2?a=1&b=1", port)
+            result["answered"] = await client.until(client.finished([stream]), 20)
+            result["answer"] = client.answers.get(stream)
         elif case in ("bidi", "uni-within", "uni"):
             # Past aioquic's own respect of the server's limits.
             quic._remote_max_streams_bidi = quic._remote_max_streams_uni = 1000
@@ -300,6 +324,7 @@ async def error(port, case):
     async def run(client):
         quic = client._quic
         stream = quic.get_next_available_stream_id()
+        result_extra = {}
         if case == "data-first":
             client.raw(encode_frame(FrameType.DATA, b"abc"), end=False)
         elif case == "no-path":
@@ -318,6 +343,24 @@ async def error(port, case):
             fields.append((b"content-length", str(len(body)).encode()))
             client.h3.send_headers(stream, fields)
             client.h3.send_data(stream, body, end_stream=True)
+        elif case == "stop-then-body":
+            # The client cancels the answer (STOP_SENDING), then sends its body all the same:
+            # zeros, DATA frames before any HEADERS if read as a new request. Unless the
+            # server has reset the stream meanwhile (then aioquic sends no more on it).
+            fields = [(b":method", b"POST")] + request_headers("/baseline2?a=1&b=1", port)[1:]
+            fields.append((b"content-length", b"900"))
+            client.h3.send_headers(stream, fields)
+            quic.stop_stream(stream, 0x10C)
+            client.transmit()
+            await asyncio.sleep(0.5)
+            try:
+                quic.send_stream_data(stream, bytes(900), end_stream=True)
+                result_extra["body_sent"] = True
+            except (ValueError, RuntimeError):
+                result_extra["body_sent"] = False
+        elif case == "stop-control":
+            await client.until(lambda: client.h3._peer_control_stream_id is not None, 10)
+            quic.stop_stream(client.h3._peer_control_stream_id, 0x100)
         elif case == "reset-control":
             # A critical stream may not close (RFC 9114 6.2.1).
             quic.reset_stream(client.h3._local_control_stream_id, 0x100)
@@ -328,7 +371,7 @@ async def error(port, case):
             client.raw(encode_frame(FrameType.HEADERS, b"\x02\x00\x80"))
         client.transmit()
         await client.until(client.finished([stream]), 10)
-        result = {"stream": client.answers.get(stream), "closed": client.closed}
+        result = {"stream": client.answers.get(stream), "closed": client.closed, **result_extra}
         if client.closed is None:
             # The connection lives on: a good request on it is answered.
             good = client.get("/baseline2?a=40&b=2", port)
