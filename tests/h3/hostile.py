@@ -28,7 +28,6 @@ import time
 import pylsqpack
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
-from aioquic.buffer import encode_uint_var
 from aioquic.h3.connection import H3_ALPN, FrameType, H3Connection, encode_frame
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
@@ -365,9 +364,8 @@ async def error(port, case):
             # A critical stream may not close (RFC 9114 6.2.1).
             quic.reset_stream(client.h3._local_control_stream_id, 0x100)
         elif case == "dynamic-qpack":
-            # Required Insert Count 1 (encoded 2 with the server's table of 0 entries... any
-            # non-zero is a reference the server never allowed), Base 0, then field 0 of the
-            # dynamic table.
+            # An encoded Required Insert Count of 2 (anything but 0 needs the dynamic table,
+            # which the server's capacity of 0 rules out), Base 0, then dynamic field 0.
             client.raw(encode_frame(FrameType.HEADERS, b"\x02\x00\x80"))
         client.transmit()
         await client.until(client.finished([stream]), 10)

@@ -7,10 +7,11 @@ Each BINARY (target/release/gnosis, target/release/gnosis-uring) is started in t
 worker (--threads 1) on free ports, with a certificate made for the run. aioquic, in this one
 process, opens one connection that makes a request (the worker's buffers, TLS and the first
 connection's allocations are then in place), the server's VmRSS is read, then N more
-connections each make one request and stay open, idle; after a settling second VmRSS is read
-again. Prints per binary the growth and the KiB per connection:
-(after - before) / N. The server's idle timeout is raised past the run's length, so that no
-connection closes before the second reading.
+connections each make one request and stay open, idle; after two settling seconds VmRSS is
+read again. Prints per binary the growth and the KiB per connection: (after - before) / N.
+The server's idle timeout is raised past the run's length, so that no connection closes
+before the second reading. With --pid and --port it measures a server already running
+(tests/h3_hostile.rs does, and asserts); its idle timeout must outlast the run.
 """
 
 import argparse
