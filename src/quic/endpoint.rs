@@ -41,6 +41,24 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// apart from the stream connections' slots.
 pub const QUIC_SLOT: u32 = 1 << 31;
 
+/// What an endpoint takes and holds.
+#[derive(Clone, Copy)]
+pub struct Bounds {
+    /// Connections open at once; more are refused.
+    pub connections: usize,
+    /// The worker's `--max-buffered`: the connections' send windows share it (each between
+    /// [`MIN_SEND_WINDOW`] and quinn-proto's `SEND_WINDOW`), since what quinn-proto holds
+    /// until the peer acknowledges it is out of the budget's sight.
+    pub buffered: usize,
+    /// A request must be all in within this of its first bytes.
+    pub request_timeout: Duration,
+    pub h3: h3::Limits,
+}
+
+/// The least send window a connection is given, however many share the budget: room for a
+/// few datagrams in flight.
+const MIN_SEND_WINDOW: u64 = 64 * 1024;
+
 /// A connection's deadline as it was when scheduled; a moved one leaves its old entry,
 /// ignored when it comes due.
 #[derive(Clone, Copy)]
@@ -71,6 +89,8 @@ pub struct Endpoint {
     /// clients promised to this worker (`Spread::forget_promised`).
     next_sweep: Instant,
     request_timeout: Duration,
+    /// What the connections' send windows share (`Bounds::buffered`).
+    buffered: usize,
     /// By handle: `quinn_proto` hands out small indexes and reuses them.
     peers: Vec<Option<Peer>>,
     deadlines: Timers<Deadline>,
@@ -93,16 +113,9 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// The endpoint of worker `worker`, serving with `server` (shared by the workers, so
-    /// that a Retry token one mints another takes), taking at most `max_connections`, its
-    /// new clients shared with the other workers by `spread`; a request must be all in
-    /// within `request_timeout` of its first bytes.
-    pub fn new(
-        worker: u8,
-        server: Arc<ServerConfig>,
-        max_connections: usize,
-        (limits, request_timeout): (h3::Limits, Duration),
-        spread: Arc<Spread>,
-    ) -> Self {
+    /// that a Retry token one mints another takes) within `bounds`, its new clients shared
+    /// with the other workers by `spread`.
+    pub fn new(worker: u8, server: Arc<ServerConfig>, bounds: Bounds, spread: Arc<Spread>) -> Self {
         let mut config = EndpointConfig::default();
         let next_owner = NextOwner::default();
         let owner = next_owner.clone();
@@ -117,13 +130,14 @@ impl Endpoint {
             spread,
             next_owner,
             next_sweep: Instant::now() + SWEEP_EVERY,
-            request_timeout,
+            request_timeout: bounds.request_timeout,
+            buffered: bounds.buffered,
             peers: Vec::new(),
             deadlines: Timers::default(),
             outbox: Outbox::default(),
             scratch: Vec::new(),
-            max_connections,
-            limits,
+            max_connections: bounds.connections,
+            limits: bounds.h3,
             generation: 0,
             open: 0,
             handshaking: 0,
@@ -273,6 +287,8 @@ impl Endpoint {
                 peer.conn.handle_event(event);
             }
         }
+        let window = (self.buffered / self.open.max(1)) as u64;
+        peer.set_send_window(window.clamp(MIN_SEND_WINDOW, super::SEND_WINDOW));
         let was_established = peer.established;
         let slot = QUIC_SLOT | handle.0 as u32;
         peer.serve(serve.handler, slot, serve.date, serve.now, serve.share);

@@ -11,7 +11,7 @@ mod outbox;
 mod peer;
 mod spread;
 
-pub use endpoint::{Endpoint, Serve, QUIC_SLOT};
+pub use endpoint::{Bounds, Endpoint, Serve, QUIC_SLOT};
 pub use outbox::{Batch, Outbox};
 pub use spread::Spread;
 
@@ -40,7 +40,7 @@ pub fn server_config(tls: &Arc<rustls::ServerConfig>) -> Arc<ServerConfig> {
 /// acknowledges them: past it, a file's body is read no further. 1 MiB keeps a 1 Gbit/s
 /// path of 8 ms busy; without it quinn-proto's default lets 64 connections of 64 streams of
 /// HttpArena's files (static-h3) hold 1.3 GB.
-const SEND_WINDOW: u64 = 1024 * 1024;
+pub(crate) const SEND_WINDOW: u64 = 1024 * 1024;
 
 /// What a client may send ahead of what HTTP/3 has read, on a connection: quinn-proto
 /// holds at most that for a connection that stops reading because it holds its share of

@@ -24,6 +24,8 @@ pub struct Peer {
     pub draining: bool,
     /// What HTTP/3 held when last counted for the worker's budget (`Endpoint::held`).
     pub held: usize,
+    /// What quinn-proto may hold of its answers until the peer acknowledges them.
+    send_window: u64,
     /// Streams with bytes left unread because the connection held its share of the budget:
     /// read once it holds less. Meanwhile QUIC's flow control stops the client.
     unread: Vec<StreamId>,
@@ -39,6 +41,7 @@ impl Peer {
             established: false,
             draining: false,
             held: 0,
+            send_window: super::SEND_WINDOW,
             unread: Vec::new(),
         }
     }
@@ -102,6 +105,14 @@ impl Peer {
     pub fn answer(&mut self, seq: u32, answer: Answer<'_>, date: &HttpDate, now: Instant) {
         self.h3.answer(seq, answer, date);
         self.flush(now);
+    }
+
+    /// Lets quinn-proto hold `window` bytes of its answers until the peer acknowledges them.
+    pub fn set_send_window(&mut self, window: u64) {
+        if window != self.send_window {
+            self.conn.set_send_window(window);
+            self.send_window = window;
+        }
     }
 
     /// Whether it left bytes unread for the budget.

@@ -75,9 +75,13 @@ impl Pair {
     fn with_workers(workers: u8, max_connections: usize) -> Self {
         let config = Arc::new(EndpointConfig::default());
         let (tls, spread) = (server_tls(), Spread::new(workers.into()));
-        let limits = (h3::Limits::default(), REQUEST_TIMEOUT);
-        let new =
-            |worker| Endpoint::new(worker, tls.clone(), max_connections, limits, spread.clone());
+        let bounds = Bounds {
+            connections: max_connections,
+            buffered: 64 << 20,
+            request_timeout: REQUEST_TIMEOUT,
+            h3: h3::Limits::default(),
+        };
+        let new = |worker| Endpoint::new(worker, tls.clone(), bounds, spread.clone());
         Pair {
             client: quinn_proto::Endpoint::new(config, None, false, None),
             servers: (0..workers).map(new).collect(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{Core, Worker};
 use crate::h3;
 use crate::http::{AltSvc, Ticket};
-use crate::quic::{Endpoint, Outbox, Serve, Spread, QUIC_SLOT};
+use crate::quic::{Bounds, Endpoint, Outbox, Serve, Spread, QUIC_SLOT};
 use crate::server::Listener;
 use crate::service::{Context, Service, Serving};
 use crate::sys::Received;
@@ -23,14 +23,18 @@ impl<S: Service, K> Core<S, K> {
         let port = socket.and_then(|l| crate::sys::local_port(&l.socket).ok());
         if let Some((tls, port)) = self.worker.tls.as_ref().zip(port) {
             self.worker.alt_svc = Some(AltSvc::h3(port));
-            let limits = h3::Limits {
-                max_body: self.worker.service.max_body(),
-                ..h3::Limits::default()
+            let limits = &self.worker.limits;
+            let bounds = Bounds {
+                connections: limits.max_conns,
+                buffered: limits.max_buffered,
+                request_timeout: limits.timeouts.request,
+                h3: h3::Limits {
+                    max_body: self.worker.service.max_body(),
+                    ..h3::Limits::default()
+                },
             };
-            let (max, timeouts) = (self.worker.limits.max_conns, self.worker.limits.timeouts);
-            let config = crate::quic::with_idle_timeout(&tls.quic(), timeouts.idle);
-            let limits = (limits, timeouts.request);
-            self.quic = Some(Box::new(Endpoint::new(index, config, max, limits, spread)));
+            let config = crate::quic::with_idle_timeout(&tls.quic(), limits.timeouts.idle);
+            self.quic = Some(Box::new(Endpoint::new(index, config, bounds, spread)));
         }
         self
     }
