@@ -197,7 +197,8 @@ fn curl_head(args: &[&str]) -> (String, String) {
     (head.to_string(), version.to_string())
 }
 
-/// Answers over TLS tell of HTTP/3 (`Alt-Svc`, RFC 7838), as browsers need to find it:
+/// The first answer of a connection over TLS tells of HTTP/3 (`Alt-Svc`, RFC 7838), as
+/// browsers need to find it (each curl here is a connection of its own):
 /// HTTP/1.1 on the TLS port, HTTP/2 and HTTP/1.1 on the h2 port; cleartext answers do
 /// not, nor any once HTTP/3 is off (`--h3-port 0`).
 fn answers_over_tls_name_http3(binary: &str) {
@@ -218,6 +219,12 @@ fn answers_over_tls_name_http3(binary: &str) {
     }
     let (head, _) = curl_head(&[&plain]);
     assert!(!head.contains("alt-svc"), "{head}");
+    // Once per connection: curl takes both answers on one.
+    for version in ["--http1.1", "--http2"] {
+        let (heads, _) = curl_head(&[version, &h2, "-o", "/dev/null", &h2]);
+        assert_eq!(heads.matches("\r\n\r\n").count(), 1, "two answers: {heads}");
+        assert_eq!(heads.matches("alt-svc").count(), 1, "{heads}");
+    }
     drop(server);
     let server = start(binary, &files, &["--h3-port", "0"]);
     let tls = format!("https://127.0.0.1:{}/json", server.h2_tls_port);

@@ -114,7 +114,7 @@ pub struct Connection {
     /// The server drains: the next request taken is the last, its answer says `Connection:
     /// close` (see [`Wire::drain`]).
     draining: bool,
-    /// Over TLS, where the server also answers over HTTP/3: every answer says so.
+    /// Over TLS, where the server also answers over HTTP/3: its first answer says so.
     alt_svc: Option<AltSvc>,
 }
 
@@ -195,7 +195,8 @@ impl Connection {
                     consumed += len;
                     self.owed = Owed::Nothing;
                     let keep_alive = keep_alive && !self.draining;
-                    let framing = Framing::to(&request, keep_alive, self.alt_svc);
+                    // `Alt-Svc` once per connection, as HTTP/2 says it.
+                    let framing = Framing::to(&request, keep_alive, self.alt_svc.take());
                     let ticket = Ticket {
                         slot: self.slot,
                         generation: self.generation,

@@ -22,7 +22,7 @@ pub struct Limits {
     pub max_header_list: u32,
     /// The largest request body; a larger one is answered 413.
     pub max_body: usize,
-    /// Over TLS, where the server also answers over HTTP/3: every answer says so.
+    /// Over TLS, where the server also answers over HTTP/3: its first answer says so.
     pub alt_svc: Option<AltSvc>,
 }
 

@@ -1,6 +1,6 @@
-//! The `Alt-Svc` field (RFC 7838) that answers over TLS carry when HTTP/3 is served: a
-//! browser reaches a server over TCP first, and learns from it that the same origin answers
-//! over QUIC on a UDP port.
+//! The `Alt-Svc` field (RFC 7838) that the first answer of a connection over TLS carries
+//! when HTTP/3 is served: a browser reaches a server over TCP first, and learns from it that
+//! the same origin answers over QUIC on a UDP port (and remembers it for `ma` seconds).
 
 /// How long a client may remember the alternative: a day, as nginx's and Caddy's examples.
 const MAX_AGE: &[u8] = b"\"; ma=86400";

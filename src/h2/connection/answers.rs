@@ -124,7 +124,9 @@ impl Connection {
             _ => &[][..],
         };
         let end_stream = body.is_empty() && answer.trailers().next().is_none();
-        let alt_svc = self.limits.alt_svc;
+        // Once per connection: a client remembers it for the origin (`ma`), and on answers
+        // this small it would cost a tenth of the CPU per request.
+        let alt_svc = self.limits.alt_svc.take();
         let out = self.output.frames();
         frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
             hpack::encode_answer(block, answer, answer.body.len(), date, alt_svc)
