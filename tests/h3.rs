@@ -11,7 +11,6 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::Command;
 
-use ::gnosis::transport::test_pair;
 use serde_json::Value;
 
 /// h2load built with HTTP/3, from the shared anchors beside the repository (`H2LOAD_H3`
@@ -34,19 +33,6 @@ fn file_name(binary: &str) -> &str {
         .unwrap()
         .to_str()
         .unwrap()
-}
-
-/// A server with `extra` options, the test certificate, static files from `static_dir`, and
-/// no database.
-fn start(binary: &str, static_dir: &common::BigFile, extra: &[&str]) -> common::Server {
-    let pair = test_pair();
-    let env = [
-        ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
-        ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
-        ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
-        static_dir.env(),
-    ];
-    common::Server::start_with_env(binary, extra, &env)
 }
 
 /// aioquic's answers to `requests` (`METHOD:PATH[:BODY]`) on one connection to `port`.
@@ -87,7 +73,7 @@ fn header<'a>(answer: &'a Value, name: &str) -> Option<&'a str> {
 /// 4.1.2 allows for HEAD; `h3`'s own tests cover it.)
 fn answers_over_http3(binary: &str) {
     let files = common::BigFile::new(&format!("h3-{}", file_name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let got = aioquic(
         &server,
         &[
@@ -130,7 +116,7 @@ fn h2load_h3_gets_every_answer(binary: &str) {
         h2load.display()
     );
     let files = common::BigFile::new(&format!("h2load-{}", file_name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let url = format!("https://localhost:{}/baseline2?a=1&b=1", server.h3_port);
     let output = Command::new(&h2load)
         .args([
@@ -161,7 +147,7 @@ fn h2load_h3_gets_every_answer(binary: &str) {
 /// H3_NO_ERROR, and the process exits 0 long before its drain deadline.
 fn a_signal_drains_http3_and_exits_0(binary: &str) {
     let files = common::BigFile::new(&format!("h3-drain-{}", file_name(binary)));
-    let mut server = start(binary, &files, &["--drain-timeout", "60000"]);
+    let mut server = common::Server::start_with_tls(binary, &files, &["--drain-timeout", "60000"]);
     let mut client = Command::new("python3")
         .args([h3_client().as_os_str(), "get".as_ref()])
         .arg(server.h3_port.to_string())
@@ -203,7 +189,7 @@ fn curl_head(args: &[&str]) -> (String, String) {
 /// not, nor any once HTTP/3 is off (`--h3-port 0`).
 fn answers_over_tls_name_http3(binary: &str) {
     let files = common::BigFile::new(&format!("alt-svc-{}", file_name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let field = format!("alt-svc: h3=\":{}\"; ma=86400", server.h3_port);
     let tls = format!("https://127.0.0.1:{}/json", server.tls_port);
     let h2 = format!("https://127.0.0.1:{}/json", server.h2_tls_port);
@@ -226,7 +212,7 @@ fn answers_over_tls_name_http3(binary: &str) {
         assert_eq!(heads.matches("alt-svc").count(), 1, "{heads}");
     }
     drop(server);
-    let server = start(binary, &files, &["--h3-port", "0"]);
+    let server = common::Server::start_with_tls(binary, &files, &["--h3-port", "0"]);
     let tls = format!("https://127.0.0.1:{}/json", server.h2_tls_port);
     let (head, _) = curl_head(&["--http2", &tls]);
     assert!(head.starts_with("http/2 200"), "{head}");
@@ -239,7 +225,7 @@ fn answers_over_tls_name_http3(binary: &str) {
 /// byte names the worker: `src/quic/cid.rs`).
 fn connections_spread_evenly_over_the_workers(binary: &str) {
     let files = common::BigFile::new(&format!("spread-{}", file_name(binary)));
-    let server = start(binary, &files, &["--threads", "4"]);
+    let server = common::Server::start_with_tls(binary, &files, &["--threads", "4"]);
     let output = Command::new("python3")
         .args([h3_client().as_os_str(), "spread".as_ref()])
         .args([&server.h3_port.to_string(), "32"])

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ::gnosis::transport::test_pair;
 use serde_json::Value;
 
 /// Handshakes under way per worker past which the server asks for a Retry (RETRY_ABOVE in
@@ -24,18 +23,6 @@ fn tests_h3(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/h3")
         .join(file)
-}
-
-/// A server with the test certificate, `static_dir`'s files, no database, and `extra`.
-fn start(binary: &str, static_dir: &common::BigFile, extra: &[&str]) -> common::Server {
-    let pair = test_pair();
-    let env = [
-        ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
-        ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
-        ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
-        static_dir.env(),
-    ];
-    common::Server::start_with_env(binary, extra, &env)
 }
 
 fn name(binary: &str) -> &str {
@@ -86,7 +73,7 @@ fn assert_no_panic(server: &common::Server) {
 /// Negotiation or a Retry sent to the server: no answer to any, and the server serves on.
 fn garbage_is_dropped_without_an_answer(binary: &str) {
     let files = common::BigFile::new(&format!("h3-garbage-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let got = hostile(&server, "garbage", &[]);
     assert!(got["sent"].as_u64().unwrap() >= 60, "{got}");
     assert_eq!(got["answers"], serde_json::json!([]), "{got}");
@@ -98,7 +85,7 @@ fn garbage_is_dropped_without_an_answer(binary: &str) {
 /// bytes gets nothing (RFC 9000 5.2.2: a server answering smaller ones would amplify).
 fn an_unknown_version_gets_version_negotiation(binary: &str) {
     let files = common::BigFile::new(&format!("h3-version-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let got = hostile(&server, "version", &[]);
     assert_eq!(got["short_answers"], 0, "{got}");
     assert_eq!(got["answers"], 1, "{got}");
@@ -134,7 +121,7 @@ fn assert_reset(answer: &Value, trigger: u64, token: &Value) {
 /// one per trigger of a burst (quinn-proto sends at most one per 20 ms).
 fn a_packet_for_no_connection_gets_a_stateless_reset(binary: &str) {
     let files = common::BigFile::new(&format!("h3-reset-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let got = hostile(&server, "reset", &[]);
     assert!(got["learned"].as_u64().unwrap() >= 2, "{got}");
     for gone in got["gone"].as_array().unwrap() {
@@ -174,7 +161,7 @@ fn a_packet_for_no_connection_gets_a_stateless_reset(binary: &str) {
 /// open.
 fn a_client_at_the_stream_limit_gets_every_answer(binary: &str) {
     let files = common::BigFile::new(&format!("h3-streams-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let got = hostile(&server, "streams", &["many"]);
     assert_eq!(got["limits"]["bidi"], 100, "{got}");
     assert_eq!(got["limits"]["uni"], 8, "{got}");
@@ -195,7 +182,7 @@ fn a_client_at_the_stream_limit_gets_every_answer(binary: &str) {
 /// (its 3 and 5 of reserved types, which the server ignores) is served.
 fn a_stream_past_the_limit_closes_with_stream_limit_error(binary: &str) {
     let files = common::BigFile::new(&format!("h3-limit-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let bidi = hostile(&server, "streams", &["bidi"]);
     assert_eq!(bidi["opened"], 101, "{bidi}");
     assert_eq!(bidi["closed"]["error_code"], 0x4, "{bidi}");
@@ -220,7 +207,7 @@ fn a_stream_past_the_limit_closes_with_stream_limit_error(binary: &str) {
 /// (H3_REQUEST_CANCELLED, 0x10c) and the connection serves on.
 fn http3_errors_reach_the_client(binary: &str) {
     let files = common::BigFile::new(&format!("h3-errors-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let error = |case: &str| hostile(&server, "error", &[case]);
     let data_first = error("data-first");
     assert_eq!(data_first["closed"]["error_code"], 0x105, "{data_first}");
@@ -255,7 +242,7 @@ fn http3_errors_reach_the_client(binary: &str) {
 /// frame first, and closed the connection with H3_FRAME_UNEXPECTED.)
 fn a_body_too_large_is_answered_413_and_the_connection_serves_on(binary: &str) {
     let files = common::BigFile::new(&format!("h3-too-large-{}", name(binary)));
-    let server = start(binary, &files, &["--max-body", "1000"]);
+    let server = common::Server::start_with_tls(binary, &files, &["--max-body", "1000"]);
     let got = hostile(&server, "error", &["too-large"]);
     assert_eq!(got["stream"]["status"], "413", "{got}");
     assert_eq!(got["after"]["body"], "42", "{got}");
@@ -269,7 +256,7 @@ fn a_body_too_large_is_answered_413_and_the_connection_serves_on(binary: &str) {
 /// the client never got another stream: the second 100 waited for ever.)
 fn cancelled_requests_give_their_streams_back(binary: &str) {
     let files = common::BigFile::new(&format!("h3-cancel-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let got = hostile(&server, "streams", &["cancel-many"]);
     assert_eq!(got["rounds_sent"], serde_json::json!([true, true]), "{got}");
     assert_eq!(got["cancelled"], 200, "{got}");
@@ -285,7 +272,7 @@ fn cancelled_requests_give_their_streams_back(binary: &str) {
 /// The idle timeout is long, so that the handshakes stay under way through the test.
 fn unfinished_handshakes_leave_the_server_serving(binary: &str) {
     let files = common::BigFile::new(&format!("h3-flood-{}", name(binary)));
-    let server = start(binary, &files, &["--idle-timeout", "600000"]);
+    let server = common::Server::start_with_tls(binary, &files, &["--idle-timeout", "600000"]);
     // The worker's first allocations (TLS, buffers) before the measure.
     let _ = hostile(&server, "error", &["lowercase"]);
     let before = common::rss_kib(server.pid());
@@ -317,7 +304,7 @@ fn unfinished_handshakes_leave_the_server_serving(binary: &str) {
 /// 30 KiB; Caddy holds about 73).
 fn an_idle_connection_holds_under_64_kib(binary: &str) {
     let files = common::BigFile::new(&format!("h3-idle-{}", name(binary)));
-    let server = start(binary, &files, &["--idle-timeout", "600000"]);
+    let server = common::Server::start_with_tls(binary, &files, &["--idle-timeout", "600000"]);
     let (pid, port) = (server.pid().to_string(), server.h3_port.to_string());
     let args = ["--connections", "400", "--pid", &pid, "--port", &port];
     let got = python(&server, "idle_memory.py", &args);
@@ -340,7 +327,7 @@ fn gtlsclient_gets_answers(binary: &str) {
         "gtlsclient is needed: apt-get install ngtcp2-client (scripts/test.sh installs it)"
     );
     let files = common::BigFile::new(&format!("h3-gtls-{}", name(binary)));
-    let server = start(binary, &files, &[]);
+    let server = common::Server::start_with_tls(binary, &files, &[]);
     let download = files.dir.join("download");
     std::fs::create_dir_all(&download).unwrap();
     let port = server.h3_port.to_string();

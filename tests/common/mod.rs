@@ -148,6 +148,19 @@ impl Server {
         Self::start_with_env(binary, extra, &[])
     }
 
+    /// Starts it with the test certificate (so TLS, HTTP/2 over TLS and HTTP/3 are served),
+    /// `static_dir`'s files, no database, and `extra`.
+    pub fn start_with_tls(binary: &str, static_dir: &BigFile, extra: &[&str]) -> Server {
+        let pair = gnosis::transport::test_pair();
+        let env = [
+            ("TLS_CERT", pair.cert.to_str().unwrap().to_string()),
+            ("TLS_KEY", pair.key.to_str().unwrap().to_string()),
+            ("PGHOST", "/nonexistent-gnosis-test-database".to_string()),
+            static_dir.env(),
+        ];
+        Self::start_with_env(binary, extra, &env)
+    }
+
     pub fn start_with_env(binary: &str, extra: &[&str], env: &[(&str, String)]) -> Server {
         Self::start_full(binary, extra, env, None)
     }
