@@ -120,7 +120,7 @@ fn export_writes_both_entries_with_exactly_their_files() {
         assert!(dockerfile.contains("cargo build --release --locked --bin \"$BIN\"\n"));
         assert!(dockerfile.contains("target/release/${BIN} /server\n"));
         assert!(
-            dockerfile.contains("EXPOSE 8080 8081 8082 8443\n")
+            dockerfile.contains("EXPOSE 8080 8081 8082 8443/tcp 8443/udp\n")
                 && dockerfile.contains("CMD [\"/server\"]\n")
         );
         assert!(
@@ -161,6 +161,8 @@ fn export_writes_both_entries_with_exactly_their_files() {
                 "baseline-h2",
                 "static-h2",
                 "baseline-h2c",
+                "baseline-h3",
+                "static-h3",
                 "unary-grpc",
                 "unary-grpc-tls"
             ]),
