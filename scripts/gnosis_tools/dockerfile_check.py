@@ -38,7 +38,7 @@ from . import ROOT, export
 from .certificate import make_pair
 from .system import LOOPBACK, SetupError, ensure_tfb_database_host, free_port, log_tail, port_in_use, port_open
 from .system import stop_process_group as stop
-from .verify import httparena, httparena_h2, httparena_tls
+from .verify import httparena, httparena_h2, httparena_static, httparena_tls
 
 TOOL = str(ROOT / "scripts" / "tool")
 DATASET = str(ROOT / "data" / "dataset.json")
@@ -505,14 +505,17 @@ def check_tfb(names, work):
 # Running like HttpArena
 
 
-def httparena_environment(stage, database_url=None, certificate=None):
+def httparena_environment(stage, database_url=None, certificate=None, static_dir=None):
     """What HttpArena's container sees: the image's ENV and nothing else but the dataset it
     mounts at /data/dataset.json, given here by DATASET_PATH (this check cannot write /data on
-    this machine), for the database profiles DATABASE_URL and DATABASE_MAX_CONN=256, and for
-    the TLS profiles the pair it mounts at /certs, given by TLS_CERT and TLS_KEY."""
+    this machine), the static files it mounts at /data/static, given by STATIC_DIR, for the
+    database profiles DATABASE_URL and DATABASE_MAX_CONN=256, and for the TLS profiles the
+    pair it mounts at /certs, given by TLS_CERT and TLS_KEY."""
     env = {name: value for name, value in stage.env.items() if not name.startswith("PG")}
     env.setdefault("PATH", BASE_PATH)
     env["DATASET_PATH"] = DATASET
+    if static_dir:
+        env["STATIC_DIR"] = static_dir
     if database_url:
         env.update(DATABASE_URL=database_url, DATABASE_MAX_CONN="256")
     if certificate:
@@ -528,6 +531,15 @@ def arena_database_url():
         raise CheckFailed("scripts/pg.sh start failed")
     printed = subprocess.run([pg_sh, "arena-env"], capture_output=True, text=True).stdout
     return printed.split("DATABASE_URL=", 1)[-1].strip()
+
+
+def static_files(folder):
+    """HttpArena's static file names, each with some bytes of its own, in `folder`."""
+    os.makedirs(folder, exist_ok=True)
+    for name in httparena_static.FILES:
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as out:
+            out.write("/* %s */\n" % name * 40)
+    return folder
 
 
 def run_and_validate(stage, name, meta, work):
@@ -546,8 +558,11 @@ def run_and_validate(stage, name, meta, work):
                                                                            "unary-grpc"}
     certificate = (make_pair(os.path.join(work, "certs-%s" % name))
                    if over_tls & set(meta["tests"]) else None)
+    # ... and its static files beside one that subscribes to a static profile.
+    static_dir = (static_files(os.path.join(work, "static-%s" % name))
+                  if {"static-h2", "static-h3"} & set(meta["tests"]) else None)
     check_server(
-        stage, httparena_environment(stage, database_url, certificate),
+        stage, httparena_environment(stage, database_url, certificate, static_dir),
         os.path.join(work, "server-%s.log" % name),
         lambda port: ["httparena", "--port", str(port), "--profiles", ",".join(meta["tests"])]
         + (["--database-url", database_url] if database_url else [])
