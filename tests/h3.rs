@@ -37,10 +37,15 @@ fn file_name(binary: &str) -> &str {
 
 /// aioquic's answers to `requests` (`METHOD:PATH[:BODY]`) on one connection to `port`.
 fn aioquic(server: &common::Server, requests: &[&str]) -> Value {
+    h3_client_json(server, "get", requests)
+}
+
+/// What `h3_client.py MODE PORT ARGS` printed (a JSON line), once it exited 0.
+fn h3_client_json(server: &common::Server, mode: &str, args: &[&str]) -> Value {
     let output = Command::new("python3")
-        .args([h3_client().as_os_str(), "get".as_ref()])
-        .arg(server.h3_port.to_string())
-        .args(requests)
+        .arg(h3_client())
+        .args([mode, &server.h3_port.to_string()])
+        .args(args)
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -226,19 +231,7 @@ fn answers_over_tls_name_http3(binary: &str) {
 fn connections_spread_evenly_over_the_workers(binary: &str) {
     let files = common::BigFile::new(&format!("spread-{}", file_name(binary)));
     let server = common::Server::start_with_tls(binary, &files, &["--threads", "4"]);
-    let output = Command::new("python3")
-        .args([h3_client().as_os_str(), "spread".as_ref()])
-        .args([&server.h3_port.to_string(), "32"])
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}\nserver: {}",
-        String::from_utf8_lossy(&output.stderr),
-        server.log()
-    );
-    let counts: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let counts = h3_client_json(&server, "spread", &["32"]);
     assert_eq!(counts, serde_json::json!({"0": 8, "1": 8, "2": 8, "3": 8}));
 }
 

@@ -4,9 +4,10 @@
 //! A [`Core`] is a [`Worker`] (what every connection shares: app, pool, buffers, budget,
 //! clocks, timers; `core/worker.rs`) beside the table of stream connections ([`Slots`],
 //! `core/slots.rs`) and, with HTTP/3, the QUIC endpoint, a table of datagram connections
-//! sharing the worker (`core/datagrams.rs`). A backend (`epoll.rs`, `uring.rs`) owns the waiting and the system calls that
-//! move bytes, for HTTP connections (slots) and PostgreSQL connections (links) alike. It
-//! tells the core what arrived, went out or failed, asks it what each socket needs next
+//! sharing the worker (`core/datagrams.rs`). A backend (`epoll.rs`, `uring.rs`) owns the
+//! waiting and the system calls that move bytes, for HTTP connections (slots) and
+//! PostgreSQL connections (links) alike. It tells the core what arrived, went out or
+//! failed, asks it what each socket needs next
 //! ([`Core::advance`] for a slot; [`Core::link_order`] for a link, `core/links.rs`: connect
 //! to this address, or close), and sends what the core has to send.
 
