@@ -1322,12 +1322,14 @@ class KeptRuns(unittest.TestCase):
         self.assertNotIn("json-tls-kept", catalog.TEST_GROUPS["httparena"])
 
     def test_the_cpu_figures_leave_the_warm_up_out(self):
-        # A generator that burns 0.2 s of CPU at once, then idles until 4 s after its start: with
-        # the window opening at 3 s, none of its CPU time is in it, all of it without a window.
+        # A generator that burns 0.5 s of CPU at once, then idles until 4 s after its start: with
+        # the window opening at 3 s, its burn is left out, all of it counted without a window.
+        # What the window may still hold is its exit and /proc's rounding to clock ticks (0.06 s
+        # seen on a loaded machine): far below the burn it must leave out.
         burn_then_idle = (
             "import time\n"
             "started = time.monotonic()\n"
-            "while time.process_time() < 0.2: pass\n"
+            "while time.process_time() < 0.5: pass\n"
             "time.sleep(max(0, 4 - (time.monotonic() - started)))\n"
             "print('ok')\n"
         )
@@ -1336,8 +1338,8 @@ class KeptRuns(unittest.TestCase):
         windowed = load.run_load(FakeServer(), generator, 1, 1, 1, lambda stdout: {"requests": 1, "out": stdout},
                                  measured_after=3)  # fmt: skip
         self.assertEqual((whole["summary"]["out"], windowed["summary"]["out"]), ("ok\n", "ok\n"))
-        self.assertGreaterEqual(whole["wrk_cpu_s"], 0.15)
-        self.assertLess(windowed["wrk_cpu_s"], 0.05)
+        self.assertGreaterEqual(whole["wrk_cpu_s"], 0.45)
+        self.assertLess(windowed["wrk_cpu_s"], 0.2)
         self.assertLess(windowed["wall_s"], 2.5)
 
 
