@@ -10,6 +10,7 @@ mod alt_svc;
 mod answer;
 mod buffers;
 mod date;
+mod field_lines;
 mod head;
 pub mod huffman;
 pub mod prefixed;
@@ -25,6 +26,7 @@ pub use answer::{
 };
 pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;
+pub use field_lines::FieldLines;
 pub use head::{check_trailer, connection_specific, Malformed, RequestHead};
 pub use request::{
     is_unreserved, Fields, Method, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,

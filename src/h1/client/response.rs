@@ -8,6 +8,7 @@ use super::super::message::{
     MAX_HEADERS,
 };
 use super::is_hop_by_hop;
+use crate::http::FieldLines;
 
 // A head's dropped fields are bits of a u64.
 const _: () = assert!(MAX_HEADERS <= 64);
@@ -83,31 +84,11 @@ pub struct Head<'a> {
     /// that does not run to the close. Known from the head, so that no more requests are
     /// sent on a connection that will close.
     pub keep_alive: bool,
-    /// The field lines, each ending in CRLF (checked).
-    lines: &'a [u8],
-    /// Bit `i` set: the `i`th field line is hop-by-hop.
-    dropped: u64,
-}
-
-impl<'a> Head<'a> {
-    /// The end-to-end fields, in order, their names as sent and their values without the
-    /// blanks around them. Hop-by-hop fields are left out (Connection, Keep-Alive,
-    /// Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade, and any field a
-    /// Connection field names); Content-Length is kept, since for HEAD and 304 it says the
+    /// Its end-to-end fields, in order: the hop-by-hop ones are left out (Connection,
+    /// Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade, and any field
+    /// a Connection field names); Content-Length is kept, since for HEAD and 304 it says the
     /// representation's length (the caller frames what it sends on).
-    pub fn fields(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
-        let dropped = self.dropped;
-        self.lines
-            .split_inclusive(|&b| b == b'\n')
-            .enumerate()
-            .filter(move |(i, _)| dropped & (1 << i) == 0)
-            .map(|(_, line)| {
-                // The name is a token, so the first colon ends it.
-                let colon = line.iter().position(|&b| b == b':').unwrap_or(0);
-                let value = line.get(colon + 1..).unwrap_or_default();
-                (&line[..colon], value.trim_ascii())
-            })
-    }
+    pub fields: FieldLines<'a>,
 }
 
 /// One step of a response.
@@ -412,8 +393,7 @@ fn parse_head(input: &[u8], to_head: bool) -> Result<Option<(Head<'_>, usize)>, 
             body,
             keep_alive,
             // Without the empty line that ends the head.
-            lines: &head[status_line..len - 2],
-            dropped,
+            fields: FieldLines::new(&head[status_line..len - 2], dropped),
         },
         len,
     )))

@@ -27,7 +27,8 @@ enum Seen {
 }
 
 fn fields_of(head: &Head<'_>) -> Vec<(String, String)> {
-    head.fields()
+    head.fields
+        .iter()
         .map(|(name, value)| {
             let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
             (text(name), text(value))
