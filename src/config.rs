@@ -84,31 +84,33 @@ const OPTIONS: &[Opt] = &[
     Opt {
         flag: "--port",
         value: "N",
-        help: "TCP port to listen on, on all addresses",
-        set: |config, text| assign(&mut config.port, number(text)),
+        help: "TCP port for HTTP/1.1 (and HTTP/2 by its preface) in cleartext, on all addresses; \
+               0 for none",
+        set: |config, text| assign(&mut config.port, port_or_off(text)),
         default: |config| config.port.to_string(),
     },
     Opt {
         flag: "--tls-port",
         value: "N",
         help: "TCP port for HTTP/1.1 over TLS 1.3, on all addresses, when TLS_CERT (else \
-               /certs/server.crt) exists",
-        set: |config, text| assign(&mut config.tls_port, number(text)),
+               /certs/server.crt) exists; 0 for none",
+        set: |config, text| assign(&mut config.tls_port, port_or_off(text)),
         default: |config| config.tls_port.to_string(),
     },
     Opt {
         flag: "--h2c-port",
         value: "N",
-        help: "TCP port for HTTP/2 in cleartext by prior knowledge (h2c), on all addresses",
-        set: |config, text| assign(&mut config.h2c_port, number(text)),
+        help: "TCP port for HTTP/2 in cleartext by prior knowledge (h2c), on all addresses; 0 for \
+               none",
+        set: |config, text| assign(&mut config.h2c_port, port_or_off(text)),
         default: |config| config.h2c_port.to_string(),
     },
     Opt {
         flag: "--h2-tls-port",
         value: "N",
         help: "TCP port for HTTP/2 over TLS 1.3 (ALPN h2, and http/1.1 for clients that do not \
-               offer h2), on all addresses, when the certificate of --tls-port exists",
-        set: |config, text| assign(&mut config.h2_tls_port, number(text)),
+               offer h2), on all addresses, when the certificate of --tls-port exists; 0 for none",
+        set: |config, text| assign(&mut config.h2_tls_port, port_or_off(text)),
         default: |config| config.h2_tls_port.to_string(),
     },
     Opt {
@@ -373,6 +375,7 @@ impl Config {
     /// The ports to listen on, each with what its connections speak: the HTTP port
     /// (HTTP/1.1, and h2c by prior knowledge), the h2c port and, `with_tls` (there is a
     /// certificate), the TLS ports: HTTP/1.1's, and the one offering `h2`.
+    /// A port given as 0 is not listened on.
     pub fn listening(&self, with_tls: bool) -> Vec<(u16, Listening)> {
         let mut ports = vec![
             (self.port, Listening::Http),
@@ -381,10 +384,9 @@ impl Config {
         if with_tls {
             ports.push((self.tls_port, Listening::Tls));
             ports.push((self.h2_tls_port, Listening::H2Tls));
-            if self.h3_port != 0 {
-                ports.push((self.h3_port, Listening::Quic));
-            }
+            ports.push((self.h3_port, Listening::Quic));
         }
+        ports.retain(|&(port, _)| port != 0);
         ports
     }
 
@@ -555,6 +557,18 @@ mod tests {
         );
     }
 
+    /// Each listener is on unless its port is 0; the TLS ones and HTTP/3 only with a
+    /// certificate.
+    #[test]
+    fn a_port_of_0_is_not_listened_on() {
+        let edge = parse(&["--port=0", "--h2c-port=0", "--tls-port=0"]).unwrap();
+        assert_eq!(
+            edge.listening(true),
+            [(8443, Listening::H2Tls), (8443, Listening::Quic)]
+        );
+        assert_eq!(edge.listening(false), []);
+    }
+
     /// HTTP/3 listens on UDP beside the TLS ports, only with a certificate, and not at all
     /// with `--h3-port 0`.
     #[test]
@@ -647,7 +661,7 @@ mod tests {
     fn rejects_bad_values_and_unknown_flags() {
         for args in [
             &["--port"][..],
-            &["--port", "0"],
+            &["--port", "-1"],
             &["--port", "70000"],
             &["--threads", "0"],
             &["--query-timeout", "0"],

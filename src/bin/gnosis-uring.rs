@@ -31,10 +31,9 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis-uring: serving on 0.0.0.0:{} (h2c also on {}) with {} threads (io_uring{}, {} receive buffers \
-         each), {} PostgreSQL connection(s) each",
-        config.port,
-        config.h2c_port,
+        "gnosis-uring: serving on {} with {} threads (io_uring{}, {} receive buffers each), {} \
+         PostgreSQL connection(s) each",
+        gnosis::server::describe(&ports),
         config.threads,
         if options.sqpoll { ", SQPOLL" } else { "" },
         options.buffers,

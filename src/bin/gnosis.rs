@@ -16,8 +16,10 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis: serving on 0.0.0.0:{} (h2c also on {}) with {} threads (epoll), {} PostgreSQL connection(s) each",
-        config.port, config.h2c_port, config.threads, config.pg_conns
+        "gnosis: serving on {} with {} threads (epoll), {} PostgreSQL connection(s) each",
+        gnosis::server::describe(&ports),
+        config.threads,
+        config.pg_conns
     );
     let new_worker = gnosis::app::prepare(&config.app_settings());
     if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits(), tls) {

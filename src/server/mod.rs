@@ -34,12 +34,33 @@ pub struct Listener {
     pub kind: Listening,
 }
 
+/// What `ports` are, for the start-up line: `8080 (http), 8443/udp (h3)`.
+pub fn describe(ports: &[(u16, Listening)]) -> String {
+    let name = |kind| match kind {
+        Listening::Http => "http",
+        Listening::H2c => "h2c",
+        Listening::Tls => "http/1.1 over TLS",
+        Listening::H2Tls => "h2 and http/1.1 over TLS",
+        Listening::Quic => "h3",
+    };
+    let port = |&(port, kind): &(u16, Listening)| match kind {
+        Listening::Quic => format!("{port}/udp ({})", name(kind)),
+        _ => format!("{port} ({})", name(kind)),
+    };
+    ports.iter().map(port).collect::<Vec<_>>().join(", ")
+}
+
 /// Binds, for each thread, one `SO_REUSEPORT` listener on each of `ports` (with what its
 /// connections speak), up front, so that a taken port is reported (named) before any
 /// thread starts; raises the open-files limit.
 pub fn listeners(ports: &[(u16, Listening)], threads: usize) -> io::Result<Vec<Vec<Listener>>> {
     let on_port =
         |port: u16| move |err: io::Error| io::Error::new(err.kind(), format!("port {port}: {err}"));
+    if ports.is_empty() {
+        let why =
+            "no port: every port is 0, or only TLS ports are given and there is no certificate";
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+    }
     for (i, &(port, kind)) in ports.iter().enumerate() {
         let tcp = |kind: Listening| kind != Listening::Quic;
         if ports[..i]
