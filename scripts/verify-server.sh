@@ -8,6 +8,7 @@
 #
 #   scripts/verify-server.sh target/release/gnosis-uring --entry uring
 #   scripts/verify-server.sh --httparena target/release/gnosis
+#   scripts/verify-server.sh --gateway target/release/gnosis    # HttpArena's gateway stacks
 #   eval "$(bash scripts/pg.sh arena-env)"; DATABASE_MAX_CONN=256 \
 #       scripts/verify-server.sh --httparena target/release/gnosis --profiles async-db,fortunes
 #
@@ -27,6 +28,13 @@ free_port() {
 
 venue=tfb
 venue_args=()
+# --gateway: the same files as --httparena, then `verify gateway`, which starts the stacks
+# itself (each service as its compose file says, on free ports).
+gateway=false
+if [ "${1:-}" = --gateway ]; then
+    gateway=true
+    set -- --httparena "${@:2}"
+fi
 # Every listener on a free port, so that a server already running (scripts/run.sh) or a test
 # beside this one never holds one of them.
 tls_port="$(free_port)" h2_port="$(free_port)" h2c_port="$(free_port)"
@@ -70,6 +78,16 @@ if [ $# -lt 1 ]; then
 fi
 binary=$1
 shift
+if $gateway; then
+    data="$certs/data"
+    mkdir "$data"
+    ln -s "$STATIC_DIR" "$data/static"
+    ln -s "$DATASET_PATH" "$data/dataset.json"
+    unset STATIC_DIR DATASET_PATH TLS_CERT TLS_KEY
+    status=0
+    python3 scripts/tool verify gateway "$binary" --certs-dir "$certs" --data-dir "$data" "$@" || status=$?
+    exit "$status"
+fi
 port="$(free_port)"
 "$binary" --port "$port" "${server_args[@]}" &
 pid=$!

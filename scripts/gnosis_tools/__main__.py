@@ -6,7 +6,7 @@ import sys
 
 from . import __doc__ as overview
 from . import bench, certificate, dataset, dockerfile_check, export, soak, syscalls
-from .verify import httparena, tfb
+from .verify import httparena, httparena_gateway, tfb
 
 
 def first_paragraph(module):
@@ -28,6 +28,7 @@ def parser():
     venues = verify.add_subparsers(required=True, metavar="VENUE")
     command(venues, "tfb", tfb)
     command(venues, "httparena", httparena)
+    command(venues, "gateway", httparena_gateway)
     export_parser = commands.add_parser("export", help=first_paragraph(export))
     export.add_venues(export_parser.add_subparsers(required=True, metavar="VENUE"))
     command(commands, "dockerfile-check", dockerfile_check)

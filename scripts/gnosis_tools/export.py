@@ -5,6 +5,8 @@
         Cargo.toml Cargo.lock src/ templates/ [build.rs] gnosis.dockerfile gnosis-uring.dockerfile
     scripts/tool export httparena DIR  ->  DIR/frameworks/gnosis/  DIR/frameworks/gnosis-uring/
         each: Dockerfile (httparena/Dockerfile building NAME), meta.json (httparena/NAME/),
+              compose.gateway.yml and compose.gateway-h3.yml (both httparena/compose.gateway.yml:
+              the gateway profiles' stacks, one image as proxy and server),
               Cargo.toml Cargo.lock src/ templates/ [build.rs]
 
 DIR is usually the venue's checkout; existing folders of those names are replaced. Each folder
@@ -21,6 +23,8 @@ from . import ROOT
 
 TFB_FILES = ("benchmark_config.json", "config.toml", "Cargo.lock", "gnosis.dockerfile", "gnosis-uring.dockerfile")
 HTTPARENA_ENTRIES = ("gnosis", "gnosis-uring")
+# HttpArena's gateway profiles' stacks (scripts/lib/gateway.sh names them), the same for both.
+GATEWAY_COMPOSE = ("compose.gateway.yml", "compose.gateway-h3.yml")
 # What an HttpArena folder takes from the TFB export: the sources, nothing of TFB's.
 SOURCES = ("Cargo.toml", "Cargo.lock", "src", "templates", "build.rs")
 
@@ -81,6 +85,8 @@ def export_httparena(directory):
             # HttpArena builds with no --build-arg: each folder's Dockerfile names its own binary.
             (out / "Dockerfile").write_text(re.sub(r"(?m)^ARG BIN=.*$", f"ARG BIN={name}", dockerfile))
             shutil.copy(ROOT / "httparena" / name / "meta.json", out)
+            for compose in GATEWAY_COMPOSE:
+                shutil.copy(ROOT / "httparena" / "compose.gateway.yml", out / compose)
             for source in SOURCES:
                 if (entry / source).is_dir():
                     shutil.copytree(entry / source, out / source)

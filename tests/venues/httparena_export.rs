@@ -1,7 +1,7 @@
 //! `scripts/tool export httparena` writes the two folders an HttpArena pull request adds,
 //! `frameworks/gnosis/` and `frameworks/gnosis-uring/`. Each must hold exactly its Dockerfile
-//! (`httparena/Dockerfile` naming its binary), its meta.json and the sources it builds from,
-//! and nothing else.
+//! (`httparena/Dockerfile` naming its binary), its meta.json, the gateway profiles' compose
+//! files and the sources it builds from, and nothing else.
 //!
 //! The sources must be the TFB export's, byte for byte: `tests/venues/tfb_export.rs` proves that
 //! folder compiles on its own, so compiling these again would only double CI's slowest step.
@@ -103,9 +103,15 @@ fn export_writes_both_entries_with_exactly_their_files() {
         let dockerfile = String::from_utf8(exported.remove("Dockerfile").expect("Dockerfile"))
             .expect("Dockerfile is UTF-8");
         let meta = exported.remove("meta.json").expect("meta.json");
+        // The gateway profiles' stacks, one file under the two names HttpArena looks for
+        // (scripts/tool verify gateway runs and checks them).
+        let compose = fs::read(root.join("httparena/compose.gateway.yml")).unwrap();
+        for stack in ["compose.gateway.yml", "compose.gateway-h3.yml"] {
+            assert_eq!(exported.remove(stack).as_ref(), Some(&compose), "{name}: {stack}");
+        }
         assert_eq!(
             exported, sources,
-            "{name}: the sources beside Dockerfile and meta.json"
+            "{name}: the sources beside Dockerfile, meta.json and the compose files"
         );
         // httparena/Dockerfile with its binary named in both stages: it builds that binary
         // from the folder, runs it with no arguments on 8080, and is portable (no
