@@ -30,8 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
-step "Python packages: aioquic, an HTTP/3 client independent of gnosis (tests/h3.rs, tests/h3_hostile.rs)"
+step "Python packages: aioquic, an HTTP/3 client independent of gnosis (tests/h3.rs, tests/h3_hostile.rs, tests/edge); PyYAML, which reads the gateway stacks' compose files (verify gateway)"
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore aioquic
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore pyyaml
 
 step "PostgreSQL: the private cluster (scripts/pg.sh)"
 bash scripts/pg.sh start
@@ -70,6 +71,17 @@ for binary in target/release/gnosis target/release/gnosis-uring; do
         eval "$(bash scripts/pg.sh arena-env)"
         export DATABASE_MAX_CONN=256
         bash scripts/verify-server.sh --httparena "$binary" --profiles "$arena_profiles"
+    )
+done
+
+step "HttpArena: the gateway stacks (httparena/compose.gateway.yml), run as compose would run them, checked as validate.sh checks them"
+# Each service as its compose file says (the edge in front of the server), on free ports, with
+# HttpArena's CERTS_DIR and DATA_DIR made for the run and its database in DATABASE_URL.
+for binary in target/release/gnosis target/release/gnosis-uring; do
+    (
+        unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE
+        eval "$(bash scripts/pg.sh arena-env)"
+        bash scripts/verify-server.sh --gateway "$binary"
     )
 done
 
