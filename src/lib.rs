@@ -26,6 +26,7 @@ pub mod service;
 pub mod sys;
 pub mod timers;
 pub mod transport;
+pub mod upstream;
 pub mod ws;
 
 /// Writes a line to stderr under the program's name, as command-line tools do: the shared
