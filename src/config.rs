@@ -416,6 +416,7 @@ impl Config {
                 ..TIMEOUTS
             },
             drain_timeout: self.drain_timeout,
+            upstream: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! `http` is HTTP's semantics (the request the app reads, the answer it gives), `h1`, `h2`
 //! and `h3` the protocols that carry them, `ws` WebSocket (none does I/O); `quic` is QUIC
-//! under HTTP/3 and `transport` TLS under the others; `pg` is the PostgreSQL client,
+//! under HTTP/3 and `transport` TLS under the others; `pg` is the PostgreSQL client, `link`
+//! a connection without I/O with the socket it wants (PostgreSQL's, an upstream's),
 //! `server` runs the per-thread event loops (epoll and io_uring), `service` is the contract
 //! between a server and the application, `timers` a worker's deadlines, `app` holds the
 //! routes and handlers, `sys` the system calls, `config` the command line.
@@ -16,6 +17,7 @@ pub mod h1;
 pub mod h2;
 pub mod h3;
 pub mod http;
+pub mod link;
 pub mod pg;
 pub mod protocol;
 pub mod quic;
@@ -24,6 +26,7 @@ pub mod service;
 pub mod sys;
 pub mod timers;
 pub mod transport;
+pub mod upstream;
 pub mod ws;
 
 /// Writes a line to stderr under the program's name, as command-line tools do: the shared

@@ -1,7 +1,7 @@
 //! The contract between the application and the servers that run it.
 //!
 //! A server owns the sockets, the HTTP connections, the thread's PostgreSQL connections
-//! (a [`Pool`]) and its timers. It hands the application every parsed request, every
+//! (a [`Pool`]), its upstream connections in edge mode (an [`Upstream`]) and its timers. It hands the application every parsed request, every
 //! database event and every timer that comes due, and delivers the responses the
 //! application finishes to their connections, in order. The application never sees a
 //! socket; the servers know nothing of routes.
@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::http::{Answer, Handler, HttpDate, Reply, Request, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
 use crate::timers::{Timers, Wakeup};
+use crate::upstream::{self, Upstream};
 use crate::ws;
 
 pub trait Service {
@@ -33,6 +34,18 @@ pub trait Service {
     /// the response it finishes, if any. Not called once the request's connection has
     /// closed: keep what the answer needs in the token.
     fn on_timer(&mut self, ticket: Ticket, token: u64) -> Option<Finished<'_>>;
+
+    /// What became of the request forwarded with `token` ([`Upstream::forward`] on
+    /// `cx.upstream`): its whole response, or its failure. Returns the answer it finishes,
+    /// if any.
+    fn on_upstream_event(
+        &mut self,
+        token: u64,
+        event: upstream::Event<'_>,
+    ) -> Option<Finished<'_>> {
+        let _ = (token, event);
+        None
+    }
 
     /// The largest request body taken; a larger one is answered 413 and the connection
     /// closes.
@@ -57,6 +70,8 @@ pub struct Context<'a> {
     pub now: Instant,
     pub db: &'a mut Pool,
     pub timers: &'a mut Timers<Wakeup>,
+    /// The worker's connections to the upstream, in edge (reverse-proxy) mode.
+    pub upstream: Option<&'a mut Upstream>,
 }
 
 impl Context<'_> {

@@ -31,19 +31,7 @@ const READ_BUF_INITIAL: usize = 64 * 1024;
 /// `read_buffer` offers at least this much room when it can, moving or growing the buffer.
 const MIN_READ_ROOM: usize = 4 * 1024;
 
-/// What the connection needs from its link (`link::Link`) right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// A socket connecting to `target().address()` (`connecting`, then `connected` or
-    /// `transport_failed`).
-    Connect,
-    /// The link's connect is under way.
-    Connecting,
-    /// Bytes exchanged: read into `read_buffer` (`filled`), sent from `take_output`.
-    Io,
-    /// No socket (backoff, or parked): the link closes any it holds.
-    Idle,
-}
+pub use crate::link::Step;
 
 /// Where the connection is in its life, with what it needs there.
 enum Phase {

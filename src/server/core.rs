@@ -23,6 +23,7 @@ use crate::quic::Endpoint;
 use crate::service::{Context, Finished, Service, Serving};
 use crate::timers::Wakeup;
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
+use crate::upstream::{self, Address, Upstream};
 pub(super) use links::LinkOrder;
 use slots::Slots;
 use worker::{Budget, Worker};
@@ -34,8 +35,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// requests that arrive meanwhile wait in the listen backlog rather than get a 503.
 const DATABASE_GRACE: Duration = Duration::from_secs(3);
 
-/// What a worker lets its clients cost it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a worker lets its clients cost it, and what it forwards to.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Buffer memory held for all its connections (input, output, responses in line)
     /// above which it stops reading from and answering those that hold more than an
@@ -47,6 +48,8 @@ pub struct Limits {
     /// Once a signal asked the worker to stop: how long what is in flight may take to
     /// finish before the worker closes what is left and ends.
     pub drain_timeout: Duration,
+    /// In edge (reverse-proxy) mode: the upstream every worker forwards to, and how.
+    pub upstream: Option<(Address, upstream::Settings)>,
 }
 
 impl Limits {
@@ -73,6 +76,7 @@ impl Default for Limits {
             max_conns: Self::MAX_CONNS,
             timeouts: TIMEOUTS,
             drain_timeout: Self::DRAIN_TIMEOUT,
+            upstream: None,
         }
     }
 }
@@ -411,6 +415,7 @@ impl<S: Service, K> Core<S, K> {
             date,
             now,
             timers,
+            upstream,
             ..
         } = &mut self.worker;
         let slot = &mut self.slots.all[index];
@@ -442,6 +447,7 @@ impl<S: Service, K> Core<S, K> {
                 now: *now,
                 db: pool,
                 timers,
+                upstream: upstream.as_mut(),
             };
             let max_body = service.max_body();
             let mut serving = Serving {
@@ -534,17 +540,22 @@ impl<S: Service, K> Core<S, K> {
     /// (reconnects, deadlines), and gives back connections another thread needs more.
     pub fn on_timers(&mut self) {
         let mut timers = std::mem::take(&mut self.worker.timers);
-        let (_, mut deliver) = self.split();
+        let (_, _, mut deliver) = self.split();
         timers.run(deliver.now, |wakeup| deliver.timer(wakeup));
         let quic = self.quic.as_deref();
         timers.sweep_when_grown(|wakeup| is_live(&self.slots, quic, &wakeup.ticket));
         self.worker.timers = timers;
         self.run_quic_deadlines();
 
-        let (pool, mut deliver) = self.split();
+        let (pool, upstream, mut deliver) = self.split();
         let now = deliver.now;
         pool.on_timer(now, &mut |token, event| deliver.event(token, event));
         pool.balance();
+        if let Some(upstream) = upstream {
+            upstream.on_timers(now, &mut |token, event| {
+                deliver.upstream_event(token, event)
+            });
+        }
     }
 }
 
@@ -563,6 +574,10 @@ struct Deliverer<'a, S, K> {
 impl<S: Service, K> Deliverer<'_, S, K> {
     fn event(&mut self, token: u64, event: Event<'_>) {
         self.finish(|service| service.on_database_event(token, event));
+    }
+
+    fn upstream_event(&mut self, token: u64, event: upstream::Event<'_>) {
+        self.finish(|service| service.on_upstream_event(token, event));
     }
 
     fn timer(&mut self, Wakeup { ticket, token }: Wakeup) {
@@ -616,12 +631,13 @@ fn h2_limits<S: Service>(service: &S) -> h2::Limits {
 }
 
 impl<S: Service, K> Core<S, K> {
-    /// The pool apart from what its events are delivered to: the app, and the connections
-    /// that the app's finished answers go to.
-    fn split(&mut self) -> (&mut Pool, Deliverer<'_, S, K>) {
+    /// The pool and the upstream apart from what their events are delivered to: the app,
+    /// and the connections that the app's finished answers go to.
+    fn split(&mut self) -> (&mut Pool, Option<&mut Upstream>, Deliverer<'_, S, K>) {
         let Worker {
             service,
             pool,
+            upstream,
             buffers,
             budget,
             date,
@@ -637,7 +653,7 @@ impl<S: Service, K> Core<S, K> {
             date,
             now: *now,
         };
-        (pool, deliverer)
+        (pool, upstream.as_mut(), deliverer)
     }
 }
 

@@ -144,7 +144,7 @@ where
     let spread = Spread::new(inputs.len());
     supervise("gnosis", inputs, move |(index, listeners, wake), _| {
         let (service, pool) = new_worker();
-        let core = Core::new(service, pool, limits).with_tls(tls.clone());
+        let core = Core::new(service, pool, limits.clone()).with_tls(tls.clone());
         let core = core.with_quic(index, &listeners, spread.clone());
         epoll::Worker::new(listeners, wake, core)?.run()
     })
@@ -173,7 +173,7 @@ where
         move |(index, listeners, wake), started| {
             // The ring is made on the thread that uses it (SINGLE_ISSUER).
             let (service, pool) = new_worker();
-            let core = Core::new(service, pool, limits).with_tls(tls.clone());
+            let core = Core::new(service, pool, limits.clone()).with_tls(tls.clone());
             let core = core.with_quic(index, &listeners, spread.clone());
             let worker = uring::Worker::new(listeners, wake, core, options)?;
             started.ready(format!("rings ready ({})", worker.setup().describe()));

@@ -35,6 +35,7 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
             now,
             db: &mut db,
             timers: &mut timers,
+            upstream: None,
         };
         let max_body = app.max_body();
         let mut serving = Serving {

@@ -17,12 +17,7 @@ const READY_FOR_QUERY: usize = 6;
 /// How many pending queries [`Session::answer_floors`] looks at, at most.
 const FLOOR_SPAN: usize = 64;
 
-/// Bytes sure to come: before the oldest request is answered, and in all (at least).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Floors {
-    pub request: usize,
-    pub owed: usize,
-}
+pub use crate::link::Floors;
 
 /// The fewest bytes a Bind/Execute/Sync of `sql` can be answered with. A SELECT, UPDATE,
 /// INSERT or DELETE: BindComplete (5), a CommandComplete whose tag is at least `SELECT 0`

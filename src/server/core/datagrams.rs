@@ -81,6 +81,7 @@ fn with_serve<S: Service, T>(
         date,
         now,
         timers,
+        upstream,
         ..
     } = worker;
     let mut cx = Context {
@@ -88,6 +89,7 @@ fn with_serve<S: Service, T>(
         now: *now,
         db: pool,
         timers,
+        upstream: upstream.as_mut(),
     };
     let mut serving = Serving {
         service,

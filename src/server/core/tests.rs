@@ -395,7 +395,7 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
         max_buffered: 96 * 1024,
         ..Limits::default()
     };
-    let mut core = limited_core(Duration::from_secs(5), limits);
+    let mut core = limited_core(Duration::from_secs(5), limits.clone());
     let (a, b, small) = (
         core.open(1, Listening::Http),
         core.open(2, Listening::Http),

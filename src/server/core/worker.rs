@@ -1,5 +1,5 @@
 //! What a worker's connections share, whatever carries them: the application, the
-//! thread's PostgreSQL connections, the buffers, the budget, the clocks and the timers.
+//! thread's PostgreSQL and upstream connections, the buffers, the budget, the clocks and the timers.
 //!
 //! [`Slots`](super::slots::Slots), the table of stream (TCP) connections, sits beside it in
 //! [`Core`](super::Core); a datagram endpoint (QUIC: one UDP socket, its connections by
@@ -15,11 +15,14 @@ use crate::pg::Pool;
 use crate::service::Service;
 use crate::timers::{Timers, Wakeup};
 use crate::transport::TlsConfig;
+use crate::upstream::Upstream;
 
 pub(super) struct Worker<S> {
     pub service: S,
     /// The thread's PostgreSQL connections, each with the socket it wants (its link).
     pub pool: Pool,
+    /// In edge mode, the thread's upstream connections, each with the socket it wants.
+    pub upstream: Option<Upstream>,
     /// The buffers the connections borrow while they have bytes in flight.
     pub buffers: BufferPool,
     pub budget: Budget,
@@ -43,9 +46,14 @@ pub(super) struct Worker<S> {
 impl<S: Service> Worker<S> {
     pub fn new(service: S, pool: Pool, limits: Limits) -> Self {
         let now = Instant::now();
+        let upstream = limits
+            .upstream
+            .clone()
+            .map(|(address, settings)| Upstream::new(address, settings));
         Worker {
             service,
             pool,
+            upstream,
             buffers: BufferPool::default(),
             budget: Budget::new(limits.max_buffered),
             timers: Timers::default(),
@@ -83,6 +91,7 @@ impl<S: Service> Worker<S> {
     pub fn next_wake(&self) -> Instant {
         let deadlines = [
             self.pool.deadline(),
+            self.upstream.as_ref().and_then(Upstream::deadline),
             self.listen_by,
             self.timers.earliest(),
             self.drain_by,

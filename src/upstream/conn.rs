@@ -1,0 +1,409 @@
+//! One keep-alive HTTP/1.1 connection to the upstream, without I/O: the requests written for
+//! it and not yet answered, its responses read into whole ones, and what its failure does to
+//! its requests. Its link (`crate::link::Link`) moves its bytes; the pool (`super::Upstream`)
+//! chooses it for requests and places again those it hands back.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Instant;
+
+use super::{Around, Event, Failure, Queued, Response, Settings, Sink};
+use crate::h1::client::{Awaited, BodyLength, Event as Read, ResponseReader};
+use crate::http::FieldLines;
+use crate::link::{self, Address, Driven, Step};
+
+/// The input's first size; a response's head (at most `h1::MAX_HEAD`) and a read fit.
+const INPUT_INITIAL: usize = 16 * 1024;
+/// `read_buffer` offers at least this much room, moving or growing the input.
+const MIN_READ_ROOM: usize = 4 * 1024;
+/// The capacity a response's body buffer keeps between responses; a larger one is freed.
+const BODY_KEPT: usize = 64 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No socket; a request opens one (`start`).
+    Idle,
+    /// A socket is wanted.
+    Connect,
+    /// The connect is under way and must end by `deadline`.
+    Connecting {
+        deadline: Instant,
+    },
+    Open,
+}
+
+/// A request written on the connection whose response is not all in.
+struct InFlight {
+    token: u64,
+    /// A HEAD request: its response has no body.
+    head: bool,
+    idempotent: bool,
+    /// Sent once already on a connection that failed.
+    retried: bool,
+    deadline: Instant,
+    /// Its bytes at the front of what `requests` holds of the requests not begun.
+    len: usize,
+    /// Its response has begun: it cannot be sent again.
+    begun: bool,
+}
+
+/// What an event of the reader asks of the connection once it is read.
+enum Next {
+    More,
+    Begun,
+    Ended { keep_alive: bool },
+    TooLarge,
+}
+
+pub struct Conn {
+    address: Address,
+    settings: Settings,
+    phase: Phase,
+    /// Changes whenever the socket is given up.
+    generation: u64,
+    /// The bytes of the requests in flight whose responses have not begun, in order (kept to
+    /// send them again); `requests[given..]` is not taken by the link yet.
+    requests: Vec<u8>,
+    given: usize,
+    in_flight: VecDeque<InFlight>,
+    /// Received; `input[start..end]` not read yet.
+    input: Vec<u8>,
+    start: usize,
+    end: usize,
+    reader: ResponseReader,
+    /// The response being read: its status, fields and body so far.
+    status: u16,
+    fields: Vec<u8>,
+    body: Vec<u8>,
+    /// The upstream closes after the response being read: no more requests here.
+    retiring: bool,
+}
+
+impl Conn {
+    pub(super) fn new(address: Address, settings: Settings) -> Conn {
+        Conn {
+            address,
+            settings,
+            phase: Phase::Idle,
+            generation: 0,
+            requests: Vec::new(),
+            given: 0,
+            in_flight: VecDeque::new(),
+            input: Vec::new(),
+            start: 0,
+            end: 0,
+            reader: ResponseReader::default(),
+            status: 0,
+            fields: Vec::new(),
+            body: Vec::new(),
+            retiring: false,
+        }
+    }
+
+    /// Requests written on it whose responses are not all in.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.phase == Phase::Open
+    }
+
+    /// Without a socket, and not wanting one.
+    pub fn is_idle(&self) -> bool {
+        self.phase == Phase::Idle
+    }
+
+    /// Whether it takes requests: open or opening, and not closing after a response.
+    pub(super) fn accepting(&self) -> bool {
+        self.phase != Phase::Idle && !self.retiring
+    }
+
+    /// An idle connection wants a socket.
+    pub(super) fn start(&mut self) {
+        if self.phase == Phase::Idle {
+            self.phase = Phase::Connect;
+        }
+    }
+
+    /// Adds a request that `write` appends (or fails to, appending nothing).
+    pub(super) fn push<E>(
+        &mut self,
+        request: Queued,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let before = self.requests.len();
+        write(&mut self.requests)?;
+        self.in_flight.push_back(InFlight {
+            token: request.token,
+            head: request.head,
+            idempotent: request.idempotent,
+            retried: request.retried,
+            deadline: request.deadline,
+            len: self.requests.len() - before,
+            begun: false,
+        });
+        Ok(())
+    }
+
+    /// When `on_timer` must run: the connect's deadline, the earliest request's.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        let connect = match self.phase {
+            Phase::Connecting { deadline } => Some(deadline),
+            _ => None,
+        };
+        let requests = self.in_flight.iter().map(|request| request.deadline).min();
+        connect.into_iter().chain(requests).min()
+    }
+
+    /// A connect past its deadline fails as a refused one would; a request past its
+    /// deadline fails with [`Failure::TimedOut`], and the connection with it (its response
+    /// may still come: the line of responses would be out of step).
+    pub(super) fn on_timer<S: Sink>(&mut self, now: Instant, around: &mut Around<'_, S>) {
+        let connect_late = matches!(self.phase, Phase::Connecting { deadline } if deadline <= now);
+        let request_late = self.in_flight.iter().any(|r| r.deadline <= now);
+        if connect_late || request_late {
+            self.give_up(Failure::Unavailable, now, around);
+        }
+    }
+
+    /// Gives the socket up: each request in flight fails, or is handed back to the pool to
+    /// be placed again (`Around::resend`): all of them when the connection never connected
+    /// (nothing was sent), else those not begun that are idempotent and were not sent
+    /// again before. The one whose response had begun gets `begun`; one past its deadline
+    /// [`Failure::TimedOut`]. A connect that failed makes the pool back off.
+    fn give_up<S: Sink>(&mut self, begun: Failure, now: Instant, around: &mut Around<'_, S>) {
+        if self.phase == Phase::Idle {
+            return;
+        }
+        let never_sent = matches!(self.phase, Phase::Connect | Phase::Connecting { .. });
+        if never_sent {
+            around.backoff.failed(now);
+        }
+        // Bytes of the front response in: it began.
+        if self.end > self.start {
+            self.begin_front();
+        }
+        let mut offset = 0;
+        for request in self.in_flight.drain(..) {
+            let bytes = match request.begun {
+                true => &[][..],
+                false => &self.requests[offset..offset + request.len],
+            };
+            offset += bytes.len();
+            let failure = if request.deadline <= now {
+                Some(Failure::TimedOut)
+            } else if request.begun {
+                Some(begun)
+            } else if never_sent || (request.idempotent && !request.retried) {
+                None
+            } else {
+                Some(Failure::Unavailable)
+            };
+            match failure {
+                Some(failure) => (around.sink)(request.token, Event::Failed(failure)),
+                None => around.resend.push(Queued {
+                    token: request.token,
+                    head: request.head,
+                    idempotent: request.idempotent,
+                    retried: request.retried || !never_sent,
+                    deadline: request.deadline,
+                    bytes: bytes.to_vec(),
+                }),
+            }
+        }
+        self.close();
+    }
+
+    /// Gives the socket up with nothing in flight (the upstream closed an idle connection,
+    /// or the last response said it would), ready to open again.
+    fn close(&mut self) {
+        self.generation += 1;
+        self.phase = Phase::Idle;
+        self.requests.clear();
+        self.given = 0;
+        self.start = 0;
+        self.end = 0;
+        self.reader = ResponseReader::default();
+        self.fields.clear();
+        self.body.clear();
+        self.body.shrink_to(BODY_KEPT);
+        self.retiring = false;
+    }
+
+    /// Reads every event the input holds; `eof`: the upstream closed.
+    fn read<S: Sink>(&mut self, eof: bool, now: Instant, around: &mut Around<'_, S>) {
+        loop {
+            let awaited = match self.in_flight.front() {
+                None => Awaited::Nothing,
+                Some(request) if request.head => Awaited::HeadResponse,
+                Some(_) => Awaited::Response,
+            };
+            let input = &mut self.input[self.start..self.end];
+            let read = match self.reader.read(input, awaited, eof) {
+                Ok(read) => read,
+                // Closed before the response began (retried if it may be), malformed,
+                // smuggling-shaped, unsolicited, cut short: never passed on.
+                Err(_) => return self.give_up(Failure::Unavailable, now, around),
+            };
+            let max_body = self.settings.max_body;
+            let next = match read.event {
+                None => None,
+                Some(Read::Interim(_)) => Some(Next::Begun),
+                Some(Read::Head(head)) => {
+                    self.status = head.status;
+                    self.fields.clear();
+                    self.body.clear();
+                    for (name, value) in head.fields.iter() {
+                        FieldLines::push(&mut self.fields, name, value);
+                    }
+                    self.retiring |= !head.keep_alive;
+                    match head.body {
+                        BodyLength::Known(length) if length > max_body => Some(Next::TooLarge),
+                        _ => Some(Next::Begun),
+                    }
+                }
+                Some(Read::Body(bytes)) if self.body.len() + bytes.len() > max_body => {
+                    Some(Next::TooLarge)
+                }
+                Some(Read::Body(bytes)) => {
+                    self.body.extend_from_slice(bytes);
+                    Some(Next::More)
+                }
+                Some(Read::End { keep_alive }) => Some(Next::Ended { keep_alive }),
+            };
+            self.start += read.used;
+            match next {
+                None => break,
+                Some(Next::More) => {}
+                Some(Next::Begun) => self.begin_front(),
+                Some(Next::TooLarge) => {
+                    self.begin_front();
+                    return self.give_up(Failure::TooLarge, now, around);
+                }
+                Some(Next::Ended { keep_alive }) => {
+                    self.retiring |= !keep_alive;
+                    self.deliver(around);
+                    if self.retiring {
+                        // What was sent after it is not answered here.
+                        return self.give_up(Failure::Unavailable, now, around);
+                    }
+                }
+            }
+        }
+        if eof && self.phase != Phase::Idle {
+            // Nothing awaited (else the reader said NoResponse): an idle close.
+            self.close();
+        }
+    }
+
+    /// The front request's response began: it cannot be sent again, and its bytes go.
+    fn begin_front(&mut self) {
+        let Some(front) = self.in_flight.front_mut() else {
+            return;
+        };
+        if front.begun {
+            return;
+        }
+        front.begun = true;
+        let len = std::mem::take(&mut front.len);
+        if self.given < len {
+            // Answered before it was all sent: what is left of it cannot follow.
+            self.retiring = true;
+        }
+        self.requests.drain(..len);
+        self.given = self.given.saturating_sub(len);
+    }
+
+    /// The front request's response is whole: delivered.
+    fn deliver<S: Sink>(&mut self, around: &mut Around<'_, S>) {
+        self.begin_front();
+        let Some(front) = self.in_flight.pop_front() else {
+            return;
+        };
+        let response = Response {
+            status: self.status,
+            fields: FieldLines::new(&self.fields, 0),
+            body: &self.body,
+        };
+        (around.sink)(front.token, Event::Response(response));
+        self.fields.clear();
+        self.body.clear();
+        self.body.shrink_to(BODY_KEPT);
+    }
+}
+
+impl link::Conn for Conn {
+    fn step(&self) -> Step {
+        match self.phase {
+            Phase::Idle => Step::Idle,
+            Phase::Connect => Step::Connect,
+            Phase::Connecting { .. } => Step::Connecting,
+            Phase::Open => Step::Io,
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn read_buffer(&mut self) -> &mut [u8] {
+        if self.input.is_empty() {
+            self.input = vec![0; INPUT_INITIAL];
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.input.len() - self.end < MIN_READ_ROOM {
+            self.input.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.input.len() - self.end < MIN_READ_ROOM {
+                self.input.resize(self.input.len() * 2, 0);
+            }
+        }
+        &mut self.input[self.end..]
+    }
+
+    fn take_output(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.requests[self.given..]);
+        self.given = self.requests.len();
+    }
+
+    fn has_output(&self) -> bool {
+        self.given < self.requests.len()
+    }
+}
+
+impl<S: Sink> Driven<Around<'_, S>> for Conn {
+    fn address(&mut self, _: Instant, _: &mut Around<'_, S>) -> Option<Address> {
+        Some(self.address.clone())
+    }
+
+    fn connecting(&mut self, now: Instant) {
+        if self.phase == Phase::Connect {
+            let deadline = now + self.settings.connect_timeout;
+            self.phase = Phase::Connecting { deadline };
+        }
+    }
+
+    fn connected(&mut self, _: Instant, around: &mut Around<'_, S>) {
+        if let Phase::Connect | Phase::Connecting { .. } = self.phase {
+            self.phase = Phase::Open;
+            around.backoff.succeeded();
+        }
+    }
+
+    fn filled(&mut self, n: usize, now: Instant, around: &mut Around<'_, S>) {
+        if self.phase != Phase::Open {
+            return;
+        }
+        self.end += n;
+        self.read(n == 0, now, around);
+    }
+
+    fn transport_failed(&mut self, _: io::Error, now: Instant, around: &mut Around<'_, S>) {
+        self.give_up(Failure::Unavailable, now, around);
+    }
+}

@@ -1,0 +1,393 @@
+//! A worker's keep-alive HTTP/1.1 connections to the upstream of the edge (reverse-proxy)
+//! mode, without I/O: requests in (`Upstream::forward`), whole responses or failures out as
+//! events by token (`Sink`), the way `pg`'s pool hands out database answers. Each
+//! connection (`conn.rs`) is a link (`crate::link`) that the worker's backend moves the bytes
+//! of, beside the PostgreSQL ones.
+//!
+//! A request goes to the open connection with the fewest in flight (pipelined, up to
+//! `Settings::depth`), or opens an idle one when every open one is busy; with all at depth
+//! it waits in a bounded queue. A connection that fails hands back the requests whose
+//! response had not begun and that are idempotent, to be sent once more on another (the
+//! keep-alive race: the upstream closed an idle connection as a request went out); the
+//! others fail. Connect failures back off (100 ms doubling to 2 s) for the whole upstream:
+//! while none is open and the backoff runs, requests are refused at once. A response is
+//! buffered whole (at most `Settings::max_body`) and handed out at its end.
+
+mod conn;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+pub use self::conn::Conn;
+use crate::h1::client::{Forward, WriteError};
+use crate::http::FieldLines;
+pub use crate::link::Address;
+
+/// An upstream connection with the socket it wants.
+pub type Link = crate::link::Link<Conn>;
+
+/// How a worker talks to its upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Connections per worker.
+    pub connections: usize,
+    /// Requests in flight on one connection at most (pipelined).
+    pub depth: usize,
+    /// Requests waiting for room while every connection is at `depth`; past it, refused.
+    pub queue: usize,
+    /// A request not answered within it fails with [`Failure::TimedOut`].
+    pub response_timeout: Duration,
+    /// A connect not done within it fails as a refused one.
+    pub connect_timeout: Duration,
+    /// The largest response body buffered; a larger one fails with [`Failure::TooLarge`].
+    pub max_body: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            connections: 4,
+            depth: 16,
+            queue: 1024,
+            response_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(2),
+            max_body: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// A whole response of the upstream, its fields end-to-end only (hop-by-hop ones left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response<'a> {
+    pub status: u16,
+    pub fields: FieldLines<'a>,
+    pub body: &'a [u8],
+}
+
+/// Why a forwarded request has no response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The upstream could not be reached, closed or reset the connection, or sent what
+    /// cannot be passed on (malformed, smuggling-shaped, unsolicited): 502.
+    Unavailable,
+    /// No response within `Settings::response_timeout`: 504.
+    TimedOut,
+    /// The response's body is over `Settings::max_body`: 502.
+    TooLarge,
+}
+
+impl Failure {
+    /// The status a client is answered with.
+    pub fn status(self) -> u16 {
+        match self {
+            Failure::Unavailable | Failure::TooLarge => 502,
+            Failure::TimedOut => 504,
+        }
+    }
+}
+
+/// What becomes of a forwarded request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    Response(Response<'a>),
+    Failed(Failure),
+}
+
+/// Where the upstream delivers its requests' events, each with its request's token.
+pub trait Sink: FnMut(u64, Event<'_>) {}
+
+impl<F: FnMut(u64, Event<'_>)> Sink for F {}
+
+/// Why [`Upstream::forward`] did not take a request; nothing of it is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No connection is open and none may be opened now (the upstream is down and the
+    /// backoff runs): 502.
+    Unavailable,
+    /// The request cannot be written for the upstream: 400.
+    Invalid(WriteError),
+    /// Every connection is at its depth and the queue is full: 503.
+    Busy,
+}
+
+impl Refused {
+    /// The status a client is answered with.
+    pub fn status(self) -> u16 {
+        match self {
+            Refused::Unavailable => 502,
+            Refused::Invalid(_) => 400,
+            Refused::Busy => 503,
+        }
+    }
+}
+
+/// A request not on a connection: waiting for room, or handed back by one that failed.
+struct Queued {
+    token: u64,
+    head: bool,
+    idempotent: bool,
+    retried: bool,
+    deadline: Instant,
+    bytes: Vec<u8>,
+}
+
+/// The pacing of connects after consecutive failures.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    until: Option<Instant>,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(2);
+
+    fn failed(&mut self, now: Instant) {
+        let delay = Self::FIRST
+            .saturating_mul(1 << self.failures.min(10))
+            .min(Self::MAX);
+        self.failures += 1;
+        self.until = Some(now + delay);
+    }
+
+    fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+
+    fn allows(&self, now: Instant) -> bool {
+        self.until.is_none_or(|until| now >= until)
+    }
+}
+
+/// What a connection's events reach besides the sink: the pool's backoff, and the requests
+/// it hands back.
+pub struct Around<'a, S> {
+    sink: &'a mut S,
+    resend: &'a mut Vec<Queued>,
+    backoff: &'a mut Backoff,
+}
+
+/// Where a request goes.
+enum Choice {
+    /// To this connection.
+    Conn(usize),
+    /// To this idle connection, opened for it.
+    Start(usize),
+    /// To the queue: every live connection is at its depth.
+    Wait,
+    /// Nowhere: none is live, and none may be opened now.
+    Unavailable,
+}
+
+/// One worker's connections to its upstream.
+pub struct Upstream {
+    links: Vec<Link>,
+    settings: Settings,
+    queue: VecDeque<Queued>,
+    /// Handed back by a failed connection; placed before the queue.
+    resend: Vec<Queued>,
+    backoff: Backoff,
+}
+
+impl Upstream {
+    /// `settings.connections` connections to `address`; the first opens at once, the
+    /// others when requests need them.
+    pub fn new(address: Address, settings: Settings) -> Upstream {
+        let mut links: Vec<Link> = (0..settings.connections.max(1))
+            .map(|_| Link::with_capacity(Conn::new(address.clone(), settings), 0))
+            .collect();
+        links[0].conn_mut().start();
+        Upstream {
+            links,
+            settings,
+            queue: VecDeque::new(),
+            resend: Vec::new(),
+            backoff: Backoff::default(),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// How many links there are.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    pub fn link(&self, index: usize) -> &Link {
+        &self.links[index]
+    }
+
+    /// For what does not deliver events: the read buffer, the bytes to send, the close.
+    pub fn link_mut(&mut self, index: usize) -> &mut Link {
+        &mut self.links[index]
+    }
+
+    /// Requests waiting for room on a connection.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Writes a client's request (see [`Forward::write`]) for the upstream, its events to
+    /// come with `token`, or refuses it at once.
+    pub fn forward<'f, F>(
+        &mut self,
+        token: u64,
+        request: &Forward<'_>,
+        fields: F,
+        now: Instant,
+    ) -> Result<(), Refused>
+    where
+        F: IntoIterator<Item = (&'f [u8], &'f [u8])> + Clone,
+    {
+        let queued = Queued {
+            token,
+            head: request.method == b"HEAD",
+            idempotent: is_idempotent(request.method),
+            retried: false,
+            deadline: now + self.settings.response_timeout,
+            bytes: Vec::new(),
+        };
+        let write = |out: &mut Vec<u8>| request.write(fields, out).map_err(Refused::Invalid);
+        match self.choose(now) {
+            Choice::Conn(index) => self.links[index].conn_mut().push(queued, write),
+            Choice::Start(index) => {
+                let conn = self.links[index].conn_mut();
+                conn.push(queued, write)?;
+                conn.start();
+                Ok(())
+            }
+            Choice::Wait if self.queue.len() >= self.settings.queue => Err(Refused::Busy),
+            Choice::Wait => {
+                let mut queued = queued;
+                write(&mut queued.bytes)?;
+                self.queue.push_back(queued);
+                Ok(())
+            }
+            Choice::Unavailable => Err(Refused::Unavailable),
+        }
+    }
+
+    /// Where a request goes now: the live connection (open or opening) with the fewest in
+    /// flight if it has none, else an idle one opened for it, else the live one with the
+    /// fewest under its depth.
+    fn choose(&self, now: Instant) -> Choice {
+        let depth = self.settings.depth.max(1);
+        let conns = || self.links.iter().map(Link::conn).enumerate();
+        let least = conns()
+            .filter(|(_, conn)| conn.accepting() && conn.in_flight() < depth)
+            .min_by_key(|(_, conn)| (conn.in_flight(), !conn.is_open()));
+        let idle = match self.backoff.allows(now) {
+            true => conns().find(|(_, conn)| conn.is_idle()),
+            false => None,
+        };
+        match (least, idle) {
+            (Some((index, conn)), _) if conn.in_flight() == 0 => Choice::Conn(index),
+            (_, Some((index, _))) => Choice::Start(index),
+            (Some((index, _)), None) => Choice::Conn(index),
+            (None, None) if conns().any(|(_, conn)| !conn.is_idle()) => Choice::Wait,
+            (None, None) => Choice::Unavailable,
+        }
+    }
+
+    /// Places the requests handed back, then the queue's, while there is room; fails those
+    /// past their deadline, and all of them when no connection is live nor may be opened.
+    fn dispatch(&mut self, now: Instant, sink: &mut impl Sink) {
+        for request in self.resend.drain(..).rev() {
+            self.queue.push_front(request);
+        }
+        while let Some(front) = self.queue.front() {
+            if front.deadline <= now {
+                let token = front.token;
+                self.queue.pop_front();
+                sink(token, Event::Failed(Failure::TimedOut));
+                continue;
+            }
+            let index = match self.choose(now) {
+                Choice::Conn(index) => index,
+                Choice::Start(index) => {
+                    self.links[index].conn_mut().start();
+                    index
+                }
+                Choice::Wait => break,
+                Choice::Unavailable => {
+                    for request in self.queue.drain(..) {
+                        sink(request.token, Event::Failed(Failure::Unavailable));
+                    }
+                    break;
+                }
+            };
+            let Some(mut request) = self.queue.pop_front() else {
+                break;
+            };
+            let bytes = std::mem::take(&mut request.bytes);
+            let _ = self.links[index]
+                .conn_mut()
+                .push(request, |out| -> Result<(), ()> {
+                    out.extend_from_slice(&bytes);
+                    Ok(())
+                });
+        }
+    }
+
+    /// Runs `f` on link `index` with what its connection's events reach, then places what
+    /// it handed back and what the queue holds.
+    pub fn on_link<S: Sink, T>(
+        &mut self,
+        index: usize,
+        now: Instant,
+        sink: &mut S,
+        f: impl FnOnce(&mut Link, &mut Around<'_, S>) -> T,
+    ) -> T {
+        let mut around = Around {
+            sink,
+            resend: &mut self.resend,
+            backoff: &mut self.backoff,
+        };
+        let result = f(&mut self.links[index], &mut around);
+        self.dispatch(now, sink);
+        result
+    }
+
+    /// When [`Upstream::on_timers`] must run next.
+    pub fn deadline(&self) -> Option<Instant> {
+        let conns = self.links.iter().filter_map(|link| link.conn().deadline());
+        let queue = self.queue.iter().map(|request| request.deadline);
+        conns.chain(queue).min()
+    }
+
+    /// Fails what is past its deadline: connects (as refused), requests (with
+    /// [`Failure::TimedOut`], closing their connections), queued requests.
+    pub fn on_timers(&mut self, now: Instant, sink: &mut impl Sink) {
+        let mut around = Around {
+            sink,
+            resend: &mut self.resend,
+            backoff: &mut self.backoff,
+        };
+        for link in &mut self.links {
+            if link
+                .conn()
+                .deadline()
+                .is_some_and(|deadline| deadline <= now)
+            {
+                link.conn_mut().on_timer(now, &mut around);
+            }
+        }
+        self.dispatch(now, sink);
+    }
+}
+
+/// Whether a request of `method` may be sent again after a failure (RFC 9110, 9.2.2).
+fn is_idempotent(method: &[u8]) -> bool {
+    matches!(
+        method,
+        b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"
+    )
+}

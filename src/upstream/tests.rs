@@ -1,0 +1,490 @@
+//! One worker's upstream driven with bytes: the links' orders carried out by hand, the
+//! upstream's responses handed in as a socket would deliver them.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::http::Version;
+use crate::link::Order;
+
+/// What the sink saw: a response's status and body, or a failure, by token.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Response(u64, u16, Vec<u8>),
+    Failed(u64, Failure),
+}
+
+struct Bench {
+    upstream: Upstream,
+    now: Instant,
+    seen: Vec<Seen>,
+}
+
+fn address() -> Address {
+    Address::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080))
+}
+
+fn request(method: &'static [u8]) -> Forward<'static> {
+    Forward {
+        method,
+        target: b"/x",
+        version: Version::Http11,
+        client: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        https: false,
+        body: b"",
+    }
+}
+
+/// The sink the tests' links deliver to.
+type Dyn<'s> = &'s mut dyn FnMut(u64, Event<'_>);
+
+const HOST: [(&[u8], &[u8]); 1] = [(b"Host", b"up")];
+
+impl Bench {
+    fn new(settings: Settings) -> Bench {
+        Bench {
+            upstream: Upstream::new(address(), settings),
+            now: Instant::now(),
+            seen: Vec::new(),
+        }
+    }
+
+    fn forward(&mut self, token: u64, method: &'static [u8]) -> Result<(), Refused> {
+        self.upstream
+            .forward(token, &request(method), HOST, self.now)
+    }
+
+    fn on_link<T>(
+        &mut self,
+        index: usize,
+        f: impl FnOnce(&mut Link, &mut Around<'_, Dyn<'_>>) -> T,
+    ) -> T {
+        let seen = &mut self.seen;
+        let mut sink = |token, event: Event<'_>| {
+            seen.push(match event {
+                Event::Response(response) => {
+                    Seen::Response(token, response.status, response.body.to_vec())
+                }
+                Event::Failed(failure) => Seen::Failed(token, failure),
+            })
+        };
+        let mut sink: Dyn<'_> = &mut sink;
+        self.upstream.on_link(index, self.now, &mut sink, f)
+    }
+
+    /// Carries out link `index`'s orders: a connect ends as `connect` says.
+    fn sync(&mut self, index: usize, connect: io::Result<()>) -> Vec<Order> {
+        let now = self.now;
+        let mut orders = Vec::new();
+        let mut connect = Some(connect);
+        while let Some(order) = self.on_link(index, |link, around| link.order(now, around)) {
+            orders.push(order.clone());
+            match order {
+                Order::Connect(_) => {
+                    let Some(result) = connect.take() else { break };
+                    self.on_link(index, |link, around| link.connected(result, now, around));
+                }
+                Order::Close => self.upstream.link_mut(index).closed(),
+            }
+        }
+        orders
+    }
+
+    fn connect(&mut self, index: usize) {
+        self.sync(index, Ok(()));
+        assert!(self.upstream.link(index).conn().is_open());
+    }
+
+    /// Everything link `index` has to send, reported sent.
+    fn sent(&mut self, index: usize) -> String {
+        let link = self.upstream.link_mut(index);
+        let bytes = link.unsent().to_vec();
+        link.sent(bytes.len());
+        String::from_utf8(bytes).unwrap()
+    }
+
+    fn receive(&mut self, index: usize, bytes: &[u8]) {
+        let now = self.now;
+        self.on_link(index, |link, around| link.receive(bytes, now, around));
+    }
+
+    fn timers(&mut self) {
+        let seen = &mut self.seen;
+        let mut sink = |token, event: Event<'_>| {
+            if let Event::Failed(failure) = event {
+                seen.push(Seen::Failed(token, failure));
+            }
+        };
+        self.upstream.on_timers(self.now, &mut sink);
+    }
+
+    fn take(&mut self) -> Vec<Seen> {
+        std::mem::take(&mut self.seen)
+    }
+}
+
+fn ok(token: u64, body: &str) -> Seen {
+    Seen::Response(token, 200, body.as_bytes().to_vec())
+}
+
+fn one_connection() -> Settings {
+    Settings {
+        connections: 1,
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn pipelined_responses_are_matched_to_their_requests_in_order() {
+    let mut bench = Bench::new(one_connection());
+    for token in 1..=3 {
+        bench.forward(token, b"GET").unwrap();
+    }
+    bench.connect(0);
+    let sent = bench.sent(0);
+    assert_eq!(sent.matches("GET /x HTTP/1.1\r\nHost: up\r\n").count(), 3);
+    assert!(sent.contains("X-Forwarded-For: 10.0.0.1\r\n"));
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX-A: b\r\n\r\na\
+          HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb",
+    );
+    // The third's head, split.
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-");
+    assert_eq!(bench.take(), [ok(1, "a"), ok(2, "b")]);
+    bench.receive(0, b"Length: 1\r\n\r\nc");
+    assert_eq!(bench.take(), [ok(3, "c")]);
+    assert_eq!(bench.upstream.link(0).conn().in_flight(), 0);
+}
+
+#[test]
+fn a_response_hands_out_its_fields() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    let mut fields = Vec::new();
+    let bytes =
+        b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: x\r\nX: y\r\nX-A: b\r\n\r\nhi";
+    let now = bench.now;
+    let mut sink = |token, event: Event<'_>| {
+        if let Event::Response(response) = event {
+            assert_eq!(
+                (token, response.status, response.body),
+                (1, 201, &b"hi"[..])
+            );
+            fields = response
+                .fields
+                .iter()
+                .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                .collect();
+        }
+    };
+    bench.upstream.on_link(0, now, &mut sink, |link, around| {
+        link.receive(bytes, now, around)
+    });
+    // Connection and what it names are hop-by-hop.
+    assert_eq!(
+        fields,
+        [
+            (b"Content-Length".to_vec(), b"2".to_vec()),
+            (b"X-A".to_vec(), b"b".to_vec())
+        ]
+    );
+}
+
+#[test]
+fn chunked_close_delimited_and_interim_responses_are_whole_once_ended() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.forward(2, b"HEAD").unwrap();
+    bench.forward(3, b"GET").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    bench.receive(
+        0,
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n\
+          HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",
+    );
+    assert_eq!(bench.take(), []);
+    bench.receive(0, b"2\r\nde\r\n0\r\n\r\n");
+    assert_eq!(bench.take(), [ok(1, "abcde")]);
+    // HEAD: no body whatever Content-Length says; then a body to the close.
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nHTTP/1.1 200 OK\r\n\r\nto the end",
+    );
+    assert_eq!(bench.take(), [ok(2, "")]);
+    bench.receive(0, b"");
+    assert_eq!(bench.take(), [ok(3, "to the end")]);
+    // Closed quietly: the next request opens it again.
+    assert!(bench.upstream.link(0).conn().is_idle());
+    bench.forward(4, b"GET").unwrap();
+    assert_eq!(
+        bench.sync(0, Ok(())),
+        [Order::Close, Order::Connect(address())]
+    );
+}
+
+#[test]
+fn a_response_that_is_not_keep_alive_closes_and_the_connection_reopens() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.forward(2, b"GET").unwrap();
+    bench.forward(3, b"POST").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\na",
+    );
+    // The GET sent after it goes again, the POST fails.
+    assert_eq!(
+        bench.take(),
+        [ok(1, "a"), Seen::Failed(3, Failure::Unavailable)]
+    );
+    assert_eq!(
+        bench.sync(0, Ok(())),
+        [Order::Close, Order::Connect(address())]
+    );
+    let sent = bench.sent(0);
+    assert_eq!(sent.matches("GET /x").count(), 1);
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+    assert_eq!(bench.take(), [ok(2, "b")]);
+}
+
+#[test]
+fn the_upstreams_close_resends_idempotent_requests_once_and_fails_a_post() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.forward(2, b"POST").unwrap();
+    bench.forward(3, b"PUT").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    // The keep-alive race: closed as the requests went out.
+    bench.receive(0, b"");
+    assert_eq!(bench.take(), [Seen::Failed(2, Failure::Unavailable)]);
+    bench.sync(0, Ok(()));
+    let sent = bench.sent(0);
+    assert!(sent.starts_with("GET /x") && sent.contains("PUT /x") && !sent.contains("POST"));
+    // Closed again: they were sent once more already.
+    bench.receive(0, b"");
+    assert_eq!(
+        bench.take(),
+        [
+            Seen::Failed(1, Failure::Unavailable),
+            Seen::Failed(3, Failure::Unavailable)
+        ]
+    );
+}
+
+#[test]
+fn a_reset_after_a_response_began_fails_it_and_resends_the_rest() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.forward(2, b"GET").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab");
+    let now = bench.now;
+    let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+    bench.on_link(0, |link, around| link.failed(reset, now, around));
+    assert_eq!(bench.take(), [Seen::Failed(1, Failure::Unavailable)]);
+    bench.sync(0, Ok(()));
+    assert_eq!(bench.sent(0).matches("GET /x").count(), 1);
+}
+
+#[test]
+fn a_smuggled_second_response_closes_the_connection_and_is_never_passed_on() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.forward(2, b"POST").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    // Two Content-Lengths that disagree.
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 30\r\n\r\na\
+          HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb",
+    );
+    assert_eq!(
+        bench.take(),
+        [
+            Seen::Failed(1, Failure::Unavailable),
+            Seen::Failed(2, Failure::Unavailable)
+        ]
+    );
+    assert_eq!(
+        bench.sync(0, Err(io::ErrorKind::ConnectionRefused.into()))[0],
+        Order::Close
+    );
+}
+
+#[test]
+fn bytes_no_request_awaits_close_the_connection() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na\
+          HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb",
+    );
+    assert_eq!(bench.take(), [ok(1, "a")]);
+    assert!(bench.upstream.link(0).conn().is_idle());
+}
+
+#[test]
+fn a_request_unanswered_in_time_fails_with_504_via_the_timers() {
+    let settings = Settings {
+        response_timeout: Duration::from_secs(1),
+        ..one_connection()
+    };
+    let mut bench = Bench::new(settings);
+    bench.forward(1, b"GET").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    let deadline = bench.upstream.deadline().unwrap();
+    assert_eq!(deadline, bench.now + Duration::from_secs(1));
+    bench.now = deadline;
+    bench.timers();
+    assert_eq!(bench.take(), [Seen::Failed(1, Failure::TimedOut)]);
+    assert_eq!(bench.sync(0, Ok(()))[0], Order::Close);
+    assert_eq!(bench.upstream.deadline(), None);
+}
+
+#[test]
+fn a_body_over_the_limit_fails_too_large() {
+    let settings = Settings {
+        max_body: 4,
+        ..one_connection()
+    };
+    let mut bench = Bench::new(settings);
+    bench.forward(1, b"GET").unwrap();
+    bench.forward(2, b"GET").unwrap();
+    bench.connect(0);
+    bench.sent(0);
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n",
+    );
+    assert_eq!(bench.take(), [Seen::Failed(1, Failure::TooLarge)]);
+    bench.sync(0, Ok(()));
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+    assert_eq!(bench.take(), [Seen::Failed(2, Failure::TooLarge)]);
+}
+
+#[test]
+fn a_refused_connect_fails_at_once_and_backs_off_until_the_upstream_is_back() {
+    let mut bench = Bench::new(Settings::default());
+    bench.forward(1, b"POST").unwrap();
+    let refused = || Err(io::ErrorKind::ConnectionRefused.into());
+    bench.sync(0, refused());
+    // Never sent, so even a POST could go elsewhere; but every connection may wait.
+    assert_eq!(bench.take(), [Seen::Failed(1, Failure::Unavailable)]);
+    assert_eq!(bench.forward(2, b"GET"), Err(Refused::Unavailable));
+    bench.now += Duration::from_millis(100);
+    bench.forward(3, b"GET").unwrap();
+    let index = (0..4)
+        .find(|&i| !bench.upstream.link(i).conn().is_idle())
+        .unwrap();
+    bench.sync(index, refused());
+    assert_eq!(bench.take(), [Seen::Failed(3, Failure::Unavailable)]);
+    // Doubled: 200 ms now.
+    bench.now += Duration::from_millis(199);
+    assert_eq!(bench.forward(4, b"GET"), Err(Refused::Unavailable));
+    bench.now += Duration::from_millis(1);
+    bench.forward(5, b"GET").unwrap();
+    let index = (0..4)
+        .find(|&i| !bench.upstream.link(i).conn().is_idle())
+        .unwrap();
+    bench.connect(index);
+    bench.sent(index);
+    bench.receive(index, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz");
+    assert_eq!(bench.take(), [ok(5, "z")]);
+    // Back: no backoff.
+    bench.forward(6, b"GET").unwrap();
+}
+
+#[test]
+fn a_connect_past_its_deadline_fails_like_a_refused_one() {
+    let mut bench = Bench::new(one_connection());
+    bench.forward(1, b"GET").unwrap();
+    let now = bench.now;
+    assert!(matches!(
+        bench.on_link(0, |link, around| link.order(now, around)),
+        Some(Order::Connect(_))
+    ));
+    bench.now += Duration::from_secs(2);
+    assert_eq!(bench.upstream.deadline(), Some(bench.now));
+    bench.timers();
+    assert_eq!(bench.take(), [Seen::Failed(1, Failure::Unavailable)]);
+}
+
+#[test]
+fn requests_go_to_the_least_busy_connection_then_queue_then_are_refused() {
+    let settings = Settings {
+        connections: 2,
+        depth: 2,
+        queue: 1,
+        ..Settings::default()
+    };
+    let mut bench = Bench::new(settings);
+    bench.connect(0);
+    // Not written, nothing of it on the connection.
+    assert!(matches!(
+        bench.upstream.forward(
+            7,
+            &request(b"GET"),
+            [(&b"Host"[..], &b"a\nb"[..])],
+            bench.now
+        ),
+        Err(Refused::Invalid(_))
+    ));
+    assert_eq!(bench.upstream.link(0).conn().in_flight(), 0);
+    bench.forward(1, b"GET").unwrap();
+    // Connection 0 is busy: connection 1 opens for the next.
+    bench.forward(2, b"GET").unwrap();
+    bench.connect(1);
+    bench.forward(3, b"GET").unwrap();
+    bench.forward(4, b"GET").unwrap();
+    let counts = |bench: &Bench| [0, 1].map(|i| bench.upstream.link(i).conn().in_flight());
+    assert_eq!(counts(&bench), [2, 2]);
+    bench.forward(5, b"GET").unwrap();
+    assert_eq!(bench.upstream.queued(), 1);
+    assert_eq!(bench.forward(6, b"GET"), Err(Refused::Busy));
+    // A response makes room: the queued request goes out on that connection.
+    bench.sent(0);
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na");
+    assert_eq!(bench.take(), [ok(1, "a")]);
+    assert_eq!(bench.upstream.queued(), 0);
+    assert_eq!(counts(&bench), [2, 2]);
+    assert_eq!(bench.sent(0).matches("GET /x").count(), 1);
+}
+
+#[test]
+fn a_queued_request_past_its_deadline_times_out() {
+    let settings = Settings {
+        connections: 1,
+        depth: 1,
+        response_timeout: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let mut bench = Bench::new(settings);
+    bench.connect(0);
+    bench.forward(1, b"GET").unwrap();
+    bench.now += Duration::from_millis(500);
+    bench.forward(2, b"GET").unwrap();
+    assert_eq!(bench.upstream.queued(), 1);
+    bench.now += Duration::from_millis(500);
+    bench.timers();
+    // The first timed out (its connection closed); the second goes on a new one.
+    assert_eq!(bench.take(), [Seen::Failed(1, Failure::TimedOut)]);
+    assert_eq!(bench.upstream.queued(), 0);
+    bench.now += Duration::from_millis(500);
+    bench.timers();
+    assert_eq!(bench.take(), [Seen::Failed(2, Failure::TimedOut)]);
+}
