@@ -414,6 +414,8 @@ impl Config {
                 ..TIMEOUTS
             },
             drain_timeout: self.drain_timeout,
+            // The edge (reverse proxy) mode turns it on.
+            keep_fields: false,
         }
     }
 

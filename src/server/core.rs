@@ -47,6 +47,11 @@ pub struct Limits {
     /// Once a signal asked the worker to stop: how long what is in flight may take to
     /// finish before the worker closes what is left and ends.
     pub drain_timeout: Duration,
+    /// Whether HTTP/2's and HTTP/3's requests carry every field as it came
+    /// (`http::Request::field_lines`), which a proxy forwards (HTTP/1.1's always do, at no
+    /// cost): the one switch of `h2::Limits::keep_fields` and `h3::Limits::keep_fields`.
+    /// Off by default: the decoders then copy no field a route does not read.
+    pub keep_fields: bool,
 }
 
 impl Limits {
@@ -73,6 +78,7 @@ impl Default for Limits {
             max_conns: Self::MAX_CONNS,
             timeouts: TIMEOUTS,
             drain_timeout: Self::DRAIN_TIMEOUT,
+            keep_fields: false,
         }
     }
 }
@@ -209,7 +215,8 @@ impl<S: Service, K> Core<S, K> {
             }
             _ => Transport::Plain,
         };
-        let h2 = (listening == Listening::H2c).then(|| h2_limits(&self.worker.service));
+        let h2 = (listening == Listening::H2c)
+            .then(|| h2_limits(&self.worker.service, &self.worker.limits));
         // Browsers look for HTTP/3 only in answers over TLS (RFC 7838's alternatives of an
         // `https` origin).
         let alt_svc = match slot.transport {
@@ -411,6 +418,7 @@ impl<S: Service, K> Core<S, K> {
             date,
             now,
             timers,
+            limits,
             ..
         } = &mut self.worker;
         let slot = &mut self.slots.all[index];
@@ -426,7 +434,8 @@ impl<S: Service, K> Core<S, K> {
         if may_write && !paused {
             if let Protocol::ReadVersion(_) = slot.protocol {
                 let alpn_h2 = matches!(&slot.transport, Transport::Tls(tls) if tls.chose_h2());
-                slot.protocol.settle(alpn_h2, h2_limits(service), *now);
+                slot.protocol
+                    .settle(alpn_h2, h2_limits(service, limits), *now);
             }
         }
         if draining {
@@ -607,10 +616,12 @@ impl<S: Service, K> Deliverer<'_, S, K> {
     }
 }
 
-/// An HTTP/2 connection's limits: the defaults, with the app's largest body.
-fn h2_limits<S: Service>(service: &S) -> h2::Limits {
+/// An HTTP/2 connection's limits: the defaults, with the app's largest body and whether
+/// the worker keeps requests' fields.
+fn h2_limits<S: Service>(service: &S, limits: &Limits) -> h2::Limits {
     h2::Limits {
         max_body: service.max_body(),
+        keep_fields: limits.keep_fields,
         ..h2::Limits::default()
     }
 }
