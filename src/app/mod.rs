@@ -191,7 +191,7 @@ impl Service for App {
         ticket: Ticket,
         cx: &mut Context<'_>,
     ) -> Reply<'a> {
-        let Some(route) = Route::find(request.path, request.query) else {
+        let Some(route) = Route::find(request.path, request.query()) else {
             // CONNECT's target is a host, never a route's path: no route opens a tunnel.
             let status = match request.method {
                 Method::Connect => Status::MethodNotAllowed,
@@ -263,7 +263,7 @@ impl Service for App {
             Route::GetSum if request.version < Version::Http2 => Answer::error(Status::BadRequest),
             Route::GetSum => grpc::respond(&request.fields, request.body, &mut self.body),
             Route::Arena(route) => {
-                let (path, query, body) = (request.path, request.query, request.body);
+                let (path, query, body) = (request.path, request.query(), request.body);
                 let outcome = self.arena.answer(route, path, query, body, cx.now);
                 return arena::respond(outcome, ticket, cx);
             }

@@ -1,6 +1,6 @@
 //! An answer written as HTTP/1.1 text (RFC 9112): the status line, the fields, the body.
 
-use crate::http::{AltSvc, Answer, HttpDate, Method, Request, Status, Version};
+use crate::http::{AltSvc, Answer, ContentType, HttpDate, Method, Request, Status, Version};
 
 /// What an HTTP/1.1 answer must say of its connection and whether its body goes: read from
 /// its request. Small and `Copy`, so that an answer that waits for the database carries it.
@@ -63,7 +63,10 @@ impl Framing {
     /// `Connection: Upgrade`.
     fn write_head(self, out: &mut Vec<u8>, date: &HttpDate, answer: &Answer<'_>) {
         let status = answer.status;
-        out.extend_from_slice(status_line(status));
+        match status_line(status) {
+            Some(line) => out.extend_from_slice(line),
+            None => write_status_line(out, status),
+        }
         for (name, value) in answer.head_fields() {
             write_field(out, name, value);
         }
@@ -71,12 +74,45 @@ impl Framing {
             out.extend_from_slice(b"Connection: Upgrade\r\n\r\n");
             return;
         }
+        if answer.content_type == ContentType::InFields {
+            return self.write_forwarded(out, date, answer);
+        }
         out.extend_from_slice(b"Server: gnosis\r\nDate: ");
         out.extend_from_slice(date.as_bytes());
         out.extend_from_slice(b"\r\nContent-Type: ");
         out.extend_from_slice(answer.content_type.value());
         out.extend_from_slice(b"\r\nContent-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(answer.body.len()).as_bytes());
+        self.write_end(out, answer);
+    }
+
+    /// The head of an answer whose fields say its content type (a forwarded answer), after
+    /// its status line: its fields as they came, but the connection's and
+    /// `Content-Length`; `Server` and `Date` unless they said them; the `Content-Length`
+    /// the answer says, if any; then what every answer ends with.
+    fn write_forwarded(self, out: &mut Vec<u8>, date: &HttpDate, answer: &Answer<'_>) {
+        for (name, value) in answer.forwarded_fields() {
+            write_line(out, name, value);
+        }
+        let adds = answer.adds();
+        if adds.server {
+            out.extend_from_slice(b"Server: gnosis\r\n");
+        }
+        if adds.date {
+            write_line(out, b"Date", date.as_bytes());
+        }
+        if let Some(length) = answer.content_length(self.head_only) {
+            let mut digits = itoa::Buffer::new();
+            write_line(out, b"Content-Length", digits.format(length).as_bytes());
+        }
+        // The end begins each of its lines with the CRLF that ends the one before.
+        out.truncate(out.len() - 2);
+        self.write_end(out, answer);
+    }
+
+    /// The last lines of a head, each after the CRLF that ends the line before: the
+    /// content coding, `Alt-Svc`, the connection's; then the empty line.
+    fn write_end(self, out: &mut Vec<u8>, answer: &Answer<'_>) {
         if let Some(coding) = answer.encoding.coding {
             out.extend_from_slice(b"\r\nContent-Encoding: ");
             out.extend_from_slice(coding.token());
@@ -111,9 +147,9 @@ pub(crate) fn framing_of(raw: &[u8]) -> Framing {
     }
 }
 
-/// The status line.
-fn status_line(status: Status) -> &'static [u8] {
-    match status {
+/// The status line of a status named by [`Status`].
+fn status_line(status: Status) -> Option<&'static [u8]> {
+    Some(match status {
         Status::SwitchingProtocols => b"HTTP/1.1 101 Switching Protocols\r\n",
         Status::Ok => b"HTTP/1.1 200 OK\r\n",
         Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
@@ -126,8 +162,20 @@ fn status_line(status: Status) -> &'static [u8] {
         Status::HeaderTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
         Status::InternalServerError => b"HTTP/1.1 500 Internal Server Error\r\n",
         Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
+        Status::BadGateway => b"HTTP/1.1 502 Bad Gateway\r\n",
         Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
-    }
+        Status::Other(_) => return None,
+    })
+}
+
+/// The status line of any other code (an upstream's), with RFC 9110's reason if it names
+/// one, else an empty reason (RFC 9112, 4: the space stays).
+fn write_status_line(out: &mut Vec<u8>, status: Status) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(itoa::Buffer::new().format(status.code()).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.reason().as_bytes());
+    out.extend_from_slice(b"\r\n");
 }
 
 /// A field line, its lowercase name capitalized as HTTP/1.1's tradition writes it
@@ -141,7 +189,12 @@ fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         b"sec-websocket-version" => b"Sec-WebSocket-Version",
         other => other,
     };
-    out.extend_from_slice(written);
+    write_line(out, written, value);
+}
+
+/// A field line, its name as given.
+fn write_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
@@ -252,10 +305,18 @@ mod tests {
             Status::UriTooLong,
             Status::HeaderTooLarge,
             Status::InternalServerError,
+            Status::BadGateway,
             Status::ServiceUnavailable,
             Status::GatewayTimeout,
+            Status::Other(201),
+            Status::Other(299),
         ] {
-            let line = String::from_utf8_lossy(status_line(status));
+            let mut line = Vec::new();
+            match status_line(status) {
+                Some(known) => line.extend_from_slice(known),
+                None => write_status_line(&mut line, status),
+            }
+            let line = String::from_utf8_lossy(&line);
             let expected = format!("HTTP/1.1 {} {}\r\n", status.code(), status.reason());
             assert_eq!(line, expected);
         }

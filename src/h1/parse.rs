@@ -3,7 +3,7 @@ use std::mem::MaybeUninit;
 use super::message::{
     is_host, BodyFraming, ChunkError, ChunkedReader, FramingFields, Piece, MAX_HEAD, MAX_HEADERS,
 };
-use crate::http::{Fields, Method, Request, Status, Version};
+use crate::http::{FieldLines, Fields, Method, Request, Status, Version};
 
 /// The bytes a chunked body's framing may take beyond its data (size lines, extensions and
 /// the CRLFs after the data), so that what a connection holds for a request stays within
@@ -18,6 +18,10 @@ pub fn longest_request(max_body: usize) -> usize {
     MAX_HEAD + max_body + MAX_CHUNK_FRAMING + MAX_HEAD
 }
 
+/// What `parse` found. `Complete` is the large variant (a `Request`, 200 bytes) and the
+/// one returned on every request served, written in place by the call: boxing it would
+/// cost an allocation per request to save the stack of the rare others.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed<'a> {
     /// A whole request, body included, was `len` bytes at the front of the buffer; the
@@ -135,6 +139,7 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
 
     let mut framing = FramingFields::default();
     let mut hosts = 0;
+    let mut authority: &[u8] = b"";
     let mut expects_continue = false;
     let mut fields = Fields::default();
     for header in req.headers.iter() {
@@ -143,7 +148,8 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
             Ok(true) => {}
             Err(_) => return Parsed::Invalid(Status::BadRequest),
             Ok(false) if name.eq_ignore_ascii_case("host") => {
-                if !is_host(header.value.trim_ascii()) {
+                authority = header.value.trim_ascii();
+                if !is_host(authority) {
                     return Parsed::Invalid(Status::BadRequest);
                 }
                 hosts += 1;
@@ -187,22 +193,45 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
         None => return Parsed::ChunkedBody { body_at: head_len },
     };
 
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
     Parsed::Complete {
         request: Request {
             method: Method::from_bytes(method.as_bytes()),
+            method_bytes: method.as_bytes(),
             version: match http10 {
                 true => Version::Http10,
                 false => Version::Http11,
             },
             path,
-            query,
+            target,
+            authority,
             fields,
+            field_lines: FieldLines::new(field_lines(buf, target, head_len), 0),
             body,
         },
         len,
         keep_alive,
     }
+}
+
+/// The field lines of the head that ends `head_len` bytes into `buf`, whose request line
+/// holds `target`: from the line after the request line to the empty line, not included.
+/// httparse checked each (a token, a colon, a value without CR, LF or NUL; no obs-fold);
+/// a line may end in a bare LF, which [`FieldLines`] reads as it reads CRLF.
+fn field_lines<'a>(buf: &'a [u8], target: &str, head_len: usize) -> &'a [u8] {
+    // The target lies in the request line (httparse skipped any empty line before it), so
+    // the first LF after it ends that line.
+    let target_end = target.as_ptr() as usize - buf.as_ptr() as usize + target.len();
+    let head = &buf[..head_len];
+    let start = match head[target_end..].iter().position(|&b| b == b'\n') {
+        Some(at) => target_end + at + 1,
+        None => head_len,
+    };
+    let end = match head.ends_with(b"\r\n") {
+        true => head_len - 2,
+        false => head_len - 1,
+    };
+    &head[start..end.max(start)]
 }
 
 #[cfg(test)]
@@ -253,7 +282,7 @@ mod tests {
         assert_eq!(len, WRK_REQUEST.len());
         assert_eq!(request.method, Method::Get);
         assert_eq!(request.path, "/plaintext");
-        assert_eq!(request.query, "");
+        assert_eq!(request.query(), "");
         assert_eq!(request.version, Version::Http11);
         assert!(keeps_alive(WRK_REQUEST));
     }
@@ -262,7 +291,7 @@ mod tests {
     fn splits_the_query_string() {
         let (request, _) = complete(b"GET /queries?queries=20&x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(request.path, "/queries");
-        assert_eq!(request.query, "queries=20&x=1");
+        assert_eq!(request.query(), "queries=20&x=1");
     }
 
     #[test]

@@ -445,7 +445,9 @@ impl Connection {
             };
         }
         self.last_stream = stream;
-        let decoded = self.decoder.request(block, max_list);
+        let decoded = self
+            .decoder
+            .request(block, max_list, self.limits.keep_fields);
         if matches!(self.phase, Phase::Draining { last_stream } if stream > last_stream) {
             return match decoded {
                 Err(BlockError::Compression) => Err(H2Error::Connection(ErrorCode::Compression)),

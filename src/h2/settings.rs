@@ -24,6 +24,9 @@ pub struct Limits {
     pub max_body: usize,
     /// Over TLS, where the server also answers over HTTP/3: its first answer says so.
     pub alt_svc: Option<AltSvc>,
+    /// Whether a request carries every regular field as it came (`Request::field_lines`),
+    /// for a proxy to forward: written as they are decoded, a cost only a proxy pays.
+    pub keep_fields: bool,
 }
 
 impl Default for Limits {
@@ -35,6 +38,7 @@ impl Default for Limits {
             max_header_list: 16 * 1024,
             max_body: http::MAX_BODY,
             alt_svc: None,
+            keep_fields: false,
         }
     }
 }

@@ -18,6 +18,9 @@ pub struct Limits {
     pub max_field_section: usize,
     /// The largest request body; a larger one is answered 413.
     pub max_body: usize,
+    /// Whether a request carries every regular field as it came (`Request::field_lines`),
+    /// for a proxy to forward: written as they are decoded, a cost only a proxy pays.
+    pub keep_fields: bool,
 }
 
 impl Default for Limits {
@@ -25,6 +28,7 @@ impl Default for Limits {
         Limits {
             max_field_section: 16 * 1024,
             max_body: http::MAX_BODY,
+            keep_fields: false,
         }
     }
 }
@@ -229,7 +233,7 @@ impl RequestStream {
             _ => answer,
         };
         frame::write_encoded(out, frame::HEADERS, |out| {
-            qpack::encode_answer(out, &answer, answer.body.len(), date)
+            qpack::encode_answer(out, &answer, answer.content_length(head_only), date)
         });
         let mut trailers = Vec::new();
         if answer.trailers().next().is_some() {
@@ -332,25 +336,27 @@ fn on_event(
             body.extend_from_slice(data);
         }
         Event::Frame(Frame::Headers(section)) => match std::mem::replace(state, State::Refused) {
-            State::Head => match decoder.request(section, limits.max_field_section) {
-                Ok(head)
-                    if head
-                        .content_length
-                        .is_some_and(|length| length > limits.max_body as u64) =>
-                {
-                    return Ok(Some(Received::Refused(Status::PayloadTooLarge)));
-                }
-                Ok(head) => {
-                    *state = State::Body {
-                        head,
-                        body: Vec::new(),
+            State::Head => {
+                match decoder.request(section, limits.max_field_section, limits.keep_fields) {
+                    Ok(head)
+                        if head
+                            .content_length
+                            .is_some_and(|length| length > limits.max_body as u64) =>
+                    {
+                        return Ok(Some(Received::Refused(Status::PayloadTooLarge)));
                     }
+                    Ok(head) => {
+                        *state = State::Body {
+                            head,
+                            body: Vec::new(),
+                        }
+                    }
+                    Err(SectionError::TooLarge) => {
+                        return Ok(Some(Received::Refused(Status::HeaderTooLarge)));
+                    }
+                    Err(error) => return Err(error.error()),
                 }
-                Err(SectionError::TooLarge) => {
-                    return Ok(Some(Received::Refused(Status::HeaderTooLarge)));
-                }
-                Err(error) => return Err(error.error()),
-            },
+            }
             State::Body { head, body } => {
                 decoder
                     .trailers(section, limits.max_field_section)

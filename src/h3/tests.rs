@@ -225,6 +225,7 @@ fn bodies_and_heads_past_the_limits_are_answered() {
     let limits = Limits {
         max_field_section: 1024,
         max_body: 8,
+        keep_fields: false,
     };
     let too_long = [post(20), data(b"")].concat();
     assert_eq!(
@@ -811,7 +812,7 @@ proptest! {
         bytes in proptest::collection::vec(any::<u8>(), 0..400),
         cut in any::<prop::sample::Index>(),
     ) {
-        let limits = Limits { max_field_section: 256, max_body: 128 };
+        let limits = Limits { max_field_section: 256, max_body: 128, keep_fields: false };
         let mut stream = RequestStream::new(limits);
         let mut decoder = Decoder::default();
         let at = cut.index(bytes.len() + 1);
@@ -862,7 +863,7 @@ fn the_answers_encoder_is_the_qpack_modules() {
     let answer = Answer::ok(ContentType::Json, b"{}");
     let date = HttpDate::new();
     let mut section = Vec::new();
-    qpack::encode_answer(&mut section, &answer, 2, &date);
+    qpack::encode_answer(&mut section, &answer, Some(2), &date);
     let mut stream = RequestStream::new(Limits::default());
     receive_on(&mut stream, &[&get("/json")]).unwrap();
     stream.take_request().unwrap();

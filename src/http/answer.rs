@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::os::fd::AsFd;
 
-use super::{Coding, Request, Status};
+use super::{Coding, FieldLines, Request, Status};
 use crate::sys;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,9 @@ pub enum ContentType {
     Gzip,
     /// gRPC's messages (over HTTP/2 only).
     Grpc,
+    /// Said by the answer's forwarded fields, if at all (an upstream's `Content-Type`):
+    /// the protocol writes no `content-type` of its own.
+    InFields,
 }
 
 impl ContentType {
@@ -60,6 +63,7 @@ impl ContentType {
             ContentType::Wasm => b"application/wasm",
             ContentType::Gzip => b"application/gzip",
             ContentType::Grpc => b"application/grpc",
+            ContentType::InFields => b"",
         }
     }
 }
@@ -83,21 +87,57 @@ pub type Field<'a> = (&'static [u8], &'a [u8]);
 /// borrows nothing but its values.
 pub type FieldList<'a> = [Option<Field<'a>>; 2];
 
-/// A whole answer. Small enough (96 bytes) for the compiler to move it without a call to
+/// A whole answer. Small enough (104 bytes) for the compiler to move it without a call to
 /// `memcpy`, and taken by reference once made: a copy per answer showed in the profile of
-/// pipelined plaintext when it was larger.
+/// pipelined plaintext when it was larger (over 128 bytes, x86-64's inline moves). It was
+/// 96 bytes before it could carry an upstream's fields: they share the place of its own
+/// fields ([`Own`]), whose variant takes 8 bytes more than `trailers_at` did, where a
+/// `Body` of their own would have taken 24.
 #[derive(Debug)]
 pub struct Answer<'a> {
     pub status: Status,
     pub content_type: ContentType,
     pub encoding: Encoding,
-    /// Its own fields: `fields[..trailers_at]` in its head, beyond the content's, the date
-    /// and the server's name (`allow`, `upgrade`, `sec-websocket-accept`); the rest after
-    /// the body (gRPC's `grpc-status`), which only HTTP/2 sends (an HTTP/1.1 answer drops
-    /// its trailers: gRPC refuses HTTP/1.1).
-    fields: FieldList<'a>,
-    trailers_at: u8,
+    /// Its own fields: in its head, beyond the content's, the date and the server's name
+    /// (`allow`, `upgrade`, `sec-websocket-accept`); or after the body (gRPC's
+    /// `grpc-status`), which only HTTP/2 and HTTP/3 send (an HTTP/1.1 answer drops its
+    /// trailers: gRPC refuses HTTP/1.1); or an upstream's.
+    fields: Own<'a>,
     pub body: Body<'a>,
+}
+
+/// An answer's own fields, where they go.
+#[derive(Clone, Copy, Debug)]
+enum Own<'a> {
+    Head(FieldList<'a>),
+    Trailers(FieldList<'a>),
+    /// An upstream's end-to-end fields, which a proxy passes on in the head.
+    Forwarded(FieldLines<'a>),
+}
+
+/// Fields a protocol never writes from a forwarded answer: the connection-specific ones
+/// (RFC 9110 7.6.1; HTTP/2 and HTTP/3 forbid them, RFC 9113 8.2.2, RFC 9114 4.2), which
+/// the upstream's side dropped already, and `content-length`, as each protocol frames the
+/// body itself.
+fn not_forwarded(name: &[u8]) -> bool {
+    const NAMES: [&[u8]; 7] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+        b"te",
+        b"content-length",
+    ];
+    NAMES.iter().any(|known| name.eq_ignore_ascii_case(known))
+}
+
+/// What a protocol adds to an answer's head of its own: a `date` and its `server` name,
+/// unless a forwarded answer's upstream said them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adds {
+    pub date: bool,
+    pub server: bool,
 }
 
 /// An answer's content.
@@ -168,8 +208,7 @@ impl<'a> Answer<'a> {
             status,
             content_type,
             encoding: Encoding::default(),
-            fields: [None; 2],
-            trailers_at: 2,
+            fields: Own::Head([None; 2]),
             body: Body::Bytes(body),
         }
     }
@@ -181,7 +220,6 @@ impl<'a> Answer<'a> {
             content_type: self.content_type,
             encoding: self.encoding,
             fields: self.fields,
-            trailers_at: self.trailers_at,
             body,
         }
     }
@@ -209,8 +247,7 @@ impl<'a> Answer<'a> {
     /// The answer with `fields` in its head.
     pub fn with_fields(self, fields: FieldList<'a>) -> Self {
         Answer {
-            fields,
-            trailers_at: 2,
+            fields: Own::Head(fields),
             ..self
         }
     }
@@ -218,24 +255,100 @@ impl<'a> Answer<'a> {
     /// The answer with `trailers` after its body.
     pub fn with_trailers(self, trailers: FieldList<'a>) -> Self {
         Answer {
-            fields: trailers,
-            trailers_at: 0,
+            fields: Own::Trailers(trailers),
             ..self
         }
     }
 
-    /// Its fields in its head, names in lowercase.
+    /// Its own fields in its head, names in lowercase (none for a forwarded answer: see
+    /// [`Answer::forwarded_fields`]).
     pub fn head_fields(&self) -> impl Iterator<Item = &Field<'a>> {
-        self.fields[..usize::from(self.trailers_at)]
-            .iter()
-            .flatten()
+        let list = match &self.fields {
+            Own::Head(list) => &list[..],
+            _ => &[],
+        };
+        list.iter().flatten()
     }
 
     /// Its trailers, names in lowercase.
     pub fn trailers(&self) -> impl Iterator<Item = &Field<'a>> {
-        self.fields[usize::from(self.trailers_at)..]
+        let list = match &self.fields {
+            Own::Trailers(list) => &list[..],
+            _ => &[],
+        };
+        list.iter().flatten()
+    }
+
+    /// An upstream's answer passed on: its `status`, its end-to-end `fields` (its
+    /// `Content-Type`, `Cache-Control`, `Set-Cookie`s, `ETag`, `Location`...; names as the
+    /// upstream wrote them) and its whole `body` (none for a HEAD's, a 204's or a 304's).
+    /// Each protocol writes the fields but the connection-specific ones and
+    /// `Content-Length`, and frames the body itself, as for any answer; but an answer to
+    /// HEAD, or a 304, says the upstream's `Content-Length`, the representation's
+    /// ([`Answer::content_length`]). The upstream's `Date` and `Server` stand for the
+    /// protocol's own ([`Answer::adds`]).
+    pub fn forwarded(status: Status, fields: FieldLines<'a>, body: &'a [u8]) -> Self {
+        Answer {
+            status,
+            content_type: ContentType::InFields,
+            encoding: Encoding::default(),
+            fields: Own::Forwarded(fields),
+            body: Body::Bytes(body),
+        }
+    }
+
+    /// A forwarded answer's fields that a protocol writes, in order, names as they came
+    /// (HTTP/2 and HTTP/3 lowercase them): all but the connection-specific ones and
+    /// `Content-Length`. None for any other answer.
+    pub fn forwarded_fields(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone {
+        let lines = match self.fields {
+            Own::Forwarded(lines) => lines,
+            _ => FieldLines::default(),
+        };
+        lines.iter().filter(|&(name, _)| !not_forwarded(name))
+    }
+
+    /// What the protocol adds to the head of its own: everything, but for a forwarded
+    /// answer whose upstream said its `Date` or `Server` (a proxy does not say them twice).
+    pub fn adds(&self) -> Adds {
+        let mut adds = Adds {
+            date: true,
+            server: true,
+        };
+        if let Own::Forwarded(lines) = self.fields {
+            for (name, _) in lines.iter() {
+                adds.date &= !name.eq_ignore_ascii_case(b"date");
+                adds.server &= !name.eq_ignore_ascii_case(b"server");
+            }
+        }
+        adds
+    }
+
+    /// The `Content-Length` a protocol writes, whether or not it writes the body
+    /// (`head_only`: the answer to a HEAD, whose content-length is the one a GET would
+    /// get, as a static file's HEAD says the file's length). For an answer the app made,
+    /// its body's length. For a forwarded one, none for a 1xx or a 204 (RFC 9110 8.6);
+    /// for a HEAD's or a 304, which carry no body here, the upstream's `Content-Length`,
+    /// the representation's, if it said one; else its body's length.
+    pub fn content_length(&self, head_only: bool) -> Option<u64> {
+        let Own::Forwarded(lines) = self.fields else {
+            return Some(self.body.len() as u64);
+        };
+        let code = self.status.code();
+        if code < 200 || code == 204 {
+            return None;
+        }
+        if !head_only && code != 304 {
+            return Some(self.body.len() as u64);
+        }
+        let (_, value) = lines
             .iter()
-            .flatten()
+            .find(|(name, _)| name.eq_ignore_ascii_case(b"content-length"))?;
+        let digits = std::str::from_utf8(value).ok()?;
+        match digits.bytes().all(|byte| byte.is_ascii_digit()) {
+            true => digits.parse().ok(),
+            false => None,
+        }
     }
 
     /// The switch to WebSocket: `101` with the handshake's `accept` value; HTTP/1.1 adds
@@ -278,8 +391,10 @@ mod tests {
     #[test]
     fn an_answer_is_moved_without_a_call() {
         // What the compiler copies inline: 128 bytes of moves at most on x86-64's baseline.
-        assert!(std::mem::size_of::<Answer<'_>>() <= 96);
-        assert!(std::mem::size_of::<Reply<'_>>() <= 96);
+        // 104: 96 and the 8 that an upstream's fields in the place of its own cost (see
+        // `Answer`).
+        assert_eq!(std::mem::size_of::<Answer<'_>>(), 104);
+        assert_eq!(std::mem::size_of::<Reply<'_>>(), 104);
     }
 
     #[test]

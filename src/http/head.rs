@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use super::{Fields, Method, Request, Version};
+use super::{FieldLines, Fields, Method, Request, Version};
 
 /// A request is malformed (RFC 9113 8.1.1, RFC 9114 4.1.2): the stream is refused, the
 /// connection goes on.
@@ -23,6 +23,12 @@ pub struct RequestHead {
     scheme: Option<Range<u16>>,
     authority: Option<Range<u16>>,
     path: Option<Range<u16>>,
+    /// `host`, the authority of a request without `:authority`.
+    host: Option<Range<u16>>,
+    /// Every regular field, as [`FieldLines`], if the connection keeps them for a proxy
+    /// (`keep_fields`); else empty, and no allocation.
+    lines: Vec<u8>,
+    keep_fields: bool,
     /// A regular field was seen: no pseudo-header field may follow.
     regular_seen: bool,
     /// The fields routes read, their values in `bytes`.
@@ -41,6 +47,9 @@ impl Default for RequestHead {
             scheme: None,
             authority: None,
             path: None,
+            host: None,
+            lines: Vec::new(),
+            keep_fields: false,
             regular_seen: false,
             fields: Fields::default(),
             content_length: None,
@@ -50,11 +59,13 @@ impl Default for RequestHead {
 
 impl RequestHead {
     /// An empty head of a request of `version`, with room for what a request usually keeps,
-    /// so that it is one allocation.
-    pub fn new(version: Version) -> Self {
+    /// so that it is one allocation; that keeps every regular field as field lines too if
+    /// `keep_fields` (for a proxy to forward them: a second allocation).
+    pub fn new(version: Version, keep_fields: bool) -> Self {
         RequestHead {
             version,
             bytes: Vec::with_capacity(128),
+            keep_fields,
             ..RequestHead::default()
         }
     }
@@ -78,8 +89,12 @@ impl RequestHead {
         self.text(&self.scheme)
     }
 
+    /// `:authority`, or `host` without it.
     pub fn authority(&self) -> &str {
-        self.text(&self.authority)
+        match self.authority {
+            Some(_) => self.text(&self.authority),
+            None => self.text(&self.host),
+        }
     }
 
     /// `:path`, its query included.
@@ -89,24 +104,30 @@ impl RequestHead {
 
     /// The request as the application reads it, with its whole `body`.
     pub fn request<'a>(&'a self, body: &'a [u8]) -> Request<'a> {
-        let (path, query) = self.path().split_once('?').unwrap_or((self.path(), ""));
+        let path = self
+            .path()
+            .split_once('?')
+            .map_or(self.path(), |(path, _)| path);
         let bytes = &self.bytes;
         Request {
             method: self.method(),
+            method_bytes: self.get(&self.method),
             version: self.version,
             path,
-            query,
+            target: self.path(),
+            authority: self.authority().as_bytes(),
             fields: self
                 .fields
                 .clone()
                 .map(|range| &bytes[range.start as usize..range.end as usize]),
+            field_lines: FieldLines::new(&self.lines, 0),
             body,
         }
     }
 
     /// The bytes this head holds.
     pub fn capacity(&self) -> usize {
-        self.bytes.capacity()
+        self.bytes.capacity() + self.lines.capacity()
     }
 
     /// Checks one decoded field and keeps it if the server needs it. The caller bounds
@@ -131,6 +152,9 @@ impl RequestHead {
         }
         self.regular_seen = true;
         check_regular(name, value)?;
+        if self.keep_fields {
+            FieldLines::push(&mut self.lines, name, value);
+        }
         match name {
             b"te" if value != b"trailers" => return Err(Malformed),
             b"content-length" => {
@@ -143,6 +167,12 @@ impl RequestHead {
                     return Err(Malformed);
                 }
                 self.content_length = Some(length);
+            }
+            // The first, if it reads as an authority at all.
+            b"host" => {
+                if self.host.is_none() && visible_ascii(value) {
+                    self.host = Some(keep(&mut self.bytes, value));
+                }
             }
             _ => {
                 let bytes = &mut self.bytes;

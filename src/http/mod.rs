@@ -22,7 +22,7 @@ mod wire;
 pub use accept_encoding::{AcceptEncoding, Coding};
 pub use alt_svc::AltSvc;
 pub use answer::{
-    Answer, Body, ContentType, Encoding, Field, FieldList, FileBody, Handler, Reply, Ticket,
+    Adds, Answer, Body, ContentType, Encoding, Field, FieldList, FileBody, Handler, Reply, Ticket,
 };
 pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;

@@ -49,6 +49,10 @@ pub struct Limits {
     /// finish before the worker closes what is left and ends.
     pub drain_timeout: Duration,
     /// In edge (reverse-proxy) mode: the upstream every worker forwards to, and how.
+    /// HTTP/2's and HTTP/3's requests then carry every field as it came
+    /// (`http::Request::field_lines`, `h2::Limits::keep_fields`, `h3::Limits::keep_fields`),
+    /// which a proxy forwards (HTTP/1.1's always do, at no cost); otherwise their decoders
+    /// copy no field a route does not read.
     pub upstream: Option<(Address, upstream::Settings)>,
 }
 
@@ -213,7 +217,8 @@ impl<S: Service, K> Core<S, K> {
             }
             _ => Transport::Plain,
         };
-        let h2 = (listening == Listening::H2c).then(|| h2_limits(&self.worker.service));
+        let h2 = (listening == Listening::H2c)
+            .then(|| h2_limits(&self.worker.service, &self.worker.limits));
         // Browsers look for HTTP/3 only in answers over TLS (RFC 7838's alternatives of an
         // `https` origin).
         let alt_svc = match slot.transport {
@@ -416,6 +421,7 @@ impl<S: Service, K> Core<S, K> {
             now,
             timers,
             upstream,
+            limits,
             ..
         } = &mut self.worker;
         let slot = &mut self.slots.all[index];
@@ -431,7 +437,8 @@ impl<S: Service, K> Core<S, K> {
         if may_write && !paused {
             if let Protocol::ReadVersion(_) = slot.protocol {
                 let alpn_h2 = matches!(&slot.transport, Transport::Tls(tls) if tls.chose_h2());
-                slot.protocol.settle(alpn_h2, h2_limits(service), *now);
+                slot.protocol
+                    .settle(alpn_h2, h2_limits(service, limits), *now);
             }
         }
         if draining {
@@ -622,10 +629,12 @@ impl<S: Service, K> Deliverer<'_, S, K> {
     }
 }
 
-/// An HTTP/2 connection's limits: the defaults, with the app's largest body.
-fn h2_limits<S: Service>(service: &S) -> h2::Limits {
+/// An HTTP/2 connection's limits: the defaults, with the app's largest body and whether
+/// the worker keeps requests' fields.
+fn h2_limits<S: Service>(service: &S, limits: &Limits) -> h2::Limits {
     h2::Limits {
         max_body: service.max_body(),
+        keep_fields: limits.upstream.is_some(),
         ..h2::Limits::default()
     }
 }

@@ -763,7 +763,7 @@ X-Forwarded-Proto: http\r\nContent-Length: 5\r\n\r\nhello"
         panic!("{text}");
     };
     assert_eq!(
-        (request.method, request.path, request.query, request.body),
+        (request.method, request.path, request.query(), request.body),
         (Method::Post, "/submit", "x=1", &b"hello"[..])
     );
     assert_eq!((len, keep_alive), (text.len(), true));

@@ -129,7 +129,13 @@ impl Connection {
         let alt_svc = self.limits.alt_svc.take();
         let out = self.output.frames();
         frame::write_encoded_headers(out, id, end_stream, self.peer.max_frame, |block| {
-            hpack::encode_answer(block, answer, answer.body.len(), date, alt_svc)
+            hpack::encode_answer(
+                block,
+                answer,
+                answer.content_length(head_only),
+                date,
+                alt_svc,
+            )
         });
         let mut trailers = Vec::new();
         hpack::encode_fields(&mut trailers, answer.trailers());

@@ -27,7 +27,9 @@
 use super::frame::{ErrorCode, H2Error};
 use crate::http::prefixed;
 pub use crate::http::RequestHead;
-use crate::http::{check_trailer, AltSvc, Answer, Field, HttpDate, Malformed, Version};
+use crate::http::{
+    check_trailer, AltSvc, Answer, ContentType, Field, HttpDate, Malformed, Version,
+};
 
 mod decoder;
 mod table;
@@ -85,9 +87,15 @@ impl Decoder {
     /// so that the dynamic table stays as the peer's encoder has it, however the request is
     /// refused; a list past `max_list` (counted as SETTINGS_MAX_HEADER_LIST_SIZE counts:
     /// name, value and 32 a field) keeps nothing more, so a block that decodes huge costs
-    /// its decoding only.
-    pub fn request(&mut self, block: &[u8], max_list: usize) -> Result<RequestHead, BlockError> {
-        let mut head = RequestHead::new(Version::Http2);
+    /// its decoding only. The head keeps every regular field as field lines too if
+    /// `keep_fields`.
+    pub fn request(
+        &mut self,
+        block: &[u8],
+        max_list: usize,
+        keep_fields: bool,
+    ) -> Result<RequestHead, BlockError> {
+        let mut head = RequestHead::new(Version::Http2, keep_fields);
         let mut list_size = 0;
         let mut error = None;
         let decoded = self.decode(block, |name, value| {
@@ -141,13 +149,15 @@ const DATE: usize = 33;
 const SERVER: usize = 54;
 const VARY: usize = 59;
 
-/// Appends the header block of `answer`, whose body is `content_length` bytes:
-/// `:status`, the answer's own fields, `content-type`, `content-encoding` and `vary` if its
-/// encoding says so, `content-length`, `date`, `server`, and `alt-svc` if given.
+/// Appends the header block of `answer`, whose `content-length` is `content_length` if
+/// any ([`Answer::content_length`]): `:status`, the answer's own fields, `content-type`
+/// (or a forwarded answer's fields, names lowercased), `content-encoding` and `vary` if its
+/// encoding says so, `content-length`, `date` and `server` (unless a forwarded answer said
+/// them), and `alt-svc` if given.
 pub fn encode_answer(
     out: &mut Vec<u8>,
     answer: &Answer<'_>,
-    content_length: usize,
+    content_length: Option<u64>,
     date: &HttpDate,
     alt_svc: Option<AltSvc>,
 ) {
@@ -161,20 +171,30 @@ pub fn encode_answer(
         None => literal(out, STATUS, itoa::Buffer::new().format(status).as_bytes()),
     }
     encode_fields(out, answer.head_fields());
-    literal(out, CONTENT_TYPE, answer.content_type.value());
+    match answer.content_type {
+        ContentType::InFields => encode_forwarded(out, answer.forwarded_fields()),
+        content_type => literal(out, CONTENT_TYPE, content_type.value()),
+    }
     if let Some(coding) = answer.encoding.coding {
         literal(out, CONTENT_ENCODING, coding.token());
     }
     if answer.encoding.vary {
         literal(out, VARY, b"accept-encoding");
     }
-    literal(
-        out,
-        CONTENT_LENGTH,
-        itoa::Buffer::new().format(content_length).as_bytes(),
-    );
-    literal(out, DATE, date.as_bytes());
-    literal(out, SERVER, b"gnosis");
+    if let Some(length) = content_length {
+        literal(
+            out,
+            CONTENT_LENGTH,
+            itoa::Buffer::new().format(length).as_bytes(),
+        );
+    }
+    let adds = answer.adds();
+    if adds.date {
+        literal(out, DATE, date.as_bytes());
+    }
+    if adds.server {
+        literal(out, SERVER, b"gnosis");
+    }
     if let Some(alt_svc) = alt_svc {
         let value = alt_svc.value();
         encode_fields(out, [(&b"alt-svc"[..], value.as_bytes())].iter());
@@ -187,6 +207,18 @@ pub fn encode_fields<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Fie
     for (name, value) in fields {
         out.push(0);
         string(out, name);
+        string(out, value);
+    }
+}
+
+/// Appends a forwarded answer's fields (connection-specific ones already left out, by
+/// [`Answer::forwarded_fields`]): each a literal with its own name, not indexed, the name lowercased (RFC
+/// 9113, 8.2.1: an upstream's HTTP/1.1 names come in any case).
+fn encode_forwarded<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) {
+    for (name, value) in fields {
+        out.push(0);
+        prefixed::write(out, name.len(), 7, 0);
+        out.extend(name.iter().map(u8::to_ascii_lowercase));
         string(out, value);
     }
 }

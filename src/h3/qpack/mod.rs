@@ -67,14 +67,16 @@ impl Decoder {
 
     /// Decodes a request's field section into its head, refusing it past `max_section`
     /// bytes (each field counted as its name, its value and 32): nothing more is kept or decoded then.
+    /// The head keeps every regular field as field lines too if `keep_fields`.
     pub fn request(
         &mut self,
         section: &[u8],
         max_section: usize,
+        keep_fields: bool,
     ) -> Result<RequestHead, SectionError> {
         // A head's offsets are 16-bit.
         let max_section = max_section.min(u16::MAX as usize);
-        let mut head = RequestHead::new(Version::Http3);
+        let mut head = RequestHead::new(Version::Http3, keep_fields);
         let mut size = 0;
         decode(section, &mut self.scratch, |name, value| {
             size += field_size(name, value);
@@ -143,13 +145,15 @@ fn content_type_index(content_type: ContentType) -> Option<usize> {
     })
 }
 
-/// Appends the field section of `answer`'s head, whose body is `content_length` bytes:
-/// `:status`, the answer's own fields, `content-type`, `content-encoding` and `vary` if
-/// its encoding says so, `content-length`, `date`, `server` (as HTTP/2's).
+/// Appends the field section of `answer`'s head, whose `content-length` is
+/// `content_length` if any ([`Answer::content_length`]): `:status`, the answer's own
+/// fields, `content-type` (or a forwarded answer's fields, names lowercased),
+/// `content-encoding` and `vary` if its encoding says so, `content-length`, `date` and
+/// `server` unless a forwarded answer said them (as HTTP/2's).
 pub fn encode_answer(
     out: &mut Vec<u8>,
     answer: &Answer<'_>,
-    content_length: usize,
+    content_length: Option<u64>,
     date: &HttpDate,
 ) {
     prefix(out);
@@ -163,9 +167,10 @@ pub fn encode_answer(
         ),
     }
     encode_field_lines(out, answer.head_fields());
-    match content_type_index(answer.content_type) {
-        Some(index) => indexed(out, index),
-        None => with_name(out, table::CONTENT_TYPE, answer.content_type.value()),
+    match (answer.content_type, content_type_index(answer.content_type)) {
+        (ContentType::InFields, _) => encode_forwarded(out, answer.forwarded_fields()),
+        (_, Some(index)) => indexed(out, index),
+        (content_type, None) => with_name(out, table::CONTENT_TYPE, content_type.value()),
     }
     match answer.encoding.coding {
         Some(Coding::Br) => indexed(out, table::CONTENT_ENCODING_BR),
@@ -176,15 +181,21 @@ pub fn encode_answer(
         indexed(out, table::VARY_ACCEPT_ENCODING);
     }
     match content_length {
-        0 => indexed(out, table::CONTENT_LENGTH),
-        length => with_name(
+        None => {}
+        Some(0) => indexed(out, table::CONTENT_LENGTH),
+        Some(length) => with_name(
             out,
             table::CONTENT_LENGTH,
             itoa::Buffer::new().format(length).as_bytes(),
         ),
     }
-    with_name(out, table::DATE, date.as_bytes());
-    with_name(out, table::SERVER, b"gnosis");
+    let adds = answer.adds();
+    if adds.date {
+        with_name(out, table::DATE, date.as_bytes());
+    }
+    if adds.server {
+        with_name(out, table::SERVER, b"gnosis");
+    }
 }
 
 /// Appends a field section of `fields` alone: an answer's trailers.
@@ -203,14 +214,47 @@ fn prefix(out: &mut Vec<u8>) {
 /// only HTTP/1.1 can act on) are left out: HTTP/3 forbids them (RFC 9114, 4.2).
 fn encode_field_lines<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'f Field<'f>>) {
     for &(name, value) in fields.filter(|(name, _)| !connection_specific(name)) {
-        if let Some(index) = table::find(name, value) {
-            indexed(out, index);
-        } else if let Some(index) = table::find_name(name) {
-            with_name(out, index, value);
-        } else {
-            // 001, N = 0, H, the name's length with a 3-bit prefix.
-            string(out, name, 3, 0x20, 0x08);
-            string(out, value, 7, 0, 0x80);
+        encode_field(out, name, value);
+    }
+}
+
+/// One field, its name in lowercase: by its static index if the table has it whole, else
+/// with its name's static index if any, else as a literal.
+fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    if let Some(index) = table::find(name, value) {
+        indexed(out, index);
+    } else if let Some(index) = table::find_name(name) {
+        with_name(out, index, value);
+    } else {
+        // 001, N = 0, H, the name's length with a 3-bit prefix.
+        string(out, name, 3, 0x20, 0x08);
+        string(out, value, 7, 0, 0x80);
+    }
+}
+
+/// The longest name lowercased on the stack to be looked up in the static table, whose
+/// longest is 32 bytes (`access-control-allow-credentials`).
+const LONGEST_NAME: usize = 32;
+
+/// A forwarded answer's fields (connection-specific ones already left out, by
+/// [`Answer::forwarded_fields`]), their names lowercased (RFC 9114, 4.2: an upstream's
+/// HTTP/1.1 names come in any case): as [`encode_field`] writes them, or, a name longer
+/// than any of the table's, as a literal not Huffman-coded.
+fn encode_forwarded<'f>(out: &mut Vec<u8>, fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) {
+    let mut lower = [0; LONGEST_NAME];
+    for (name, value) in fields {
+        match lower.get_mut(..name.len()) {
+            Some(lower) => {
+                for (to, from) in lower.iter_mut().zip(name) {
+                    *to = from.to_ascii_lowercase();
+                }
+                encode_field(out, lower, value);
+            }
+            None => {
+                prefixed::write(out, name.len(), 3, 0x20);
+                out.extend(name.iter().map(u8::to_ascii_lowercase));
+                string(out, value, 7, 0, 0x80);
+            }
         }
     }
 }

@@ -30,6 +30,7 @@ impl<S: Service, K> Core<S, K> {
                 request_timeout: limits.timeouts.request,
                 h3: h3::Limits {
                     max_body: self.worker.service.max_body(),
+                    keep_fields: limits.upstream.is_some(),
                     ..h3::Limits::default()
                 },
             };
