@@ -174,7 +174,7 @@ fn serve(listener: OwnedFd) -> std::io::Result<()> {
         epoll.wait(&mut events, -1)?;
         for (token, _) in events.iter() {
             if token == LISTENER {
-                while let Some(socket) = sys::accept(&listener)? {
+                while let Some((socket, _)) = sys::accept(&listener)? {
                     let fd = socket.as_raw_fd() as usize;
                     epoll.add(&socket, READABLE, fd as u64)?;
                     if connections.len() <= fd {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use crate::app::Settings;
 use crate::http::{LARGEST_MAX_BODY, MAX_BODY, SEND_TIMEOUT, TIMEOUTS};
 use crate::server::Limits;
+use crate::sys::Address;
 use crate::transport::Listening;
+use crate::upstream;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -52,6 +54,13 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// After SIGTERM (SIGINT, SIGQUIT), what is in flight must finish within this.
     pub drain_timeout: Duration,
+    /// The edge (reverse-proxy) mode: the HTTP/1.1 server every request but a static
+    /// file's is forwarded to.
+    pub upstream: Option<Address>,
+    /// Keep-alive connections per thread to the upstream.
+    pub upstream_conns: usize,
+    /// A forwarded request the upstream has not answered within this gets 504.
+    pub upstream_timeout: Duration,
 }
 
 /// Connections of DATABASE_MAX_CONN's budget the worker threads leave free: one for the
@@ -245,6 +254,30 @@ const OPTIONS: &[Opt] = &[
         set: |config, text| assign(&mut config.drain_timeout, millis(text)),
         default: |config| config.drain_timeout.as_millis().to_string(),
     },
+    Opt {
+        flag: "--upstream",
+        value: "ADDR",
+        help: "the edge (reverse-proxy) mode: /static/* from STATIC_DIR, every other request \
+               forwarded over keep-alive HTTP/1.1 to ADDR (HOST:PORT, or a unix socket's path), \
+               its answer passed on in the client's protocol; no database",
+        set: |config, text| assign(&mut config.upstream, upstream_address(text).map(Some)),
+        default: |_| "none".to_string(),
+    },
+    Opt {
+        flag: "--upstream-conns",
+        value: "N",
+        help: "keep-alive connections per thread to the upstream, each carrying pipelined \
+               requests",
+        set: |config, text| assign(&mut config.upstream_conns, number(text)),
+        default: |config| config.upstream_conns.to_string(),
+    },
+    Opt {
+        flag: "--upstream-timeout",
+        value: "MS",
+        help: "a forwarded request the upstream has not answered within this is answered 504",
+        set: |config, text| assign(&mut config.upstream_timeout, millis(text)),
+        default: |config| config.upstream_timeout.as_millis().to_string(),
+    },
 ];
 
 /// The help: a synopsis, then each option with its meaning and default, wrapped to 80
@@ -317,6 +350,9 @@ impl Default for Config {
             send_timeout: SEND_TIMEOUT,
             idle_timeout: TIMEOUTS.idle,
             drain_timeout: Limits::DRAIN_TIMEOUT,
+            upstream: None,
+            upstream_conns: upstream::Settings::default().connections,
+            upstream_timeout: upstream::Settings::default().response_timeout,
         }
     }
 }
@@ -402,6 +438,7 @@ impl Config {
             dataset: self.dataset.clone(),
             max_body: self.max_body,
             max_message: self.max_message,
+            edge: self.upstream.is_some(),
         }
     }
 
@@ -416,7 +453,14 @@ impl Config {
                 ..TIMEOUTS
             },
             drain_timeout: self.drain_timeout,
-            upstream: None,
+            upstream: self.upstream.clone().map(|address| {
+                let settings = upstream::Settings {
+                    connections: self.upstream_conns,
+                    response_timeout: self.upstream_timeout,
+                    ..upstream::Settings::default()
+                };
+                (address, settings)
+            }),
         }
     }
 
@@ -466,6 +510,22 @@ fn number<T: std::str::FromStr + PartialOrd + From<u8>>(text: &str) -> Result<T,
         Ok(n) if n >= T::from(1) => Ok(n),
         _ => Err(format!("a whole number of at least 1, not '{text}'")),
     }
+}
+
+/// The upstream's address: a path (a unix socket), or HOST:PORT, resolved now (the first
+/// address the name has).
+fn upstream_address(text: &str) -> Result<Address, String> {
+    use std::net::ToSocketAddrs;
+    if text.starts_with('/') {
+        return Ok(Address::Unix(PathBuf::from(text)));
+    }
+    let why =
+        |detail: String| format!("HOST:PORT or a unix socket's path, not '{text}' ({detail})");
+    let mut found = text.to_socket_addrs().map_err(|err| why(err.to_string()))?;
+    found
+        .next()
+        .map(Address::Tcp)
+        .ok_or_else(|| why("no address".to_string()))
 }
 
 /// A port, or 0 for none.
@@ -531,6 +591,10 @@ mod tests {
                 "--idle-timeout",
                 "90000",
                 "--drain-timeout=2500",
+                "--upstream=127.0.0.1:9090",
+                "--upstream-conns",
+                "2",
+                "--upstream-timeout=700",
             ])
             .unwrap(),
             Config {
@@ -554,8 +618,36 @@ mod tests {
                 send_timeout: Duration::from_millis(1500),
                 idle_timeout: Duration::from_secs(90),
                 drain_timeout: Duration::from_millis(2500),
+                upstream: Some(Address::Tcp("127.0.0.1:9090".parse().unwrap())),
+                upstream_conns: 2,
+                upstream_timeout: Duration::from_millis(700),
             }
         );
+    }
+
+    /// `--upstream` takes an address, a name to resolve or a unix socket's path, and turns
+    /// the edge mode on: the upstream with its settings in the workers' limits, no database
+    /// for the app.
+    #[test]
+    fn the_upstream_makes_an_edge() {
+        let edge = parse(&["--upstream", "localhost:8080", "--upstream-timeout=500"]).unwrap();
+        let (address, settings) = edge.limits().upstream.unwrap();
+        let Address::Tcp(socket) = address else {
+            panic!("{address}")
+        };
+        assert!(socket.ip().is_loopback() && socket.port() == 8080);
+        assert_eq!(settings.response_timeout, Duration::from_millis(500));
+        assert!(edge.app_settings().edge);
+        let unix = parse(&["--upstream", "/run/app.sock"]).unwrap();
+        assert_eq!(
+            unix.upstream,
+            Some(Address::Unix(PathBuf::from("/run/app.sock")))
+        );
+        assert!(Config::default().limits().upstream.is_none());
+        assert!(!Config::default().app_settings().edge);
+        for bad in ["no-port", "host:99999", ""] {
+            assert!(parse(&["--upstream", bad]).is_err(), "{bad}");
+        }
     }
 
     /// Each listener is on unless its port is 0; the TLS ones and HTTP/3 only with a
@@ -614,6 +706,7 @@ mod tests {
                 dataset: Some(PathBuf::from("/tmp/items.json")),
                 max_body: 100,
                 max_message: 200,
+                edge: false,
             }
         );
     }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::http::{Answer, Handler, HttpDate, Reply, Request, Ticket, MAX_BODY};
+use crate::http::{Answer, Handler, HttpDate, Origin, Reply, Request, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
 use crate::timers::{Timers, Wakeup};
 use crate::upstream::{self, Upstream};
@@ -37,12 +37,12 @@ pub trait Service {
 
     /// What became of the request forwarded with `token` ([`Upstream::forward`] on
     /// `cx.upstream`): its whole response, or its failure. Returns the answer it finishes,
-    /// if any.
-    fn on_upstream_event(
-        &mut self,
+    /// if any, which may borrow the response (it is written before the upstream reads on).
+    fn on_upstream_event<'a>(
+        &'a mut self,
         token: u64,
-        event: upstream::Event<'_>,
-    ) -> Option<Finished<'_>> {
+        event: upstream::Event<'a>,
+    ) -> Option<Finished<'a>> {
         let _ = (token, event);
         None
     }
@@ -72,6 +72,8 @@ pub struct Context<'a> {
     pub timers: &'a mut Timers<Wakeup>,
     /// The worker's connections to the upstream, in edge (reverse-proxy) mode.
     pub upstream: Option<&'a mut Upstream>,
+    /// The request's connection: where it came from.
+    pub origin: Origin,
 }
 
 impl Context<'_> {

@@ -6,12 +6,13 @@
 //!   baseline, the same sum with no body);
 //! - `GET /pipeline`: `ok`, text/plain;
 //! - `GET /json/{count}?m=`: the first `count` items of the dataset, each with
-//!   `total = price * quantity * m`, as `{"items":[...],"count":count}`;
+//!   `total = price * quantity * m`, as `{"items":[...],"count":count}`; without `m`,
+//!   m = 1 (the gateway profiles' `/json/{count}`);
 //! - `GET /delay/{ms}`: the number, `ms` milliseconds later, text/plain;
 //! - `POST /echo`: the body, byte for byte, application/octet-stream (8gbit).
 //!
-//! Bad input is answered 400, never guessed at: a missing or non-integer `a`, `b` or `m`,
-//! a body that is not an integer, a sum or total out of the 64-bit range, a count outside
+//! Bad input is answered 400, never guessed at: a missing or non-integer `a` or `b`, an
+//! `m` given and not an integer, a body that is not an integer, a sum or total out of the 64-bit range, a count outside
 //! 1..=the dataset's length, a delay that is not an integer or above [`MAX_DELAY_MS`].
 
 use std::path::{Path, PathBuf};
@@ -267,7 +268,11 @@ impl Arena {
             return Err(Status::ServiceUnavailable);
         };
         let count: usize = integer(Some(count))?;
-        let m: i64 = integer(param(query, "m"))?;
+        // The gateway profiles ask for /json/{count} with no m: m is 1 there.
+        let m: i64 = match param(query, "m") {
+            None => 1,
+            given => integer(given)?,
+        };
         let items = dataset.get(..count).filter(|_| count > 0);
         self.body.clear();
         write_items(&mut self.body, items.ok_or(Status::BadRequest)?, m)?;

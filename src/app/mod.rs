@@ -10,6 +10,7 @@ pub mod arena;
 pub mod arena_db;
 pub mod cache;
 pub mod db;
+mod edge;
 mod error;
 pub mod fortune;
 pub mod grpc;
@@ -30,6 +31,7 @@ use crate::ws::{self, handshake};
 use arena::Arena;
 use cache::Cache;
 use db::{write_json, DbRoute, Jobs, STATEMENTS};
+use edge::Forwarded;
 use query::count_param;
 use static_files::StaticFiles;
 use world::{random_id, World, WorldSnapshot};
@@ -94,6 +96,8 @@ pub struct App {
     accept: handshake::Accept,
     max_body: usize,
     max_message: usize,
+    /// At the edge (`--upstream`): the requests forwarded, waiting for their answers.
+    forwarded: Forwarded,
 }
 
 impl App {
@@ -111,6 +115,7 @@ impl App {
             accept: [0; 28],
             max_body: crate::http::MAX_BODY,
             max_message: ws::MAX_MESSAGE,
+            forwarded: Forwarded::default(),
         }
     }
 
@@ -152,8 +157,15 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
     // never falls among the requests TFB's verifier counts statements for; a busy machine
     // gets the whole connect timeout for it. Without a database the server goes on at once
     // (a refused connection ends the attempt) and the caches fill in once it answers.
-    let snapshot = WorldSnapshot::load_in_background(target.clone(), settings.connect_timeout);
-    snapshot.wait_for_first_attempt(settings.connect_timeout + Duration::from_secs(1));
+    let snapshot = match settings.edge {
+        true => Arc::new(WorldSnapshot::default()),
+        false => {
+            let snapshot =
+                WorldSnapshot::load_in_background(target.clone(), settings.connect_timeout);
+            snapshot.wait_for_first_attempt(settings.connect_timeout + Duration::from_secs(1));
+            snapshot
+        }
+    };
     let options = pg::Options {
         connect_timeout: settings.connect_timeout,
         query_timeout: settings.query_timeout,
@@ -161,7 +173,8 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
         max_rows: settings.pg_max_rows,
         ..pg::Options::default()
     };
-    let (pg_conns, max_db_requests) = (settings.pg_conns, settings.max_db_requests);
+    let pg_conns = if settings.edge { 0 } else { settings.pg_conns };
+    let max_db_requests = settings.max_db_requests;
     let dataset = arena::load_dataset(&arena::dataset_path(settings.dataset.as_deref()));
     let (max_body, max_message) = (settings.max_body, settings.max_message);
     let static_dir = static_files::static_dir();
@@ -191,6 +204,13 @@ impl Service for App {
         ticket: Ticket,
         cx: &mut Context<'_>,
     ) -> Reply<'a> {
+        // At the edge, every request but a static file's is the upstream's to answer.
+        if let Some(upstream) = cx.upstream.as_deref_mut() {
+            if !request.path.starts_with("/static/") {
+                let forwarded = &mut self.forwarded;
+                return forwarded.forward(upstream, request, ticket, cx.origin, cx.now);
+            }
+        }
         let Some(route) = Route::find(request.path, request.query()) else {
             // CONNECT's target is a host, never a route's path: no route opens a tunnel.
             let status = match request.method {
@@ -283,6 +303,14 @@ impl Service for App {
 
     fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
         self.jobs.on_event(token, event, &mut self.cache)
+    }
+
+    fn on_upstream_event<'a>(
+        &'a mut self,
+        token: u64,
+        event: crate::upstream::Event<'a>,
+    ) -> Option<Finished<'a>> {
+        self.forwarded.answer(token, event)
     }
 
     /// Only `/delay` sets timers; its token is the number of milliseconds.

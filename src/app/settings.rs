@@ -27,4 +27,7 @@ pub struct Settings {
     pub max_body: usize,
     /// The longest WebSocket message taken; longer closes the connection with 1009.
     pub max_message: usize,
+    /// The edge mode (`--upstream`): the upstream answers what is not a static file, and
+    /// the app neither connects to PostgreSQL nor reads the world table.
+    pub edge: bool,
 }

@@ -29,7 +29,7 @@ pub use date::HttpDate;
 pub use field_lines::FieldLines;
 pub use head::{check_trailer, connection_specific, Malformed, RequestHead};
 pub use request::{
-    is_unreserved, Fields, Method, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
+    is_unreserved, Fields, Method, Origin, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };
 pub use send_buffer::SendBuffer;
 pub use status::Status;

@@ -3,6 +3,8 @@
 //! fields routes look at through the one [`Fields::read`], so that a field one route reads
 //! is named in this file and in that route alone.
 
+use std::net::IpAddr;
+
 use super::{AcceptEncoding, FieldLines};
 
 /// The default largest request body (`--max-body`); larger gets 413. 1 MiB: HttpArena's
@@ -45,6 +47,16 @@ pub enum Version {
     Http11,
     Http2,
     Http3,
+}
+
+/// Where a request came from, for a proxy to say (X-Forwarded-For, X-Forwarded-Proto).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The client's address, where the backend learns it when it accepts (epoll; not
+    /// io_uring's multishot accept, nor QUIC yet).
+    pub client: Option<IpAddr>,
+    /// Whether it came over TLS (TLS over TCP, or QUIC).
+    pub https: bool,
 }
 
 /// A whole request, borrowing from the connection that received it: what routes read, and

@@ -12,10 +12,12 @@
 //! to this address, or close), and sends what the core has to send.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::h2;
+use crate::http::Origin;
 use crate::http::{BufferPool, HttpDate, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
@@ -205,7 +207,8 @@ impl<S: Service, K> Core<S, K> {
     /// Takes a new connection, of a listener of `listening`, into a slot and returns
     /// the slot's index. A TLS handshake must finish within the request timeout (and the
     /// idle timeout, if shorter).
-    pub fn open(&mut self, socket: K, listening: Listening) -> usize {
+    /// `peer` is the client's address, if the backend learnt it.
+    pub fn open(&mut self, socket: K, listening: Listening, peer: Option<IpAddr>) -> usize {
         let index = self.slots.vacant(self.worker.now);
         let timeouts = &self.worker.limits.timeouts;
         let handshake_by = self.worker.now + timeouts.request.min(timeouts.idle);
@@ -227,6 +230,7 @@ impl<S: Service, K> Core<S, K> {
         };
         slot.protocol.open(h2, alt_svc, self.worker.now);
         slot.socket = Some(socket);
+        slot.peer = peer;
         slot.lingering_since = None;
         slot.paused = false;
         // A TLS session counts from the start.
@@ -455,6 +459,10 @@ impl<S: Service, K> Core<S, K> {
                 db: pool,
                 timers,
                 upstream: upstream.as_mut(),
+                origin: Origin {
+                    client: slot.peer,
+                    https: matches!(slot.transport, Transport::Tls(_)),
+                },
             };
             let max_body = service.max_body();
             let mut serving = Serving {
@@ -595,8 +603,8 @@ impl<S: Service, K> Deliverer<'_, S, K> {
 
     /// Writes the answer that `finished` gives, if any, into its connection's line, and
     /// notes the connection for the backend to send it.
-    fn finish(&mut self, finished: impl for<'s> FnOnce(&'s mut S) -> Option<Finished<'s>>) {
-        let Some(Finished { ticket, answer }) = finished(self.service) else {
+    fn finish<'f>(&'f mut self, finished: impl FnOnce(&'f mut S) -> Option<Finished<'f>>) {
+        let Some(Finished { ticket, answer }) = finished(&mut *self.service) else {
             return;
         };
         if datagrams::is_quic(&ticket) {

@@ -8,6 +8,7 @@
 //! so that the answers to a request's queries wake the worker a few times, not once each.
 
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
 use super::core::{Core, LinkOrder, Next, Swept};
@@ -192,7 +193,7 @@ impl<S: Service> Worker<S> {
                 return self.pause_accepting();
             }
             match sys::accept(&self.listeners[which].socket) {
-                Ok(Some(socket)) => self.open(socket, kind),
+                Ok(Some((socket, peer))) => self.open(socket, kind, peer),
                 Ok(None) => return,
                 Err(err) if sys::is_out_of_descriptors(&err) => {
                     crate::log!("cannot accept: {err}; pausing accepts for a second");
@@ -226,8 +227,8 @@ impl<S: Service> Worker<S> {
         self.accept_paused = !resumed;
     }
 
-    fn open(&mut self, socket: OwnedFd, kind: Listening) {
-        let index = self.core.open(socket, kind);
+    fn open(&mut self, socket: OwnedFd, kind: Listening, peer: Option<IpAddr>) {
+        let index = self.core.open(socket, kind, peer);
         if index >= self.interest.len() {
             self.interest.resize(index + 1, 0);
         }

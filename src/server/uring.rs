@@ -361,7 +361,8 @@ impl<S: Service> Worker<S> {
     }
 
     fn open(&mut self, socket: types::Fixed, kind: Listening) -> io::Result<()> {
-        let index = self.core.open(socket, kind);
+        // The multishot accept says no address: X-Forwarded-For is left out at the edge.
+        let index = self.core.open(socket, kind, None);
         if index >= self.io.len() {
             self.io.resize_with(index + 1, SlotIo::default);
         }

@@ -10,7 +10,7 @@
 //! timeout).
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -107,10 +107,15 @@ pub fn open_files_limit() -> io::Result<u64> {
 }
 
 /// Accepts one pending connection as non-blocking (with `TCP_NODELAY`, from the
-/// listener); `Ok(None)` when there is none.
-pub fn accept(listener: &OwnedFd) -> io::Result<Option<OwnedFd>> {
-    match rustix::net::accept_with(listener, SOCKET_FLAGS) {
-        Ok(socket) => Ok(Some(socket)),
+/// listener), with the client's address; `Ok(None)` when there is none.
+pub fn accept(listener: &OwnedFd) -> io::Result<Option<(OwnedFd, Option<IpAddr>)>> {
+    match rustix::net::acceptfrom_with(listener, SOCKET_FLAGS) {
+        Ok((socket, peer)) => {
+            let ip = peer
+                .and_then(|peer| SocketAddr::try_from(peer).ok())
+                .map(|peer| peer.ip());
+            Ok(Some((socket, ip)))
+        }
         Err(Errno::AGAIN) => Ok(None),
         Err(err) => Err(err.into()),
     }
@@ -384,18 +389,19 @@ mod tests {
     }
 
     #[test]
-    fn accepted_connections_have_nodelay_from_the_listener() {
+    fn accepted_connections_have_nodelay_from_the_listener_and_the_clients_address() {
         let listener = reuseport_listener(0).unwrap();
         let port = TcpListener::from(listener.try_clone().unwrap())
             .local_addr()
             .unwrap()
             .port();
         let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let accepted = poll_socket(&listener, false, Duration::from_secs(10))
+        let (accepted, peer) = poll_socket(&listener, false, Duration::from_secs(10))
             .and_then(|_| accept(&listener))
             .unwrap()
             .expect("a connection waits");
         assert!(sockopt::tcp_nodelay(&accepted).unwrap());
+        assert_eq!(peer, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     }
 
     #[test]

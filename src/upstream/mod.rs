@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 pub use self::conn::Conn;
 use crate::h1::client::{Forward, WriteError};
-use crate::http::FieldLines;
+use crate::http::{FieldLines, Origin, Request, Version};
 pub use crate::link::Address;
 
 /// An upstream connection with the socket it wants.
@@ -272,6 +272,35 @@ impl Upstream {
                 Ok(())
             }
             Choice::Unavailable => Err(Refused::Unavailable),
+        }
+    }
+
+    /// Forwards a client's `request`, whatever protocol carried it, from `origin`: HTTP/1.1's
+    /// fields as they came; HTTP/2's and HTTP/3's with their `:authority` as the Host
+    /// field (RFC 9113 8.3.1: it stands for Host, which it overrides).
+    pub fn forward_request(
+        &mut self,
+        token: u64,
+        request: &Request<'_>,
+        origin: Origin,
+        now: Instant,
+    ) -> Result<(), Refused> {
+        let forward = Forward {
+            method: request.method_bytes,
+            target: request.target.as_bytes(),
+            version: request.version,
+            client: origin.client,
+            https: origin.https,
+            body: request.body,
+        };
+        let fields = request.field_lines.iter();
+        match request.version {
+            Version::Http10 | Version::Http11 => self.forward(token, &forward, fields, now),
+            Version::Http2 | Version::Http3 => {
+                let host = (&b"Host"[..], request.authority);
+                let others = fields.filter(|(name, _)| !name.eq_ignore_ascii_case(b"host"));
+                self.forward(token, &forward, std::iter::once(host).chain(others), now)
+            }
         }
     }
 

@@ -31,7 +31,7 @@ fn request(method: &'static [u8]) -> Forward<'static> {
         method,
         target: b"/x",
         version: Version::Http11,
-        client: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        client: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
         https: false,
         body: b"",
     }

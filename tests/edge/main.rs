@@ -71,13 +71,18 @@ fn edge(binary: &str, upstream: &str, statics: &BigFile, extra: &[&str]) -> Serv
 
 /// One request over a connection of its own, HTTP/1.1: (status, head, body).
 fn get(port: u16, target: &str) -> (u16, String, String) {
-    exchange(port, &format!("GET {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"))
+    exchange(
+        port,
+        &format!("GET {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"),
+    )
 }
 
 /// Writes `request` and reads to the close: (status, head, body).
 fn exchange(port: u16, request: &str) -> (u16, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
@@ -208,17 +213,28 @@ fn forwards_each_protocols_requests_with_their_fields(binary: &str) {
     assert_eq!(field(&fields, "x-forwarded-proto"), ["http"]);
     assert_eq!(field(&fields, "via").len(), 1);
     for hop in ["x-hop", "keep-alive"] {
-        assert!(field(&fields, hop).is_empty(), "{hop} passed on: {fields:?}");
+        assert!(
+            field(&fields, hop).is_empty(),
+            "{hop} passed on: {fields:?}"
+        );
     }
-    assert!(field(&fields, "connection").iter().all(|v| !v.contains("X-Hop")));
+    assert!(field(&fields, "connection")
+        .iter()
+        .all(|v| !v.contains("X-Hop")));
 
     let url = format!("https://127.0.0.1:{}/echo/h2?x=y", server.h2_tls_port);
     let (version, status, _, body) = curl(&["--http2", "-H", "X-Custom: 1", &url]);
     assert_eq!((version.as_str(), status), ("2", 200), "{body}");
     let echo: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((echo["method"].as_str(), echo["target"].as_str()), (Some("GET"), Some("/echo/h2?x=y")));
+    assert_eq!(
+        (echo["method"].as_str(), echo["target"].as_str()),
+        (Some("GET"), Some("/echo/h2?x=y"))
+    );
     let fields = echoed_fields(&echo);
-    assert_eq!(field(&fields, "host"), [format!("127.0.0.1:{}", server.h2_tls_port)]);
+    assert_eq!(
+        field(&fields, "host"),
+        [format!("127.0.0.1:{}", server.h2_tls_port)]
+    );
     assert_eq!(field(&fields, "x-custom"), ["1"]);
     assert_eq!(field(&fields, "x-forwarded-proto"), ["https"]);
 
@@ -226,7 +242,10 @@ fn forwards_each_protocols_requests_with_their_fields(binary: &str) {
     let answers = got["answers"].as_array().unwrap();
     assert_eq!(h3_header(&answers[0], ":status"), Some("200"), "{got}");
     let echo: Value = serde_json::from_str(answers[1]["body"].as_str().unwrap()).unwrap();
-    assert_eq!((echo["method"].as_str(), echo["body"].as_str()), (Some("POST"), Some("abc")));
+    assert_eq!(
+        (echo["method"].as_str(), echo["body"].as_str()),
+        (Some("POST"), Some("abc"))
+    );
     assert_eq!(field(&echoed_fields(&echo), "x-forwarded-proto"), ["https"]);
 }
 
@@ -243,8 +262,16 @@ fn passes_on_answers_framed_each_way(binary: &str) {
         let (_, status, head, body) = curl(&[options, &url]);
         assert_eq!((status, body.as_str()), (201, r#"{"id":7}"#), "{url}");
         assert_eq!(values(&head, "location"), ["/items/7"], "{head}");
-        assert_eq!(values(&head, "set-cookie"), ["a=1; Path=/", "b=2; Path=/"], "{head}");
-        assert_eq!(values(&head, "content-type"), ["application/json"], "{head}");
+        assert_eq!(
+            values(&head, "set-cookie"),
+            ["a=1; Path=/", "b=2; Path=/"],
+            "{head}"
+        );
+        assert_eq!(
+            values(&head, "content-type"),
+            ["application/json"],
+            "{head}"
+        );
         assert_eq!(values(&head, "content-length"), ["8"], "{head}");
         assert_eq!(values(&head, "cache-control"), ["no-store"], "{head}");
     }
@@ -259,7 +286,10 @@ fn passes_on_answers_framed_each_way(binary: &str) {
             assert!(values(&head, "transfer-encoding").len() <= 1, "{head}");
         }
     }
-    for (url, options) in [(h1("/head-length"), "--http1.1"), (h2("/head-length"), "--http2")] {
+    for (url, options) in [
+        (h1("/head-length"), "--http1.1"),
+        (h2("/head-length"), "--http2"),
+    ] {
         let (_, status, head, body) = curl(&[options, "-I", &url]);
         assert_eq!((status, body.as_str()), (200, ""), "{url}");
         assert_eq!(values(&head, "content-length"), ["1234"], "{url}: {head}");
@@ -287,15 +317,29 @@ fn serves_static_files_itself(binary: &str) {
     let server = edge(binary, &upstream.address(), &statics, &[]);
     let before = upstream.served();
     let output = Command::new("curl")
-        .args(["-sk", "--http2", "-o", "/dev/null", "-w", "%{http_code} %{size_download}"])
-        .arg(format!("https://127.0.0.1:{}/static/big.bin", server.h2_tls_port))
+        .args([
+            "-sk",
+            "--http2",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{size_download}",
+        ])
+        .arg(format!(
+            "https://127.0.0.1:{}/static/big.bin",
+            server.h2_tls_port
+        ))
         .output()
         .expect("curl runs");
     let expected = format!("200 {}", BigFile::LEN);
     assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
     let (status, _, _) = get(server.port, "/static/nonexistent.txt");
     assert_eq!(status, 404);
-    assert_eq!(upstream.served(), before + 1, "only /count reached the upstream");
+    assert_eq!(
+        upstream.served(),
+        before + 1,
+        "only /count reached the upstream"
+    );
 }
 
 /// A response the upstream framed wrongly is never passed on (502, and a smuggled second
@@ -304,7 +348,12 @@ fn serves_static_files_itself(binary: &str) {
 fn upstream_faults_fail_their_request_alone(binary: &str) {
     let upstream = Upstream::start();
     let statics = BigFile::new("edge-faults");
-    let server = edge(binary, &upstream.address(), &statics, &["--upstream-timeout", "1000"]);
+    let server = edge(
+        binary,
+        &upstream.address(),
+        &statics,
+        &["--upstream-timeout", "1000"],
+    );
     assert_eq!(get(server.port, "/two-lengths").0, 502);
     let (status, _, body) = get(server.port, "/smuggle");
     assert_eq!((status, body.as_str()), (200, "first"));
@@ -355,7 +404,11 @@ fn fronts_gnosis_itself(binary: &str) {
     let server = edge(binary, &format!("127.0.0.1:{}", app.port), &statics, &[]);
     let base = format!("https://127.0.0.1:{}", server.h2_tls_port);
     let (version, status, head, body) = curl(&["--http2", &format!("{base}/baseline2?a=13&b=42")]);
-    assert_eq!((version.as_str(), status, body.as_str()), ("2", 200, "55"), "{head}");
+    assert_eq!(
+        (version.as_str(), status, body.as_str()),
+        ("2", 200, "55"),
+        "{head}"
+    );
     let (_, status, head, body) = curl(&["--http2", &format!("{base}/json/5")]);
     assert_eq!(status, 200, "{head}");
     assert_eq!(values(&head, "content-type"), ["application/json"]);

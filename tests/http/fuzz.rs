@@ -36,6 +36,7 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
             db: &mut db,
             timers: &mut timers,
             upstream: None,
+            origin: Default::default(),
         };
         let max_body = app.max_body();
         let mut serving = Serving {

@@ -107,7 +107,11 @@ fn export_writes_both_entries_with_exactly_their_files() {
         // (scripts/tool verify gateway runs and checks them).
         let compose = fs::read(root.join("httparena/compose.gateway.yml")).unwrap();
         for stack in ["compose.gateway.yml", "compose.gateway-h3.yml"] {
-            assert_eq!(exported.remove(stack).as_ref(), Some(&compose), "{name}: {stack}");
+            assert_eq!(
+                exported.remove(stack).as_ref(),
+                Some(&compose),
+                "{name}: {stack}"
+            );
         }
         assert_eq!(
             exported, sources,

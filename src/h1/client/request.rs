@@ -17,8 +17,8 @@ pub struct Forward<'a> {
     pub target: &'a [u8],
     /// The protocol the client spoke, named in the Via field this proxy adds.
     pub version: Version,
-    /// The client's address: the X-Forwarded-For this proxy writes.
-    pub client: IpAddr,
+    /// The client's address, if known: the X-Forwarded-For this proxy writes.
+    pub client: Option<IpAddr>,
     /// Whether the client came over TLS: the X-Forwarded-Proto this proxy writes.
     pub https: bool,
     /// The whole body, sent with a Content-Length.
@@ -129,14 +129,16 @@ impl Forward<'_> {
             Version::Http2 => b"2",
             Version::Http3 => b"3",
         };
-        for part in [b"Via: ", via, b" gnosis\r\nX-Forwarded-For: "] {
+        for part in [b"Via: ", via, b" gnosis\r\n"] {
             out.extend_from_slice(part);
         }
-        // Writing to a Vec cannot fail.
-        let _ = write!(out, "{}", self.client);
+        if let Some(client) = self.client {
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "X-Forwarded-For: {client}\r\n");
+        }
         out.extend_from_slice(match self.https {
-            true => b"\r\nX-Forwarded-Proto: https\r\n",
-            false => b"\r\nX-Forwarded-Proto: http\r\n",
+            true => b"X-Forwarded-Proto: https\r\n",
+            false => b"X-Forwarded-Proto: http\r\n",
         });
         // A body, or one the client announced even if empty (a POST of nothing).
         if !self.body.is_empty() || announces_body {

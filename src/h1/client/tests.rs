@@ -715,7 +715,7 @@ fn forward<'a>(method: &'a str, target: &'a str, body: &'a [u8]) -> Forward<'a> 
         method: method.as_bytes(),
         target: target.as_bytes(),
         version: Version::Http11,
-        client: CLIENT,
+        client: Some(CLIENT),
         https: false,
         body,
     }
@@ -774,7 +774,7 @@ fn via_names_the_clients_protocol_and_the_forwarded_fields_its_address_and_schem
     let mut request = forward("GET", "*", b"");
     request.method = b"OPTIONS";
     request.version = Version::Http2;
-    request.client = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    request.client = Some(IpAddr::V6(Ipv6Addr::LOCALHOST));
     request.https = true;
     let text = written(
         &request,

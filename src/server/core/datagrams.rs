@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{Core, Worker};
 use crate::h3;
+use crate::http::Origin;
 use crate::http::{AltSvc, Ticket};
 use crate::quic::{Bounds, Endpoint, Outbox, Serve, Spread, QUIC_SLOT};
 use crate::server::Listener;
@@ -91,6 +92,10 @@ fn with_serve<S: Service, T>(
         db: pool,
         timers,
         upstream: upstream.as_mut(),
+        origin: Origin {
+            client: None,
+            https: true,
+        },
     };
     let mut serving = Serving {
         service,

@@ -3,6 +3,7 @@
 //! slot's generation, which changes with each connection it holds, tells a late answer
 //! (a [`Ticket`]) from one for the connection there now.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use super::worker::Budget;
@@ -16,6 +17,8 @@ use crate::transport::Transport;
 pub(super) struct Slot<K> {
     /// `None` while the slot is free.
     pub socket: Option<K>,
+    /// The client's address, when the backend learnt it (X-Forwarded-For at the edge).
+    pub peer: Option<IpAddr>,
     /// What its bytes go through between the socket and `protocol`.
     pub transport: Transport,
     /// Chosen once at its first bytes; WebSocket once a request switched it.
@@ -69,6 +72,7 @@ impl<K> Slots<K> {
         let conn = Connection::new(self.all.len() as u32, now);
         self.all.push(Slot {
             socket: None,
+            peer: None,
             transport: Transport::Plain,
             protocol: Protocol::ReadVersion(conn),
             lingering_since: None,

@@ -143,13 +143,14 @@ fn ready_core() -> Core<TestService, u32> {
 #[test]
 fn a_slot_stays_small() {
     // Every connection ever open at once keeps its slot: it must stay far below the
-    // buffers an idle connection no longer holds (16,384 slots, the default cap: 3.75 MiB).
-    // 232 bytes, and 8 for the transport: a TLS session is boxed, a plain connection's
-    // transport is the null pointer's niche. The protocol's tag is a word of its own, since
-    // two variants carry HTTP/1.1's connection (reading its version, and settled).
+    // buffers an idle connection no longer holds (16,384 slots, the default cap: 4 MiB).
+    // 232 bytes, 8 for the transport (a TLS session is boxed, a plain connection's
+    // transport is the null pointer's niche) and 16 for the client's address (17 bytes, in
+    // the padding's room). The protocol's tag is a word of its own, since two variants
+    // carry HTTP/1.1's connection (reading its version, and settled).
     assert_eq!(std::mem::size_of::<Transport>(), 8);
     assert!(
-        std::mem::size_of::<slots::Slot<OwnedFd>>() <= 240,
+        std::mem::size_of::<slots::Slot<OwnedFd>>() <= 256,
         "{}",
         std::mem::size_of::<slots::Slot<OwnedFd>>()
     );
@@ -209,7 +210,7 @@ fn a_refused_connect_closes_the_socket_and_backs_off() {
 #[test]
 fn unsent_link_bytes_stay_put_until_reported_sent() {
     let mut core = ready_core();
-    let slot = core.open(7, Listening::Http);
+    let slot = core.open(7, Listening::Http, None);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     let (first, len) = {
@@ -238,7 +239,7 @@ fn unsent_link_bytes_stay_put_until_reported_sent() {
 #[test]
 fn a_db_request_goes_through_the_link_and_back() {
     let mut core = ready_core();
-    let slot = core.open(7, Listening::Http);
+    let slot = core.open(7, Listening::Http, None);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(slot, true), Next::Keep { read: true });
     assert!(core.unsent(slot).is_empty(), "waits for the database");
@@ -269,7 +270,7 @@ fn a_db_request_goes_through_the_link_and_back() {
 #[test]
 fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     let mut core = ready_core();
-    let slot = core.open(7, Listening::Http);
+    let slot = core.open(7, Listening::Http, None);
     let upgrade = b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
     // "hi" as a text frame under the zero mask.
@@ -305,7 +306,7 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
     assert_eq!(core.advance(slot, true), Next::Close);
     assert_eq!(core.release(slot), Some(7));
     assert_counted(&core);
-    let slot = core.open(8, Listening::Http);
+    let slot = core.open(8, Listening::Http, None);
     assert!(matches!(
         core.slots.all[slot].protocol,
         Protocol::ReadVersion(_)
@@ -318,7 +319,7 @@ fn an_upgrade_waits_for_the_answers_before_it_and_takes_the_bytes_after_it() {
 #[test]
 fn the_servers_eof_fails_the_query_and_closes_the_socket() {
     let mut core = ready_core();
-    let slot = core.open(7, Listening::Http);
+    let slot = core.open(7, Listening::Http, None);
     core.received(slot, b"GET /db HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     send_all(&mut core);
@@ -334,7 +335,7 @@ fn the_servers_eof_fails_the_query_and_closes_the_socket() {
 #[test]
 fn http_connections_answer_linger_and_close() {
     let mut core = core(Duration::from_secs(5));
-    let slot = core.open(3, Listening::Http);
+    let slot = core.open(3, Listening::Http, None);
     assert_eq!(core.socket(slot), Some(&3));
     core.received(slot, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(core.advance(slot, true), Next::Keep { read: true });
@@ -346,7 +347,7 @@ fn http_connections_answer_linger_and_close() {
     assert_eq!(core.release(slot), Some(3));
     assert_eq!(core.socket(slot), None);
 
-    let slot = core.open(4, Listening::Http);
+    let slot = core.open(4, Listening::Http, None);
     core.received(
         slot,
         b"GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
@@ -397,9 +398,9 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
     };
     let mut core = limited_core(Duration::from_secs(5), limits.clone());
     let (a, b, small) = (
-        core.open(1, Listening::Http),
-        core.open(2, Listening::Http),
-        core.open(3, Listening::Http),
+        core.open(1, Listening::Http, None),
+        core.open(2, Listening::Http, None),
+        core.open(3, Listening::Http, None),
     );
     for hog in [a, b] {
         core.received(hog, &unread_requests());
@@ -456,7 +457,7 @@ fn past_the_budget_the_connections_holding_most_stop_reading() {
 #[test]
 fn responses_from_the_database_are_counted() {
     let mut core = ready_core();
-    let slot = core.open(7, Listening::Http);
+    let slot = core.open(7, Listening::Http, None);
     core.received(
         slot,
         b"GET /db HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -485,9 +486,9 @@ fn the_worker_is_full_at_its_connection_cap() {
         ..Limits::default()
     };
     let mut core = limited_core(Duration::from_secs(5), limits);
-    let first = core.open(1, Listening::Http);
+    let first = core.open(1, Listening::Http, None);
     assert!(!core.is_full());
-    core.open(2, Listening::Http);
+    core.open(2, Listening::Http, None);
     assert!(core.is_full());
     core.release(first);
     assert!(!core.is_full());
@@ -501,9 +502,9 @@ fn a_tls_slot_counts_its_session_and_closes_on_garbage_or_a_stalled_handshake() 
     let config = crate::transport::load(&pair.cert, &pair.key).unwrap();
     let mut core = core(Duration::from_secs(5)).with_tls(Some(Arc::new(config)));
     let (garbage, stalled, plain) = (
-        core.open(1, Listening::Tls),
-        core.open(2, Listening::Tls),
-        core.open(3, Listening::Http),
+        core.open(1, Listening::Tls, None),
+        core.open(2, Listening::Tls, None),
+        core.open(3, Listening::Http, None),
     );
     assert!(
         core.worker.budget.held() >= 2 * 8 * 1024,
@@ -539,7 +540,7 @@ fn the_protocol_is_chosen_once_by_the_first_bytes_or_the_port() {
     let mut core = ready_core();
     let preface = crate::h2::PREFACE;
     for cut in 1..preface.len() {
-        let slot = core.open(1, Listening::Http);
+        let slot = core.open(1, Listening::Http, None);
         core.received(slot, &preface[..cut]);
         core.advance(slot, true);
         assert!(matches!(
@@ -552,7 +553,7 @@ fn the_protocol_is_chosen_once_by_the_first_bytes_or_the_port() {
         core.release(slot);
     }
 
-    let slot = core.open(2, Listening::Http);
+    let slot = core.open(2, Listening::Http, None);
     core.received(slot, b"GET /plaintext HTTP/1.1\r\nHost: a\r\n\r\n");
     core.advance(slot, true);
     assert!(matches!(core.slots.all[slot].protocol, Protocol::Http1(_)));
@@ -570,12 +571,12 @@ fn the_protocol_is_chosen_once_by_the_first_bytes_or_the_port() {
     core.release(slot);
 
     // One byte that cannot begin the preface settles HTTP/1.1 before the request is whole.
-    let slot = core.open(3, Listening::Http);
+    let slot = core.open(3, Listening::Http, None);
     core.received(slot, b"G");
     core.advance(slot, true);
     assert!(matches!(core.slots.all[slot].protocol, Protocol::Http1(_)));
     core.release(slot);
 
-    let slot = core.open(4, Listening::H2c);
+    let slot = core.open(4, Listening::H2c, None);
     assert!(matches!(core.slots.all[slot].protocol, Protocol::Http2(..)));
 }
