@@ -91,8 +91,8 @@ pub type FieldList<'a> = [Option<Field<'a>>; 2];
 /// `memcpy`, and taken by reference once made: a copy per answer showed in the profile of
 /// pipelined plaintext when it was larger (over 128 bytes, x86-64's inline moves). It was
 /// 96 bytes before it could carry an upstream's fields: they share the place of its own
-/// fields ([`Own`]), whose variant takes 8 bytes more than `trailers_at` did, where a
-/// `Body` of their own would have taken 24.
+/// fields (`Own`), whose tag takes 8 bytes where `trailers_at` took 1 in the padding; a
+/// `Body` variant holding them beside the bytes would have made `Body` 40 bytes, not 24.
 #[derive(Debug)]
 pub struct Answer<'a> {
     pub status: Status,
