@@ -203,7 +203,7 @@ fn write_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{Coding, ContentType, Encoding};
+    use crate::http::{Coding, ContentType, Encoding, FieldLines};
 
     fn written(framing: Framing, answer: Answer<'_>) -> String {
         let mut out = Vec::new();
@@ -345,5 +345,84 @@ mod tests {
             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
              Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nConnection: Upgrade\r\n\r\n"
         );
+    }
+
+    /// An upstream's fields as its response reader hands them over: names as it wrote
+    /// them, a connection-specific field and its Content-Length among them.
+    const UPSTREAM: &[u8] = b"Content-Type: application/json\r\nLocation: /items/7\r\n\
+        Set-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\n\
+        Connection: keep-alive\r\nETag: \"x\"\r\n";
+
+    fn forwarded<'a>(status: u16, fields: &'a [u8], body: &'a [u8]) -> Answer<'a> {
+        Answer::forwarded(Status::from_code(status), FieldLines::new(fields, 0), body)
+    }
+
+    #[test]
+    fn a_forwarded_answer_is_written_with_its_fields_as_they_came() {
+        let date = HttpDate::new();
+        let mut out = Vec::new();
+        let framing = framing_of(b"POST /items HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+        framing.write(&mut out, &date, &forwarded(201, UPSTREAM, b"{}"));
+        let expected = format!(
+            "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nLocation: /items/7\r\n\
+             Set-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nETag: \"x\"\r\nServer: gnosis\r\n\
+             Date: {}\r\nContent-Length: 2\r\n\r\n{{}}",
+            std::str::from_utf8(date.as_bytes()).unwrap()
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_forwarded_answer_frames_its_body_itself_and_keeps_the_upstreams_date_and_server() {
+        let fields = b"date: Tue, 01 Jan 2030 00:00:00 GMT\r\nSERVER: upstream\r\n\
+            Transfer-Encoding: chunked\r\nKeep-Alive: timeout=5\r\nUpgrade: h2c\r\n\
+            Content-Length: 99\r\n";
+        let framing = framing_of(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        let text = written(framing, forwarded(200, fields, b"abc"));
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\ndate: Tue, 01 Jan 2030 00:00:00 GMT\r\nSERVER: upstream\r\n\
+             Content-Length: 3\r\nConnection: close\r\n\r\nabc"
+        );
+        // No fields at all, and a code RFC 9110 does not name: an empty reason.
+        let text = written(
+            framing_of(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            forwarded(299, b"", b""),
+        );
+        assert!(
+            text.starts_with("HTTP/1.1 299 \r\nServer: gnosis\r\nDate: "),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\nContent-Length: 0\r\n\r\n"), "{text}");
+    }
+
+    #[test]
+    fn a_forwarded_heads_or_304s_length_is_the_upstreams_and_a_204_has_none() {
+        let head = framing_of(b"HEAD /a HTTP/1.1\r\nHost: a\r\n\r\n");
+        let text = written(head, forwarded(200, UPSTREAM, b""));
+        assert!(text.ends_with("\r\nContent-Length: 2\r\n\r\n"), "{text}");
+        assert_eq!(text.matches("Content-Length").count(), 1, "{text}");
+        let get = framing_of(b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n");
+        let text = written(
+            get,
+            forwarded(304, b"ETag: \"x\"\r\nContent-Length: 1234\r\n", b""),
+        );
+        assert!(
+            text.starts_with("HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\nContent-Length: 1234\r\n\r\n"), "{text}");
+        // Without the upstream's length, none is said; a 204 never says one.
+        let text = written(head, forwarded(200, b"ETag: \"x\"\r\n", b""));
+        assert!(!text.contains("Content-Length"), "{text}");
+        let text = written(get, forwarded(204, b"Content-Length: 0\r\n", b""));
+        assert!(text.starts_with("HTTP/1.1 204 No Content\r\n"), "{text}");
+        assert!(
+            !text.contains("Content-Length") && text.ends_with("\r\n\r\n"),
+            "{text}"
+        );
+        // A static file's HEAD, for comparison: the length of what a GET would get.
+        let text = written(head, Answer::ok(ContentType::Plain, b"12345"));
+        assert!(text.ends_with("\r\nContent-Length: 5\r\n\r\n"), "{text}");
     }
 }

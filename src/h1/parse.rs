@@ -277,6 +277,39 @@ mod tests {
     }
 
     #[test]
+    fn a_request_carries_what_a_proxy_forwards() {
+        let raw = b"\r\nPATCH /items/7?x=1 HTTP/1.1\r\nHost: example.com:8080 \r\n\
+            Cookie: a=1\r\nX-Empty:\r\nContent-Length: 2\r\n\r\n{}";
+        let (request, len) = complete(raw);
+        assert_eq!(len, raw.len());
+        assert_eq!(request.method, Method::Other);
+        assert_eq!(request.method_bytes, b"PATCH");
+        assert_eq!(request.target, "/items/7?x=1");
+        assert_eq!((request.path, request.query()), ("/items/7", "x=1"));
+        assert_eq!(request.authority, b"example.com:8080");
+        let fields: Vec<_> = request.field_lines.iter().collect();
+        assert_eq!(
+            fields,
+            [
+                (&b"Host"[..], &b"example.com:8080"[..]),
+                (b"Cookie", b"a=1"),
+                (b"X-Empty", b""),
+                (b"Content-Length", b"2"),
+            ]
+        );
+        // Lines ending in a bare LF, and no field at all (HTTP/1.0: no authority).
+        let (request, _) = complete(b"GET / HTTP/1.1\nHost: a\nX-A: b\n\n");
+        assert!(request
+            .field_lines
+            .iter()
+            .eq([(&b"Host"[..], &b"a"[..]), (b"X-A", b"b")]));
+        let (request, _) = complete(b"GET /?q HTTP/1.0\r\n\r\n");
+        assert!(request.field_lines.is_empty());
+        assert_eq!((request.authority, request.target), (&b""[..], "/?q"));
+        assert_eq!(request.query(), "q");
+    }
+
+    #[test]
     fn parses_a_load_generator_request() {
         let (request, len) = complete(WRK_REQUEST);
         assert_eq!(len, WRK_REQUEST.len());

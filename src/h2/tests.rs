@@ -10,8 +10,8 @@ use proptest::prelude::*;
 
 use super::{Connection, Limits, PREFACE};
 use crate::http::{
-    AcceptEncoding, AltSvc, Answer, BufferPool, Coding, ContentType, Encoding, Expiry, HttpDate,
-    Method, Status, Timeouts, Wire,
+    AcceptEncoding, AltSvc, Answer, BufferPool, Coding, ContentType, Encoding, Expiry, FieldLines,
+    HttpDate, Method, Status, Timeouts, Wire,
 };
 
 const DATA: u8 = 0;
@@ -1683,4 +1683,169 @@ proptest! {
 fn a_connection_is_small_to_keep() {
     let size = std::mem::size_of::<Connection>();
     assert!(size <= 584, "{size} bytes");
+}
+
+/// An upstream's fields as its response reader hands them over: names as it wrote them,
+/// connection-specific fields and its Content-Length among them.
+const UPSTREAM: &[u8] = b"Content-Type: application/json\r\nLocation: /items/7\r\n\
+    Set-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\n\
+    Connection: keep-alive\r\nTransfer-Encoding: chunked\r\nETag: \"x\"\r\n";
+
+/// Every field of `block`, as our decoder reads it.
+fn our_reading(block: &[u8]) -> Vec<(String, String)> {
+    let mut fields = Vec::new();
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+    Decoder::new()
+        .decode(block, |name, value| fields.push((text(name), text(value))))
+        .unwrap();
+    fields
+}
+
+fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
+    let owned = |(name, value): &(&str, &str)| (name.to_string(), value.to_string());
+    fields.iter().map(owned).collect()
+}
+
+#[test]
+fn a_forwarded_answer_is_encoded_with_its_fields_lowercased_and_its_own_length() {
+    let date = HttpDate::new();
+    let date_text = std::str::from_utf8(date.as_bytes()).unwrap();
+    let answer = Answer::forwarded(Status::from_code(201), FieldLines::new(UPSTREAM, 0), b"{}");
+    let mut block = Vec::new();
+    hpack::encode_answer(
+        &mut block,
+        &answer,
+        answer.content_length(false),
+        &date,
+        None,
+    );
+    let expected = owned(&[
+        (":status", "201"),
+        ("content-type", "application/json"),
+        ("location", "/items/7"),
+        ("set-cookie", "a=1; Path=/"),
+        ("set-cookie", "b=2"),
+        ("etag", "\"x\""),
+        ("content-length", "2"),
+        ("date", date_text),
+        ("server", "gnosis"),
+    ]);
+    assert_eq!(our_reading(&block), expected);
+    // The upstream's Date and Server stand for ours.
+    let fields = b"Date: Tue, 01 Jan 2030 00:00:00 GMT\r\nServer: upstream\r\nVary: Origin\r\n";
+    let answer = Answer::forwarded(Status::Ok, FieldLines::new(fields, 0), b"");
+    let mut block = Vec::new();
+    hpack::encode_answer(
+        &mut block,
+        &answer,
+        answer.content_length(false),
+        &date,
+        None,
+    );
+    let expected = owned(&[
+        (":status", "200"),
+        ("date", "Tue, 01 Jan 2030 00:00:00 GMT"),
+        ("server", "upstream"),
+        ("vary", "Origin"),
+        ("content-length", "0"),
+    ]);
+    assert_eq!(our_reading(&block), expected);
+}
+
+#[test]
+fn a_forwarded_answer_to_head_or_a_304_says_the_upstreams_length_and_ends_the_stream() {
+    let mut client = Client::new(Limits::default());
+    let fields = [(":method", "HEAD"), (":scheme", "http"), (":path", "/a")];
+    for (stream, method, code) in [(1, "HEAD", 200), (3, "GET", 304), (5, "HEAD", 204)] {
+        let fields = [(":method", method), fields[1], fields[2]];
+        let request = client.headers(stream, &fields, true);
+        client.send(&request);
+        client.connection.take_request().unwrap();
+        let upstream = b"ETag: \"x\"\r\nContent-Length: 1234\r\n";
+        let answer = Answer::forwarded(Status::from_code(code), FieldLines::new(upstream, 0), b"");
+        let (date, buffers) = (&client.date, &mut client.buffers);
+        client
+            .connection
+            .answer(stream, &answer, date, Instant::now(), buffers);
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{code}");
+        assert_eq!(frames[0].flags, END_HEADERS | END_STREAM);
+        let fields = our_reading(&frames[0].payload);
+        assert_eq!(fields[0], (":status".into(), code.to_string()));
+        let lengths: Vec<_> = fields
+            .iter()
+            .filter(|(name, _)| name == "content-length")
+            .collect();
+        match code {
+            204 => assert!(lengths.is_empty(), "{fields:?}"),
+            _ => assert_eq!(lengths, [&("content-length".into(), "1234".into())]),
+        }
+    }
+}
+
+#[test]
+fn a_request_carries_its_method_target_authority_and_fields_when_the_connection_keeps_them() {
+    let fields = [
+        (":method", "PATCH"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/items/7?x=1"),
+        ("cookie", "a=1"),
+        ("cookie", "b=2"),
+        ("content-type", "application/json"),
+        ("x-trace", "abc"),
+    ];
+    for keep_fields in [false, true] {
+        let mut client = Client::new(Limits {
+            keep_fields,
+            ..Limits::default()
+        });
+        let request = client.headers(1, &fields, true);
+        client.send(&request);
+        let taken = client.connection.take_request().unwrap();
+        let request = taken.request();
+        assert_eq!(request.method_bytes, b"PATCH");
+        assert_eq!(request.target, "/items/7?x=1");
+        assert_eq!((request.path, request.query()), ("/items/7", "x=1"));
+        assert_eq!(request.authority, b"example.com");
+        assert_eq!(request.fields.content_type, Some(&b"application/json"[..]));
+        let lines: Vec<_> = request.field_lines.iter().collect();
+        match keep_fields {
+            false => assert!(lines.is_empty(), "{lines:?}"),
+            true => assert_eq!(
+                lines,
+                [
+                    (&b"cookie"[..], &b"a=1"[..]),
+                    (b"cookie", b"b=2"),
+                    (b"content-type", b"application/json"),
+                    (b"x-trace", b"abc"),
+                ]
+            ),
+        }
+    }
+}
+
+#[test]
+fn without_authority_the_host_field_is_the_authority() {
+    let fields = [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        ("host", "example.com:8080"),
+    ];
+    let block = loona_hpack::Encoder::new().encode(
+        fields
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_bytes())),
+    );
+    let head = Decoder::new().request(&block, 4096, true).unwrap();
+    let request = head.request(b"");
+    assert_eq!(request.authority, b"example.com:8080");
+    assert!(request
+        .field_lines
+        .iter()
+        .eq([(&b"host"[..], &b"example.com:8080"[..])]));
+    let head = Decoder::new().request(&block, 4096, false).unwrap();
+    assert_eq!(head.request(b"").authority, b"example.com:8080");
+    assert!(head.request(b"").field_lines.is_empty());
 }

@@ -10,7 +10,7 @@ use super::frame::{self, ErrorCode, Event, Frame, FrameReader, H3Error, Settings
 use super::qpack::{self, Decoder};
 use super::stream::{Limits, Received, RequestStream, Written};
 use super::varint;
-use crate::http::{Answer, Body, ContentType, FileBody, HttpDate, Method, Status};
+use crate::http::{Answer, Body, ContentType, FieldLines, FileBody, HttpDate, Method, Status};
 
 fn frame_of(kind: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -892,5 +892,68 @@ fn a_payload_encoded_in_place_gets_the_head_its_length_needs() {
             .enumerate()
             .all(|(at, &byte)| byte == at as u8));
         assert_eq!(payload.len(), len);
+    }
+}
+
+#[test]
+fn a_forwarded_answer_to_head_or_a_304_says_the_upstreams_length_and_a_204_none() {
+    let upstream = b"ETag: \"x\"\r\nContent-Length: 1234\r\n";
+    let head = headers(&[(":method", "HEAD"), (":scheme", "https"), (":path", "/")]);
+    for (request, code) in [(&head, 200), (&get("/"), 304), (&get("/"), 204)] {
+        let answer = Answer::forwarded(Status::from_code(code), FieldLines::new(upstream, 0), b"");
+        let (written, frames) = answered(request, answer);
+        assert_eq!(written, Written::Done);
+        assert_eq!(frames.len(), 1, "{code}");
+        let Out::Headers(fields) = &frames[0] else {
+            panic!()
+        };
+        assert_eq!(status_of(&frames[0]), code.to_string());
+        assert!(fields.contains(&("etag".into(), "\"x\"".into())));
+        let lengths: Vec<_> = fields
+            .iter()
+            .filter(|(name, _)| name == "content-length")
+            .collect();
+        match code {
+            204 => assert!(lengths.is_empty(), "{fields:?}"),
+            _ => assert_eq!(lengths, [&("content-length".into(), "1234".into())]),
+        }
+    }
+    // A GET's 200 frames its own body.
+    let upstream = b"Content-Type: text/plain\r\nContent-Length: 99\r\n";
+    let answer = Answer::forwarded(Status::Ok, FieldLines::new(upstream, 0), b"Hello");
+    let (_, frames) = answered(&get("/"), answer);
+    let Out::Headers(fields) = &frames[0] else {
+        panic!()
+    };
+    assert!(fields.contains(&("content-length".into(), "5".into())));
+    assert!(fields.contains(&("content-type".into(), "text/plain".into())));
+    assert_eq!(frames[1], Out::Data(b"Hello".to_vec()));
+}
+
+#[test]
+fn a_request_carries_its_method_target_authority_and_fields_when_the_stream_keeps_them() {
+    let request = headers(&[
+        (":method", "DELETE"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/items/7"),
+        ("x-trace", "abc"),
+    ]);
+    for keep_fields in [false, true] {
+        let mut stream = RequestStream::new(Limits {
+            keep_fields,
+            ..Limits::default()
+        });
+        assert_eq!(receive_on(&mut stream, &[&request]), Ok(Received::Request));
+        let taken = stream.take_request().unwrap();
+        let request = taken.request();
+        assert_eq!(request.method_bytes, b"DELETE");
+        assert_eq!((request.target, request.query()), ("/items/7", ""));
+        assert_eq!(request.authority, b"example.com");
+        let lines: Vec<_> = request.field_lines.iter().collect();
+        match keep_fields {
+            false => assert!(lines.is_empty()),
+            true => assert_eq!(lines, [(&b"x-trace"[..], &b"abc"[..])]),
+        }
     }
 }

@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::http::huffman::hex;
-use crate::http::{Encoding, Method, Status};
+use crate::http::{Encoding, FieldLines, Method, Status};
 
 type FieldList = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -392,4 +392,79 @@ fn connection_specific_fields_of_an_answer_are_not_written() {
     let fields = decoded(&section).unwrap();
     assert!(fields.iter().all(|(name, _)| name != b"upgrade"));
     assert!(fields.contains(&(b"sec-websocket-version".to_vec(), b"13".to_vec())));
+}
+
+#[test]
+fn a_forwarded_answer_is_encoded_with_its_fields_lowercased_and_its_own_length() {
+    let upstream = b"Content-Type: application/json\r\nLocation: /items/7\r\n\
+        Set-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\n\
+        Connection: keep-alive\r\nTransfer-Encoding: chunked\r\nETag: \"x\"\r\n\
+        X-A-Name-Longer-Than-Any-In-The-Static-Table: 1\r\n";
+    let answer = Answer::forwarded(Status::from_code(201), FieldLines::new(upstream, 0), b"{}");
+    let mut section = Vec::new();
+    encode_answer(&mut section, &answer, answer.content_length(false), &date());
+    let date_text = String::from_utf8(date().as_bytes().to_vec()).unwrap();
+    let expected = owned(&[
+        (":status", "201"),
+        ("content-type", "application/json"),
+        ("location", "/items/7"),
+        ("set-cookie", "a=1; Path=/"),
+        ("set-cookie", "b=2"),
+        ("etag", "\"x\""),
+        ("x-a-name-longer-than-any-in-the-static-table", "1"),
+        ("content-length", "2"),
+        ("date", &date_text),
+        ("server", "gnosis"),
+    ]);
+    assert_eq!(decoded(&section), Ok(expected.clone()));
+    assert_eq!(their_reading(&section), expected);
+    // The upstream's Date and Server stand for ours; a HEAD's length is the upstream's.
+    let upstream = b"date: Tue, 01 Jan 2030 00:00:00 GMT\r\nServer: upstream\r\n\
+        content-length: 1234\r\n";
+    let answer = Answer::forwarded(Status::Ok, FieldLines::new(upstream, 0), b"");
+    let mut section = Vec::new();
+    encode_answer(&mut section, &answer, answer.content_length(true), &date());
+    let expected = owned(&[
+        (":status", "200"),
+        ("date", "Tue, 01 Jan 2030 00:00:00 GMT"),
+        ("server", "upstream"),
+        ("content-length", "1234"),
+    ]);
+    assert_eq!(decoded(&section), Ok(expected));
+}
+
+#[test]
+fn a_request_keeps_its_fields_as_lines_when_told_to() {
+    let section = their_section(&[
+        (":method", "PATCH"),
+        (":scheme", "https"),
+        (":path", "/items/7?x=1"),
+        ("host", "example.com"),
+        ("cookie", "a=1"),
+        ("cookie", "b=2"),
+        ("x-trace", "abc"),
+    ]);
+    for keep_fields in [false, true] {
+        let head = Decoder::default()
+            .request(&section, 4096, keep_fields)
+            .unwrap();
+        let request = head.request(b"");
+        assert_eq!(request.method_bytes, b"PATCH");
+        assert_eq!(request.target, "/items/7?x=1");
+        // No `:authority`: the `host` field's value.
+        assert_eq!(request.authority, b"example.com");
+        let lines: Vec<_> = request.field_lines.iter().collect();
+        match keep_fields {
+            false => assert!(lines.is_empty()),
+            true => assert_eq!(
+                lines,
+                [
+                    (&b"host"[..], &b"example.com"[..]),
+                    (b"cookie", b"a=1"),
+                    (b"cookie", b"b=2"),
+                    (b"x-trace", b"abc"),
+                ]
+            ),
+        }
+    }
 }
