@@ -426,6 +426,17 @@ impl Config {
         ports
     }
 
+    /// What answers behind the listeners, for the start-up line.
+    pub fn behind(&self) -> String {
+        match &self.upstream {
+            Some(address) => format!(
+                "forwarding to {address} ({} connections each)",
+                self.upstream_conns
+            ),
+            None => format!("{} PostgreSQL connection(s) each", self.pg_conns),
+        }
+    }
+
     /// What the app takes from the command line (`app::prepare`).
     pub fn app_settings(&self) -> Settings {
         Settings {

@@ -175,7 +175,11 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
     };
     let pg_conns = if settings.edge { 0 } else { settings.pg_conns };
     let max_db_requests = settings.max_db_requests;
-    let dataset = arena::load_dataset(&arena::dataset_path(settings.dataset.as_deref()));
+    // At the edge, /json/{count} is the upstream's.
+    let dataset = match settings.edge {
+        true => None,
+        false => arena::load_dataset(&arena::dataset_path(settings.dataset.as_deref())),
+    };
     let (max_body, max_message) = (settings.max_body, settings.max_message);
     let static_dir = static_files::static_dir();
     let threads = Arc::new(pg::pool::Threads::default());

@@ -31,13 +31,12 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis-uring: serving on {} with {} threads (io_uring{}, {} receive buffers each), {} \
-         PostgreSQL connection(s) each",
+        "gnosis-uring: serving on {} with {} threads (io_uring{}, {} receive buffers each), {}",
         gnosis::server::describe(&ports),
         config.threads,
         if options.sqpoll { ", SQPOLL" } else { "" },
         options.buffers,
-        config.pg_conns
+        config.behind()
     );
     let new_worker = gnosis::app::prepare(&config.app_settings());
     if let Err(err) =

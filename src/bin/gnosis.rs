@@ -16,10 +16,10 @@ fn main() {
         }
     };
     eprintln!(
-        "gnosis: serving on {} with {} threads (epoll), {} PostgreSQL connection(s) each",
+        "gnosis: serving on {} with {} threads (epoll), {}",
         gnosis::server::describe(&ports),
         config.threads,
-        config.pg_conns
+        config.behind()
     );
     let new_worker = gnosis::app::prepare(&config.app_settings());
     if let Err(err) = gnosis::server::run_epoll(listeners, new_worker, config.limits(), tls) {
