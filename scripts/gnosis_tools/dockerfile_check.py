@@ -23,6 +23,7 @@ The host's Rust toolchain and Debian stand in for the images; the check says whi
 Exits 1 if any step or check fails.
 """
 
+import argparse
 import glob
 import json
 import os
@@ -38,7 +39,7 @@ from . import ROOT, export
 from .certificate import make_pair
 from .system import LOOPBACK, SetupError, ensure_tfb_database_host, free_port, log_tail, port_in_use, port_open
 from .system import stop_process_group as stop
-from .verify import httparena, httparena_h2, httparena_static, httparena_tls
+from .verify import httparena, httparena_gateway, httparena_h2, httparena_static, httparena_tls
 
 TOOL = str(ROOT / "scripts" / "tool")
 DATASET = str(ROOT / "data" / "dataset.json")
@@ -542,10 +543,13 @@ def static_files(folder):
     return folder
 
 
-def run_and_validate(stage, name, meta, work):
+def run_and_validate(stage, name, meta, work, folder):
     """Starts the entry as HttpArena's validate.sh does (no arguments, port 8080) and runs
-    `verify httparena` with the profiles its meta.json subscribes to."""
+    `verify httparena` with the profiles its meta.json subscribes to; then, for the gateway
+    profiles, runs the folder's compose files with the stage's binary (`verify gateway`)."""
     known = httparena.KNOWN_PROFILES
+    gateway = [test for test in meta["tests"] if test in httparena_gateway.PROFILES]
+    meta = dict(meta, tests=[test for test in meta["tests"] if test not in gateway])
     unknown = [test for test in meta["tests"] if test not in known]
     if unknown:
         raise CheckFailed("meta.json subscribes to %s, which `verify httparena` does not check"
@@ -567,6 +571,22 @@ def run_and_validate(stage, name, meta, work):
         lambda port: ["httparena", "--port", str(port), "--profiles", ",".join(meta["tests"])]
         + (["--database-url", database_url] if database_url else [])
         + (["--certificate", str(certificate[0])] if certificate else []))
+    if gateway:
+        check_gateway(stage, gateway, folder, os.path.join(work, "gateway-%s" % name))
+
+
+def check_gateway(stage, profiles, folder, work):
+    """The gateway stacks of the exported `folder`, each service the final stage's /server,
+    with HttpArena's CERTS_DIR, DATA_DIR (static files, the dataset) and database."""
+    certs, data = os.path.join(work, "certs"), os.path.join(work, "data")
+    make_pair(certs)
+    static_files(os.path.join(data, "static"))
+    shutil.copy(ROOT / "data" / "dataset.json", os.path.join(data, "dataset.json"))
+    args = argparse.Namespace(binary=stage.host_path("/server"), folder=folder, certs_dir=certs,
+                              data_dir=data, database_url=arena_database_url(), seed=None)
+    failed = [profile for profile in profiles if not httparena_gateway.check_profile(profile, args)]
+    if failed:
+        raise CheckFailed("the gateway stacks of %s failed their checks" % ", ".join(failed))
 
 
 def check_httparena(names, work):
@@ -583,7 +603,7 @@ def check_httparena(names, work):
                 meta = json.load(meta_file)
             stage = build(os.path.join(folders[name], "Dockerfile"), folders[name],
                           os.path.join(work, name))
-            run_and_validate(stage, name, meta, work)
+            run_and_validate(stage, name, meta, work, folders[name])
             results[name] = "PASS"
         except CheckFailed as error:
             say("FAIL: %s" % error)

@@ -5,8 +5,8 @@
         Cargo.toml Cargo.lock src/ templates/ [build.rs] gnosis.dockerfile gnosis-uring.dockerfile
     scripts/tool export httparena DIR  ->  DIR/frameworks/gnosis/  DIR/frameworks/gnosis-uring/
         each: Dockerfile (httparena/Dockerfile building NAME), meta.json (httparena/NAME/),
-              compose.gateway.yml and compose.gateway-h3.yml (both httparena/compose.gateway.yml:
-              the gateway profiles' stacks, one image as proxy and server),
+              compose.gateway.yml and compose.gateway-h3.yml (the gateway profiles' stacks, one
+              image as proxy and server: one file, httparena/compose.gateway-h3.yml links to it),
               Cargo.toml Cargo.lock src/ templates/ [build.rs]
 
 DIR is usually the venue's checkout; existing folders of those names are replaced. Each folder
@@ -86,7 +86,7 @@ def export_httparena(directory):
             (out / "Dockerfile").write_text(re.sub(r"(?m)^ARG BIN=.*$", f"ARG BIN={name}", dockerfile))
             shutil.copy(ROOT / "httparena" / name / "meta.json", out)
             for compose in GATEWAY_COMPOSE:
-                shutil.copy(ROOT / "httparena" / "compose.gateway.yml", out / compose)
+                shutil.copy(ROOT / "httparena" / compose, out / compose)  # the file a link names
             for source in SOURCES:
                 if (entry / source).is_dir():
                     shutil.copytree(entry / source, out / source)

@@ -173,6 +173,8 @@ fn export_writes_both_entries_with_exactly_their_files() {
                 "baseline-h2c",
                 "baseline-h3",
                 "static-h3",
+                "gateway-64",
+                "gateway-h3",
                 "unary-grpc",
                 "unary-grpc-tls"
             ]),
