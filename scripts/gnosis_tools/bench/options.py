@@ -12,7 +12,7 @@ from .. import ROOT as REPO
 from .anchors import (ANCHOR_PORT, ANCHOR_PREFIX, ANCHORS, DEFAULT_ANCHORS_DIR, DEFAULT_HTTPARENA_DIR, Anchor,
                       anchor_named, parse_anchor_list)
 from .catalog import PROFILES, TEST_GROUPS, TESTS, expand_tests
-from .httparena import DB_TESTS as ARENA_DB_TESTS
+from .httparena import READS_ARENA_DB as ARENA_DB_TESTS
 from .h2o import H2O_CONF, H2O_ONE_WORKER_CONF, h2o_command
 from .nginx import BAR_TESTS, NGINX_CONF, NGINX_ONE_WORKER_CONF, nginx_command
 from .tfb import DB_TESTS

@@ -1392,6 +1392,117 @@ status codes: 200000 2xx, 0 3xx, 0 4xx, 0 5xx
         self.assertEqual(pace.h2load_counts(output)["2xx"], 200000)
 
 
+class GatewayRuns(unittest.TestCase):
+    """HttpArena's gateway profiles: h2load's command line as its h2load.sh and h2load-h3.sh build it
+    for gateway-64 and gateway-h3, its URI list rewritten to each stack's h2 TLS port."""
+
+    # HttpArena's requests/gateway-64-uris.txt (MDA2AV/HttpArena at 28606baf), as it is.
+    GATEWAY_64_URIS_TXT = """https://localhost:8443/static/reset.css
+https://localhost:8443/static/components.css
+https://localhost:8443/static/app.js
+https://localhost:8443/static/vendor.js
+https://localhost:8443/static/header.html
+https://localhost:8443/static/hero.webp
+https://localhost:8443/baseline2?a=1&b=1
+https://localhost:8443/baseline2?a=13&b=42
+https://localhost:8443/baseline2?a=100&b=7
+https://localhost:8443/baseline2?a=250&b=500
+https://localhost:8443/json/1
+https://localhost:8443/json/5
+https://localhost:8443/json/10
+https://localhost:8443/json/15
+https://localhost:8443/json/25
+https://localhost:8443/json/40
+https://localhost:8443/json/50
+https://localhost:8443/async-db?min=10&max=50&limit=10
+https://localhost:8443/async-db?min=10&max=50&limit=25
+https://localhost:8443/async-db?min=10&max=50&limit=50
+"""
+
+    def test_the_uris_and_levels_are_httparenas(self):
+        uris = httparena.GATEWAY_URIS
+        self.assertEqual(uris, tuple(u.replace("https://localhost:8443", "") for u in self.GATEWAY_64_URIS_TXT.split()))
+        self.assertEqual(workload.uri_kinds(uris), "6 `/static`, 4 `/baseline2`, 7 `/json`, 3 `/async-db`")
+        self.assertEqual(uris[2:4], ("/static/app.js", "/static/vendor.js"))
+        self.assertIn("/json/50", uris)  # no m: HttpArena's gateway takes m = 1
+        t = catalog.TESTS
+        self.assertEqual([(t[n].h2, t[n].streams, t[n].uris) for n in httparena.GATEWAY_TESTS],
+                         [("tls", 32, uris), ("h3", 32, uris)])  # fmt: skip
+        self.assertEqual(catalog.expand_tests("arena-gateway"), ["gateway-64", "gateway-h3"])
+        self.assertNotIn("gateway-64", catalog.TEST_GROUPS["httparena"])
+        args = bench_args("--tests", "arena-gateway")
+        self.assertEqual(args.levels, {"gateway-64": [512, 1024], "gateway-h3": [64, 256]})
+        # Their application answers /async-db: HttpArena's database, not TFB's, and its CPU column.
+        self.assertTrue(set(httparena.GATEWAY_TESTS) <= set(catalog.DB_TESTS))
+        with redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit):
+            bench_args("--tests", "fortunes,gateway-64")
+        self.assertIn("need different databases", err.getvalue())
+        # Not sark's: its meta.json names no gateway profile.
+        self.assertFalse(set(httparena.GATEWAY_TESTS) & set(anchors.ANCHORS["sark"].tests))
+
+    def test_the_commands_are_h2load_sh_s_and_h2load_h3_sh_s(self):
+        accept = ["-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/u"]
+        timed = ["-D", "3", "--warm-up-time", "1"]
+        # h2load.sh: -i gateway-64-uris.txt -H ... -c C -m 32 -t T -D D; by h2load-h3's h2load (nghttp2 1.69).
+        self.assertEqual(pace.h2_command(None, 512, 2, 3, 32, uri_file="/u", h3_binary=True),
+                         [str(anchors.H2LOAD_H3), "-c", "512", "-m", "32", "-t", "2"] + timed + accept)  # fmt: skip
+        # h2load-h3.sh: the same after --alpn-list=h3.
+        self.assertEqual(pace.h2_command(None, 64, 2, 3, 32, uri_file="/u", h3=True),
+                         [str(anchors.H2LOAD_H3), "--alpn-list=h3", "-c", "64", "-m", "32", "-t", "2"] + timed + accept)  # fmt: skip
+        self.assertEqual(catalog.TESTS["gateway-64"].h3_binary, True)
+        self.assertIn("h2load-h3's h2load", workload.load_description(catalog.TESTS["gateway-64"]))
+
+    def test_each_goes_to_the_stack_s_h2_tls_port_with_the_list_rewritten_to_it(self):
+        t = catalog.TESTS
+        caddy = Server("caddy+gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), tests=httparena.GATEWAY_TESTS,
+                       h2_tls_port=11080)  # fmt: skip
+        nginx_stack = Server("nginx+gnosis", "x", "127.0.0.1", 8081, Path(os.devnull), tests=("gateway-64",),
+                             h2_tls_port=11081)  # fmt: skip
+        self.assertEqual([schedule.endpoint(t[n], caddy) for n in httparena.GATEWAY_TESTS],
+                         [(11080, "https"), (11080, "https")])  # fmt: skip
+        self.assertEqual([nginx_stack.serves(t[n]) for n in httparena.GATEWAY_TESTS], [True, False])
+        calls = []
+
+        def run_h2(server, url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None,
+                   h2c=False, h3=False, h3_binary=False):  # fmt: skip
+            calls.append((server.name, connections, streams, h3, h3_binary, uri_file.read_text().splitlines()))
+            return dict(fake_run(1000), connections=connections)
+
+        args = argparse.Namespace(levels={"gateway-64": [512], "gateway-h3": [64]}, threads=2, primer=1, warmup=1,
+                                  duration=3, max_concurrency=512, rounds=1, pause_after_warmup=0,
+                                  pause_between_levels=0)  # fmt: skip
+        with mock.patch.object(schedule, "run_h2", run_h2), \
+                mock.patch.object(schedule, "probe_h2", lambda test, url: (200, 0)):  # fmt: skip
+            for name in httparena.GATEWAY_TESTS:
+                record = schedule.run_test(t[name], [caddy, nginx_stack], args, lambda m: None, RecordingLineup())
+                self.assertNotIn("failed", record)
+        # Primer (8 connections), warm-up (512) and the level, each stack that serves the test.
+        self.assertEqual({(name, c, m, h3, binary) for name, c, m, h3, binary, _ in calls},
+                         {(name, c, 32, False, True) for name in ("caddy+gnosis", "nginx+gnosis") for c in (8, 512)}
+                         | {("caddy+gnosis", c, 32, True, False) for c in (8, 512, 64)})  # fmt: skip
+        lists = {(name, h3): uris for name, _, _, h3, _, uris in calls}
+        self.assertEqual(lists["caddy+gnosis", False], [f"https://127.0.0.1:11080{u}" for u in httparena.GATEWAY_URIS])
+        self.assertEqual(lists["nginx+gnosis", False][6], "https://127.0.0.1:11081/baseline2?a=1&b=1")
+        self.assertEqual(lists["caddy+gnosis", True][-1], "https://127.0.0.1:11080/async-db?min=10&max=50&limit=50")
+
+    def test_the_probe_asks_for_every_uri_of_the_list_once(self):
+        commands = []
+
+        def run(command, **_):
+            commands.append(command)
+            return subprocess.CompletedProcess(command, 0, "requests: 20 total, 20 started, 20 done, 13 succeeded\n"
+                                               "status codes: 13 2xx, 0 3xx, 7 4xx, 0 5xx\n", "")  # fmt: skip
+
+        with mock.patch.object(schedule.subprocess, "run", run):
+            status, _ = schedule.probe_h2(catalog.TESTS["gateway-64"], "https://127.0.0.1:11090/static/reset.css")
+        self.assertTrue(status.startswith("h2load: {"), status)
+        self.assertIn("'4xx': 7", status)
+        command = commands[0]
+        self.assertEqual(command[:10], [str(anchors.H2LOAD_H3), "-c", "1", "-m", "1", "-t", "1", "-n", "20", "-H"])
+        uris = Path(command[command.index("-i") + 1]).read_text().splitlines()
+        self.assertEqual(uris, [f"https://127.0.0.1:11090{u}" for u in httparena.GATEWAY_URIS])
+
+
 class Gcannon(unittest.TestCase):
     """The WebSocket tests' load: gcannon's command line as HttpArena's, its --json read as wrk's
     summary."""
