@@ -8,7 +8,8 @@ table reports each server's median and the ratio. See docs/BENCHMARKS.md.
 """
 
 # The package, by role: workload (what a test sends) and a module per venue (tfb, httparena,
-# nginx), put together in catalog; anchors (the other servers); options (the command line);
+# nginx), put together in catalog; anchors (the other servers); gateway (the stacks of the gateway
+# tests: an edge in front of an application server); options (the command line);
 # servers, databases and proc (what runs and what it costs); load (wrk); schedule (the order of
 # the runs); summary, report and chart (the results); session (one run from start to end).
 

@@ -6,7 +6,7 @@ from . import httparena, nginx, tfb
 VENUES = (tfb, httparena, nginx)
 TESTS = {t.name: t for venue in VENUES for t in venue.TESTS}
 TEST_GROUPS = {group: tests for venue in VENUES for group, tests in venue.GROUPS.items()}
-DB_TESTS = tfb.DB_TESTS + httparena.DB_TESTS  # the tests that read a database, TFB's or HttpArena's
+DB_TESTS = tfb.DB_TESTS + httparena.READS_ARENA_DB  # the tests that read a database, TFB's or HttpArena's
 
 OTHER_LEVELS = {**httparena.LEVELS, **nginx.LEVELS}  # the same in every profile
 PROFILES = {

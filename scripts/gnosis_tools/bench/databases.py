@@ -9,7 +9,7 @@ import subprocess
 
 from ..system import SetupError, ensure_tfb_database_host, pg_sh, port_in_use
 from .catalog import TESTS
-from .httparena import DB_TESTS as ARENA_DB_TESTS
+from .httparena import READS_ARENA_DB as ARENA_DB_TESTS
 
 
 # The database the anchors expect, made with scripts/pg.sh: TFB's set-up on TCP port 5432. Its

@@ -53,6 +53,19 @@ GRPC_SUM_FRAME = bytes.fromhex("000000000408011002")
 H2_STREAMS = 100
 STATIC_H2_STREAMS = 32
 H3_STREAMS = 64
+# HttpArena's gateway profiles (../shared/httparena-protocols.md, "Gateway"): a proxy in front of an
+# application server, loaded as its scripts/lib/tools/h2load.sh (gateway-64, h2 over TLS) and
+# h2load-h3.sh (gateway-h3, HTTP/3) load them: -m 32 over requests/gateway-64-uris.txt, these 20 in
+# turn with static-h2's Accept-Encoding; the static files the proxy serves itself, the rest it
+# forwards. At HttpArena's connection counts: 512 and 1,024, and 64 and 256 over HTTP/3.
+GATEWAY_URIS = (
+    "/static/reset.css", "/static/components.css", "/static/app.js", "/static/vendor.js", "/static/header.html",
+    "/static/hero.webp",
+    "/baseline2?a=1&b=1", "/baseline2?a=13&b=42", "/baseline2?a=100&b=7", "/baseline2?a=250&b=500",
+    "/json/1", "/json/5", "/json/10", "/json/15", "/json/25", "/json/40", "/json/50",
+    "/async-db?min=10&max=50&limit=10", "/async-db?min=10&max=50&limit=25", "/async-db?min=10&max=50&limit=50",
+)  # fmt: skip
+GATEWAY_STREAMS = 32
 
 TESTS = [
     Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
@@ -86,6 +99,12 @@ TESTS = [
     Test("baseline-h3", "/baseline2?a=1&b=1", "connections", ACCEPT_PLAIN, h2="h3", streams=H3_STREAMS),
     Test("static-h3", "/static/" + STATIC_H2_FILES[0], "connections", ACCEPT_PLAIN, h2="h3",
          streams=H3_STREAMS, uris=tuple("/static/" + f for f in STATIC_H2_FILES)),  # fmt: skip
+    # HttpArena's gateway profiles: to an edge's TLS port (h2) or QUIC on its number (h3), a stack of
+    # edge and application server in one command line (gateway.py).
+    Test("gateway-64", GATEWAY_URIS[0], "connections", ACCEPT_PLAIN, h2="tls", streams=GATEWAY_STREAMS,
+         uris=GATEWAY_URIS, h3_binary=True),  # fmt: skip
+    Test("gateway-h3", GATEWAY_URIS[0], "connections", ACCEPT_PLAIN, h2="h3", streams=GATEWAY_STREAMS,
+         uris=GATEWAY_URIS),  # fmt: skip
     Test("unary-grpc", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="h2c-http", streams=H2_STREAMS, grpc=True),
     Test("unary-grpc-tls", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="tls", streams=H2_STREAMS, grpc=True),
 ]
@@ -95,13 +114,18 @@ WS_TESTS = ("echo-ws", "echo-ws-pipeline", "echo-ws-limited")
 H2_TESTS = ("baseline-h2", "baseline-h2c", "static-h2")
 H3_TESTS = ("baseline-h3", "static-h3")
 GRPC_TESTS = ("unary-grpc", "unary-grpc-tls")
+GATEWAY_TESTS = ("gateway-64", "gateway-h3")
+# Every test whose server reads HttpArena's database: its database profiles, and the gateway ones,
+# whose application server answers /async-db.
+READS_ARENA_DB = DB_TESTS + GATEWAY_TESTS
 GROUPS = {
-    "httparena": [t.name for t in TESTS
-                  if t.name not in DB_TESTS + WS_TESTS + H2_TESTS + H3_TESTS + GRPC_TESTS + KEPT_TESTS],
+    "httparena": [t.name for t in TESTS if t.name not in DB_TESTS + WS_TESTS + H2_TESTS + H3_TESTS + GRPC_TESTS
+                  + KEPT_TESTS + GATEWAY_TESTS],
     "arena-h2": list(H2_TESTS + GRPC_TESTS),
     "arena-h3": list(H3_TESTS),
     "arena-db": list(DB_TESTS),
     "arena-ws": list(WS_TESTS),
+    "arena-gateway": list(GATEWAY_TESTS),
 }
 H1_TESTS = ("baseline", "pipelined", "limited-conn")  # what every HttpArena engine of anchors.py serves
 # What they serve too, though their meta.json does not subscribe to it: the same GET /baseline11.
@@ -128,6 +152,8 @@ LEVELS = {
     "echo-ws-limited": [512, 4096],
     **dict.fromkeys(H2_TESTS + GRPC_TESTS, [64, 256]),
     **dict.fromkeys(H3_TESTS, [64]),  # HttpArena's one level
+    "gateway-64": [512, 1024],
+    "gateway-h3": [64, 256],
 }
 
 KEPT_OPEN_NOTE = (

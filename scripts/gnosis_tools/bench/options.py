@@ -12,7 +12,8 @@ from .. import ROOT as REPO
 from .anchors import (ANCHOR_PORT, ANCHOR_PREFIX, ANCHORS, DEFAULT_ANCHORS_DIR, DEFAULT_HTTPARENA_DIR, Anchor,
                       anchor_named, parse_anchor_list)
 from .catalog import PROFILES, TEST_GROUPS, TESTS, expand_tests
-from .httparena import DB_TESTS as ARENA_DB_TESTS
+from .gateway import DEFAULT_APP, EDGES, GATEWAY_PREFIX, Edge, edge_named, stack_command
+from .httparena import READS_ARENA_DB as ARENA_DB_TESTS
 from .h2o import H2O_CONF, H2O_ONE_WORKER_CONF, h2o_command
 from .nginx import BAR_TESTS, NGINX_CONF, NGINX_ONE_WORKER_CONF, nginx_command
 from .tfb import DB_TESTS
@@ -26,10 +27,14 @@ def add_arguments(p):
                    help="server command line, run by /bin/sh, {port} replaced by the port, {tls_port} by "
                    f"its TLS port (the port + {TLS_PORT_OFFSET}), {{h2c_port}} and {{h2_tls_port}} by its "
                    f"HTTP/2 ports (the port + {H2C_PORT_OFFSET}, + {H2_TLS_PORT_OFFSET}); or anchor:NAME "
-                   f"for one of TFB's entries ({', '.join(ANCHORS)}) (default: %(default)s)")
+                   f"for one of TFB's entries ({', '.join(ANCHORS)}); or gateway:EDGE for a stack of an edge "
+                   f"({', '.join(EDGES)}) in front of --gateway-app (the gateway tests) (default: %(default)s)")
     p.add_argument("--name", help="label of --server in the tables (default: its program or anchor name)")
-    p.add_argument("--baseline", help="a second server (command line or anchor:NAME), run alternately with --server")
+    p.add_argument("--baseline", help="a second server (command line, anchor:NAME or gateway:EDGE), run alternately "
+                   "with --server")
     p.add_argument("--baseline-name", help="label of --baseline (default: the anchor's name, or 'baseline')")
+    p.add_argument("--gateway-app", default=DEFAULT_APP, help="the application server behind a gateway:EDGE stack, "
+                   "HTTP/1.1 on {port}, the edge's upstream (default: %(default)s)")
     p.add_argument("--anchors", metavar="NAME,NAME|tfb|httparena|all",
                    help=f"more servers: these anchors ({', '.join(ANCHORS)}; tfb: TFB's, httparena: HttpArena's "
                    "engines), each run alternately with --server (and --baseline) on the tests it serves; "
@@ -132,6 +137,7 @@ class ServerSpec:
     anchor: Anchor = None
     tests: tuple = None  # the tests it serves, if not all (an anchor: its own)
     one_worker_command: str = None  # the command line for the one-worker tests, if it has one
+    gateway: str = None  # a gateway stack's edge (gateway.EDGES), whose configuration the run writes
 
 
 def server_specs(args):
@@ -142,7 +148,9 @@ def server_specs(args):
     for text, name, role in wanted:
         if text is None:
             continue
-        if text.startswith(ANCHOR_PREFIX):
+        if text.startswith(GATEWAY_PREFIX):
+            chosen.append((name, edge_named(text[len(GATEWAY_PREFIX):].strip()), None, role))
+        elif text.startswith(ANCHOR_PREFIX):
             chosen.append((name, None, anchor_named(text[len(ANCHOR_PREFIX):].strip()), role))
         else:
             chosen.append((name, text, None, role))
@@ -164,6 +172,13 @@ def server_specs(args):
             name = name or anchor.name
             spec = ServerSpec(name, str(anchor.path(anchors_dir, args.httparena_dir)), ANCHOR_PORT, anchor.tls_port,
                               anchor.h2c_port, anchor.h2_tls_port, anchor, anchor.tests)  # fmt: skip
+        elif isinstance(command, Edge):
+            # A gateway stack: the application on the port, the edge on the h2 TLS port (and QUIC).
+            edge, port = command, args.port if role == "server" else args.baseline_port
+            h2_tls_port = port + H2_TLS_PORT_OFFSET
+            spec = ServerSpec(name or f"{edge.name}+{program_name(args.gateway_app)}",
+                              stack_command(edge, args.gateway_app, port, h2_tls_port), port,
+                              h2_tls_port=h2_tls_port, tests=edge.tests, gateway=edge.name)  # fmt: skip
         else:
             name = name or (program_name(command) if role == "server" else "baseline")
             port = args.port if role == "server" else args.baseline_port

@@ -83,13 +83,14 @@ def percentiles(sorted_values):
 
 
 def h2_command(url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None, h2c=False,
-               requests=None, h3=False):  # fmt: skip
+               requests=None, h3=False, h3_binary=False):  # fmt: skip
     """HttpArena's H2 and gRPC load (its scripts/lib/tools/h2load.sh): `streams` in flight on each
     of `connections` HTTP/2 connections for `duration` seconds (or just `requests` in all); with
     `uri_file`, its URIs in turn (h2load -i, the scheme, host and port of the first for all); with
     `grpc_body_file`, each request a gRPC POST of it. `h3`: its H3 load (scripts/lib/tools/h2load-h3.sh),
-    the same over QUIC with HttpArena's h2load-h3."""
-    program = [str(H2LOAD_H3), "--alpn-list=h3"] if h3 else ["h2load"]
+    the same over QUIC with HttpArena's h2load-h3. `h3_binary`: over h2 still, by h2load-h3's h2load
+    (nghttp2 1.69, Debian's is 1.52)."""
+    program = [str(H2LOAD_H3), "--alpn-list=h3"] if h3 else [str(H2LOAD_H3)] if h3_binary else ["h2load"]
     command = program + ["-c", str(connections), "-m", str(streams), "-t", str(threads)]
     if requests:
         command += ["-n", str(requests)]
@@ -106,11 +107,12 @@ def h2_command(url, connections, threads, duration, streams, uri_file=None, grpc
 
 
 def run_h2(server, url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None, h2c=False,
-           h3=False):  # fmt: skip
+           h3=False, h3_binary=False):  # fmt: skip
     """One HTTP/2 (or `h3`: HTTP/3) run against `server` as fast as h2load goes, measured by
     load.run_load."""
     with tempfile.NamedTemporaryFile("r", prefix="h2load-", suffix=".log") as log:
-        command = h2_command(url, connections, threads, duration, streams, uri_file, grpc_body_file, h2c, h3=h3)
+        command = h2_command(url, connections, threads, duration, streams, uri_file, grpc_body_file, h2c, h3=h3,
+                             h3_binary=h3_binary)  # fmt: skip
         command[1:1] = ["--log-file", log.name]
         return run_load(server, command, connections, threads, duration,
                         lambda stdout: parse_h2load_output(stdout, log.readlines(), duration))  # fmt: skip

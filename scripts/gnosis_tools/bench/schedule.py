@@ -89,25 +89,29 @@ def probe_server(test, server, path, record, log):
         status, length = f"no answer ({e})", 0
     record["servers"][server.name]["probe"] = {"status": status, "body_bytes": length}
     if status != expected:
-        record["failed"] = f"{server.name} answered {status} to {path}"
+        asked = f"the {len(test.uris)} URIs of its list, once each" if test.h2 and test.uris else path
+        record["failed"] = f"{server.name} answered {status} to {asked}"
         log(f"!!! {test.name}: {record['failed']}; skipping this test")
         return False
     return True
 
 
 def probe_h2(test, url):
-    """(200 or what went wrong, 0): one HTTP/2 (or HTTP/3) request by h2load, as the test sends it.
-    Over HTTP/3, tried for a few seconds: a server's QUIC socket may open after its TCP port
-    (Caddy's does)."""
+    """(200 or what went wrong, 0): HTTP/2 (or HTTP/3) requests by h2load as the test sends them,
+    one, or each of its URIs once if it has a list (a gateway's: its static files, its application's
+    routes and database). Over HTTP/3, tried for a few seconds: a server's QUIC socket may open
+    after its TCP port (Caddy's does)."""
     h3 = test.h2 == "h3"
-    command = h2_command(url, 1, 1, None, 1, grpc_body_file=grpc_file(test), h2c=url.startswith("http:"), requests=1,
-                         h3=h3)  # fmt: skip
+    uris = uri_file(test, "/".join(url.split("/", 3)[:3])) if test.uris else None  # at scheme://host:port
+    requests = len(test.uris) if test.uris else 1
+    command = h2_command(url, 1, 1, None, 1, uris, grpc_file(test), h2c=url.startswith("http:"), requests=requests,
+                         h3=h3, h3_binary=test.h3_binary)  # fmt: skip
     for attempt in range(H3_PROBE_ATTEMPTS if h3 else 1):
         if attempt:
             time.sleep(0.5)
         result = subprocess.run(command, capture_output=True, text=True, timeout=30)
         counts = h2load_counts(result.stdout)
-        if counts.get("2xx") == 1:
+        if counts.get("2xx") == requests:
             return 200, 0
     return f"h2load: {counts or result.stderr.strip()[-200:]}", 0
 
@@ -196,7 +200,7 @@ def start_run(test, server, url, connections, threads, duration, pipelined, sche
     uris = uri_file(test, f"{scheme}://{server.host}:{port}") if test.uris else None
     if test.h2:
         return run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
-                      h2c=scheme == "http", h3=test.h2 == "h3")  # fmt: skip
+                      h2c=scheme == "http", h3=test.h2 == "h3", h3_binary=test.h3_binary)  # fmt: skip
     if test.kept:
         return run_kept(server, uris, connections, threads, duration, test.accept)
     if test.websocket:

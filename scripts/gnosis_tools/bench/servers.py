@@ -90,14 +90,22 @@ class Server:
                 raise SetupError(f"cannot start {self.name} ({command}): {e}") from None
         self.stopped = False
         deadline = time.monotonic() + timeout
-        while not port_open(self.host, self.port):
-            if self.process.poll() is not None:
-                self.stopped = True
-                raise SetupError(self.death_notice("exited before it opened its port"))
-            if time.monotonic() > deadline:
-                raise SetupError(f"{self.name} did not open port {self.port} within {timeout:.0f} s; see {self.log_path}")
-            time.sleep(0.1)
+        # Every TCP port it was given: a stack's edge (gateway.py) opens its own after the
+        # application's, the one a test goes to.
+        for port in self.tcp_ports():
+            while not port_open(self.host, port):
+                if self.process.poll() is not None:
+                    self.stopped = True
+                    raise SetupError(self.death_notice(f"exited before it opened port {port}"))
+                if time.monotonic() > deadline:
+                    raise SetupError(f"{self.name} did not open port {port} within {timeout:.0f} s; see {self.log_path}")
+                time.sleep(0.1)
         self.rss_at_start_kib = self.rss_kib()
+
+    def tcp_ports(self):
+        """Its port, then each of its TLS and HTTP/2 ports it has, once each."""
+        ports = (self.port, self.tls_port, self.h2c_port, self.h2_tls_port)
+        return list(dict.fromkeys(p for p in ports if p))
 
     def check_alive(self):
         if self.process is not None and not self.stopped and self.process.poll() is not None:

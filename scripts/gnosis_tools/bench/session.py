@@ -19,6 +19,7 @@ from .anchors import GCANNON, shared_path
 from .catalog import TESTS
 from .chart import chart_for
 from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
+from .gateway import EDGES, write_gateway_config
 from .load import check_capacity, most_connections, raise_open_files_limit
 from .h2o import H2O_CONF, write_h2o_configs
 from .nginx import (BARS_DIR, NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE, NGINX_CONF, write_json_answers,
@@ -61,6 +62,11 @@ def measure_all(args):
         ensure_file_installed(NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE)
     if args.h2o:
         ensure_installed("h2o", "h2o")
+    for edge in {EDGES[spec.gateway] for spec in args.specs if spec.gateway}:
+        if edge.package:
+            ensure_installed(edge.name, edge.package)
+        if edge.name == "nginx":
+            ensure_file_installed(NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE)
     open_files = raise_open_files_limit(most_connections(args))
     check_capacity(args, open_files)
     now = datetime.now(timezone.utc)
@@ -88,7 +94,8 @@ def measure_all(args):
             f"name, the others with {' '.join(f'{k}={v}' for k, v in ANCHOR_DB_CLIENT_ENV.items() if k != 'PGPASSWORD')}; "
             f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
-    bars_dir = tempfile.mkdtemp(prefix="bench-bars-") if args.nginx or args.h2o else None
+    wants_dir = args.nginx or args.h2o or any(spec.gateway for spec in args.specs)
+    bars_dir = tempfile.mkdtemp(prefix="bench-bars-") if wants_dir else None
     servers = make_servers(args, out_dir, ANCHOR_DB_CLIENT_ENV if anchor_db else {}, bars_dir, meta)
     names = [s.name for s in servers]
     meta["servers"] = {s.name: s.command + (f" (anchor, port {s.port})" if s.anchor else "") for s in servers}
@@ -169,7 +176,13 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
         else:
             log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"{spec.name}.log"
         command, one_worker_command = spec.command, spec.one_worker_command
-        if bars_dir and BARS_DIR in command:
+        if spec.gateway:
+            conf = write_gateway_config(EDGES[spec.gateway], bars_dir, spec.port, spec.h2_tls_port, certificate,
+                                        static_dir)  # fmt: skip
+            command = command.replace(BARS_DIR, bars_dir)
+            if conf:
+                meta[f"{spec.name}_config"] = conf.read_text()
+        elif bars_dir and BARS_DIR in command:
             write_configs, conf = bar_configs[spec.name]
             write_configs(bars_dir, spec.port, spec.tls_port, certificate, spec.h2c_port, spec.h2_tls_port, static_dir)
             command, one_worker_command = (c.replace(BARS_DIR, bars_dir) for c in (command, one_worker_command))

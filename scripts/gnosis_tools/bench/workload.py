@@ -33,6 +33,9 @@ class Test:
     # ("h3": the server's command must put HTTP/3 there, gnosis's `--h3-port {h2_tls_port}`);
     # `streams` in flight per connection (h2load -m), the URIs in turn if `uris`, gRPC's framed body.
     h2: str = ""
+    # Over h2 by the h2load of HttpArena's h2load-h3 build (nghttp2 1.69), not Debian's (1.52), which
+    # never ends a timed run against Caddy at 512 connections of 32 streams (gateway-64).
+    h3_binary: bool = False
     streams: int = 0
     uris: tuple = ()
     grpc: bool = False
@@ -77,8 +80,12 @@ def load_description(test):
                 "h2c port", "h2c-http": "h2c by prior knowledge on the server's HTTP port",
                 "h3": "HTTP/3 over QUIC (h2load-h3), UDP on the server's h2 TLS port's number"}[test.h2]  # fmt: skip
         what = f"the {len(test.uris)} files of HttpArena's static-h2 list in turn" if test.uris else f"`{test.path}`"
+        if test.uris and not all(uri.startswith("/static/") for uri in test.uris):
+            what = (f"the {len(test.uris)} URIs of HttpArena's gateway-64 list in turn ({uri_kinds(test.uris)}), "
+                    "the static files served by the edge, the rest forwarded to the application server")  # fmt: skip
         grpc = " (a gRPC GetSum, 9-byte frame, `te: trailers`)" if test.grpc else ""
-        return f"h2load, {over}: {what}{grpc}, {test.streams} streams in flight per connection"
+        program = " (h2load-h3's h2load, nghttp2 1.69)" if test.h3_binary else ""
+        return f"h2load{program}, {over}: {what}{grpc}, {test.streams} streams in flight per connection"
     if test.kept:
         notes.append(f"h2load --h1 as fast as it goes, these {len(test.uris)} in turn: "
                      f"{', '.join(f'`{uri}`' for uri in test.uris)}; its connections made, and their handshakes "
@@ -101,6 +108,15 @@ def load_description(test):
         notes.append("every server runs one worker (gnosis --threads 1, nginx worker_processes 1)")
     text = "; ".join(notes)
     return text[:1].upper() + text[1:]
+
+
+def uri_kinds(uris):
+    """`6 /static, 4 /baseline2, ...`: how many URIs of a list go to each first path segment."""
+    counts = {}
+    for uri in uris:
+        kind = "/" + uri.split("?", 1)[0].split("/")[1]
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} `{kind}`" for kind, n in counts.items())
 
 
 def request_label(raw):

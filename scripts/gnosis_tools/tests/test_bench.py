@@ -23,8 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from gnosis_tools import ROOT, system
-from gnosis_tools.bench import (anchors, catalog, chart, databases, h2o, httparena, load, nginx, options, pace, proc,
-                                report, schedule, session, summary, tfb, workload)
+from gnosis_tools.bench import (anchors, catalog, chart, databases, gateway, h2o, httparena, load, nginx, options, pace,
+                                proc, report, schedule, session, summary, tfb, workload)
 from gnosis_tools.bench.servers import Lineup, Server, preflight
 
 BENCH = [sys.executable, str(ROOT / "scripts" / "tool"), "bench"]
@@ -1390,6 +1390,217 @@ status codes: 200000 2xx, 0 3xx, 0 4xx, 0 5xx
         summary = pace.parse_h2load_output(output, [f"1\t200\t{us}\n" for us in range(1, 101)], 4)
         self.assertEqual((summary["requests"], summary["requests_per_s"], summary["non_2xx"]), (200000, 50000, 0))
         self.assertEqual(pace.h2load_counts(output)["2xx"], 200000)
+
+
+class GatewayRuns(unittest.TestCase):
+    """HttpArena's gateway profiles: h2load's command line as its h2load.sh and h2load-h3.sh build it
+    for gateway-64 and gateway-h3, its URI list rewritten to each stack's h2 TLS port, and the
+    stacks of --server and --baseline gateway:EDGE, Caddy's and nginx's configured from the
+    templates in bench/gateway/."""
+
+    CERTIFICATE = Bars.CERTIFICATE
+    STATIC_DIR = Bars.STATIC_DIR
+    # HttpArena's requests/gateway-64-uris.txt (MDA2AV/HttpArena at 28606baf), as it is.
+    GATEWAY_64_URIS_TXT = """https://localhost:8443/static/reset.css
+https://localhost:8443/static/components.css
+https://localhost:8443/static/app.js
+https://localhost:8443/static/vendor.js
+https://localhost:8443/static/header.html
+https://localhost:8443/static/hero.webp
+https://localhost:8443/baseline2?a=1&b=1
+https://localhost:8443/baseline2?a=13&b=42
+https://localhost:8443/baseline2?a=100&b=7
+https://localhost:8443/baseline2?a=250&b=500
+https://localhost:8443/json/1
+https://localhost:8443/json/5
+https://localhost:8443/json/10
+https://localhost:8443/json/15
+https://localhost:8443/json/25
+https://localhost:8443/json/40
+https://localhost:8443/json/50
+https://localhost:8443/async-db?min=10&max=50&limit=10
+https://localhost:8443/async-db?min=10&max=50&limit=25
+https://localhost:8443/async-db?min=10&max=50&limit=50
+"""
+
+    def test_the_uris_and_levels_are_httparenas(self):
+        uris = httparena.GATEWAY_URIS
+        self.assertEqual(uris, tuple(u.replace("https://localhost:8443", "") for u in self.GATEWAY_64_URIS_TXT.split()))
+        self.assertEqual(workload.uri_kinds(uris), "6 `/static`, 4 `/baseline2`, 7 `/json`, 3 `/async-db`")
+        self.assertEqual(uris[2:4], ("/static/app.js", "/static/vendor.js"))
+        self.assertIn("/json/50", uris)  # no m: HttpArena's gateway takes m = 1
+        t = catalog.TESTS
+        self.assertEqual([(t[n].h2, t[n].streams, t[n].uris) for n in httparena.GATEWAY_TESTS],
+                         [("tls", 32, uris), ("h3", 32, uris)])  # fmt: skip
+        self.assertEqual(catalog.expand_tests("arena-gateway"), ["gateway-64", "gateway-h3"])
+        self.assertNotIn("gateway-64", catalog.TEST_GROUPS["httparena"])
+        args = bench_args("--tests", "arena-gateway")
+        self.assertEqual(args.levels, {"gateway-64": [512, 1024], "gateway-h3": [64, 256]})
+        # Their application answers /async-db: HttpArena's database, not TFB's, and its CPU column.
+        self.assertTrue(set(httparena.GATEWAY_TESTS) <= set(catalog.DB_TESTS))
+        with redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit):
+            bench_args("--tests", "fortunes,gateway-64")
+        self.assertIn("need different databases", err.getvalue())
+        # Not sark's: its meta.json names no gateway profile.
+        self.assertFalse(set(httparena.GATEWAY_TESTS) & set(anchors.ANCHORS["sark"].tests))
+
+    def test_the_commands_are_h2load_sh_s_and_h2load_h3_sh_s(self):
+        accept = ["-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/u"]
+        timed = ["-D", "3", "--warm-up-time", "1"]
+        # h2load.sh: -i gateway-64-uris.txt -H ... -c C -m 32 -t T -D D; by h2load-h3's h2load (nghttp2 1.69).
+        self.assertEqual(pace.h2_command(None, 512, 2, 3, 32, uri_file="/u", h3_binary=True),
+                         [str(anchors.H2LOAD_H3), "-c", "512", "-m", "32", "-t", "2"] + timed + accept)  # fmt: skip
+        # h2load-h3.sh: the same after --alpn-list=h3.
+        self.assertEqual(pace.h2_command(None, 64, 2, 3, 32, uri_file="/u", h3=True),
+                         [str(anchors.H2LOAD_H3), "--alpn-list=h3", "-c", "64", "-m", "32", "-t", "2"] + timed + accept)  # fmt: skip
+        self.assertEqual(catalog.TESTS["gateway-64"].h3_binary, True)
+        self.assertIn("h2load-h3's h2load", workload.load_description(catalog.TESTS["gateway-64"]))
+
+    def test_each_goes_to_the_stack_s_h2_tls_port_with_the_list_rewritten_to_it(self):
+        t = catalog.TESTS
+        caddy = Server("caddy+gnosis", "x", "127.0.0.1", 8080, Path(os.devnull), tests=httparena.GATEWAY_TESTS,
+                       h2_tls_port=11080)  # fmt: skip
+        nginx_stack = Server("nginx+gnosis", "x", "127.0.0.1", 8081, Path(os.devnull), tests=("gateway-64",),
+                             h2_tls_port=11081)  # fmt: skip
+        self.assertEqual([schedule.endpoint(t[n], caddy) for n in httparena.GATEWAY_TESTS],
+                         [(11080, "https"), (11080, "https")])  # fmt: skip
+        self.assertEqual([nginx_stack.serves(t[n]) for n in httparena.GATEWAY_TESTS], [True, False])
+        calls = []
+
+        def run_h2(server, url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None,
+                   h2c=False, h3=False, h3_binary=False):  # fmt: skip
+            calls.append((server.name, connections, streams, h3, h3_binary, uri_file.read_text().splitlines()))
+            return dict(fake_run(1000), connections=connections)
+
+        args = argparse.Namespace(levels={"gateway-64": [512], "gateway-h3": [64]}, threads=2, primer=1, warmup=1,
+                                  duration=3, max_concurrency=512, rounds=1, pause_after_warmup=0,
+                                  pause_between_levels=0)  # fmt: skip
+        with mock.patch.object(schedule, "run_h2", run_h2), \
+                mock.patch.object(schedule, "probe_h2", lambda test, url: (200, 0)):  # fmt: skip
+            for name in httparena.GATEWAY_TESTS:
+                record = schedule.run_test(t[name], [caddy, nginx_stack], args, lambda m: None, RecordingLineup())
+                self.assertNotIn("failed", record)
+        # Primer (8 connections), warm-up (512) and the level, each stack that serves the test.
+        self.assertEqual({(name, c, m, h3, binary) for name, c, m, h3, binary, _ in calls},
+                         {(name, c, 32, False, True) for name in ("caddy+gnosis", "nginx+gnosis") for c in (8, 512)}
+                         | {("caddy+gnosis", c, 32, True, False) for c in (8, 512, 64)})  # fmt: skip
+        lists = {(name, h3): uris for name, _, _, h3, _, uris in calls}
+        self.assertEqual(lists["caddy+gnosis", False], [f"https://127.0.0.1:11080{u}" for u in httparena.GATEWAY_URIS])
+        self.assertEqual(lists["nginx+gnosis", False][6], "https://127.0.0.1:11081/baseline2?a=1&b=1")
+        self.assertEqual(lists["caddy+gnosis", True][-1], "https://127.0.0.1:11080/async-db?min=10&max=50&limit=50")
+
+    def test_the_probe_asks_for_every_uri_of_the_list_once(self):
+        commands = []
+
+        def run(command, **_):
+            commands.append(command)
+            return subprocess.CompletedProcess(command, 0, "requests: 20 total, 20 started, 20 done, 13 succeeded\n"
+                                               "status codes: 13 2xx, 0 3xx, 7 4xx, 0 5xx\n", "")  # fmt: skip
+
+        with mock.patch.object(schedule.subprocess, "run", run):
+            status, _ = schedule.probe_h2(catalog.TESTS["gateway-64"], "https://127.0.0.1:11090/static/reset.css")
+        self.assertTrue(status.startswith("h2load: {"), status)
+        self.assertIn("'4xx': 7", status)
+        command = commands[0]
+        self.assertEqual(command[:10], [str(anchors.H2LOAD_H3), "-c", "1", "-m", "1", "-t", "1", "-n", "20", "-H"])
+        uris = Path(command[command.index("-i") + 1]).read_text().splitlines()
+        self.assertEqual(uris, [f"https://127.0.0.1:11090{u}" for u in httparena.GATEWAY_URIS])
+
+    def test_the_stacks_on_the_command_line(self):
+        args = bench_args("--server", "gateway:caddy", "--baseline", "gateway:nginx", "--tests", "arena-gateway")
+        caddy, nginx_stack = args.specs
+        app = gateway.DEFAULT_APP
+        self.assertEqual((caddy.name, caddy.port, caddy.h2_tls_port, caddy.tls_port, caddy.h2c_port),
+                         ("caddy+gnosis", 8080, 11080, None, None))  # fmt: skip
+        self.assertEqual(caddy.command, app.replace("{port}", "8080") + " & exec env XDG_CONFIG_HOME={bars_dir} "
+                         "XDG_DATA_HOME={bars_dir} caddy run --config {bars_dir}/caddy-gateway-8080.Caddyfile "
+                         "--adapter caddyfile")  # fmt: skip
+        self.assertTrue(app.endswith("/target/release/gnosis --port {port} --tls-port 0 --h2c-port 0 --h2-tls-port 0 "
+                                     "--h3-port 0"))  # fmt: skip
+        self.assertEqual((nginx_stack.name, nginx_stack.port, nginx_stack.h2_tls_port), ("nginx+gnosis", 8081, 11081))
+        self.assertEqual(nginx_stack.command, app.replace("{port}", "8081") + " & exec nginx -p {bars_dir}/ "
+                         "-c {bars_dir}/nginx-gateway-8081.conf")  # fmt: skip
+        self.assertEqual((caddy.tests, nginx_stack.tests), (("gateway-64", "gateway-h3"), ("gateway-64",)))
+        self.assertEqual((caddy.gateway, nginx_stack.gateway, caddy.one_worker_command), ("caddy", "nginx", None))
+        args = bench_args("--server", "gateway:gnosis", "--baseline", "gateway:caddy", "--gateway-app",
+                          "/opt/app --listen {port}", "--tests", "gateway-h3", "--port", "9000")  # fmt: skip
+        edge, caddy = args.specs
+        self.assertEqual(edge.command, f"/opt/app --listen 9000 & exec {gateway.GNOSIS} --upstream 127.0.0.1:9000 "
+                         "--port 0 --tls-port 0 --h2c-port 0 --h2-tls-port 12000 --h3-port 12000")  # fmt: skip
+        self.assertEqual((edge.name, caddy.name, caddy.port), ("gnosis+app", "caddy+app", 9001))
+        with redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit):
+            bench_args("--baseline", "gateway:haproxy")
+        self.assertIn("unknown gateway edge 'haproxy'", err.getvalue())
+
+    def test_the_configurations_are_httparena_s_with_the_run_s_ports_and_paths(self):
+        certificate, static = ("/c/server.crt", "/c/server.key"), "/s/static"
+        caddyfile = gateway.gateway_config(gateway.EDGES["caddy"], "/run", 8080, 11080, certificate, static)
+        conf = gateway.gateway_config(gateway.EDGES["nginx"], "/run", 8081, 11081, certificate, static)
+        for text in (caddyfile, conf):
+            self.assertNotRegex(text, "@[A-Z_]+@")
+        for line in ("https://:11080 {", "tls /c/server.crt /c/server.key {", "protocols h1 h2 h3",
+                     "handle_path /static/* {", "root * /s/static", "precompressed br gzip",
+                     "reverse_proxy 127.0.0.1:8080 {", "keepalive 5m", "keepalive_idle_conns 2048",
+                     "keepalive_idle_conns_per_host 2048", "versions 1.1", "admin off"):  # fmt: skip
+            self.assertIn(line, caddyfile)
+        for line in ("listen 127.0.0.1:11081 ssl http2", "ssl_certificate /c/server.crt;", "ssl_protocols TLSv1.3;",
+                     "server 127.0.0.1:8081;", "keepalive 2048;", "proxy_pass http://backend;",
+                     "proxy_http_version 1.1;", 'proxy_set_header Connection "";', "alias /s/static/;",
+                     "gzip_static on;", "brotli_static on;", f"load_module {nginx.NGINX_BROTLI_STATIC};",
+                     "pid /run/nginx-gateway-11081.pid;", "worker_processes auto;"):  # fmt: skip
+            self.assertIn(line, conf)
+        self.assertIsNone(gateway.write_gateway_config(gateway.EDGES["gnosis"], "/run", 1, 2, certificate, static))
+
+    def serve(self, edge_name):
+        """A stack of `edge_name` in front of a stand-in application (Python's http.server, files
+        named as the dynamic routes): its configuration checked by the edge, started as the bench
+        starts a server, asked for each kind of URI over h2 (curl) and by the bench's probe."""
+        if not shutil.which(edge_name) or not shutil.which("curl"):
+            self.skipTest(f"{edge_name} or curl is not installed")
+        if not Path(self.CERTIFICATE[0]).exists() or not self.STATIC_DIR.is_dir():
+            self.skipTest("no HttpArena test certificate or static files beside the checkout")
+        edge = gateway.EDGES[edge_name]
+        with tempfile.TemporaryDirectory() as tmp:
+            app_dir = Path(tmp) / "app"
+            (app_dir / "json").mkdir(parents=True)
+            (app_dir / "baseline2").write_text("from the application")
+            (app_dir / "async-db").write_text("{}")
+            for count in (1, 5, 10, 15, 25, 40, 50):
+                (app_dir / "json" / str(count)).write_text("{}")
+            port, h2_tls_port = free_port(), free_port()
+            gateway.write_gateway_config(edge, tmp, port, h2_tls_port, self.CERTIFICATE, str(self.STATIC_DIR))
+            app = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {app_dir}"
+            command = gateway.stack_command(edge, app, port, h2_tls_port).replace(nginx.BARS_DIR, tmp)
+            server = Server(edge_name, command, "127.0.0.1", port, Path(tmp) / "log", tests=edge.tests,
+                            h2_tls_port=h2_tls_port)  # fmt: skip
+            try:
+                server.start(timeout=20)
+                processes = server.processes()
+                answers = {path: h2_get(f"https://127.0.0.1:{h2_tls_port}{path}")
+                           for path in ("/static/reset.css", "/static/hero.webp", "/baseline2?a=1&b=1")}  # fmt: skip
+                probed = {name: schedule.probe_h2(catalog.TESTS[name], f"https://127.0.0.1:{h2_tls_port}/")
+                          for name in edge.tests}  # fmt: skip
+                cpu_ticks = server.cpu_ticks()
+            finally:
+                server.stop()
+        self.assertEqual(answers["/static/reset.css"], ("2", 200, "text/css", (self.STATIC_DIR / "reset.css.br").read_bytes()))
+        self.assertEqual(answers["/static/hero.webp"][3], (self.STATIC_DIR / "hero.webp").read_bytes())
+        self.assertEqual(answers["/baseline2?a=1&b=1"][:2], ("2", 200))
+        self.assertEqual(answers["/baseline2?a=1&b=1"][3], b"from the application")
+        if anchors.H2LOAD_H3.exists():  # every URI answered 2xx, over h2 and (Caddy) HTTP/3
+            self.assertEqual(probed, dict.fromkeys(edge.tests, (200, 0)))
+        # The edge and the application in one session, measured together.
+        self.assertIn(f"{edge_name}[", " ".join(processes))
+        self.assertTrue(any(p.startswith("python3") or p.startswith("python") for p in processes), processes)
+        self.assertGreaterEqual(cpu_ticks, 0)
+        return processes
+
+    def test_caddy_in_front_of_an_application(self):
+        self.assertEqual(len(self.serve("caddy")), 2)
+
+    def test_nginx_in_front_of_an_application(self):
+        processes = self.serve("nginx")
+        self.assertEqual(len(processes), 2 + len(os.sched_getaffinity(0)))  # master, workers and the application
 
 
 class Gcannon(unittest.TestCase):
