@@ -1,6 +1,8 @@
 //! An answer written as HTTP/1.1 text (RFC 9112): the status line, the fields, the body.
 
-use crate::http::{AltSvc, Answer, ContentType, HttpDate, Method, Request, Status, Version};
+use crate::http::{
+    AltSvc, Answer, ContentType, FieldLines, HttpDate, Method, Request, Status, Version,
+};
 
 /// What an HTTP/1.1 answer must say of its connection and whether its body goes: read from
 /// its request. Small and `Copy`, so that an answer that waits for the database carries it.
@@ -92,18 +94,18 @@ impl Framing {
     /// the answer says, if any; then what every answer ends with.
     fn write_forwarded(self, out: &mut Vec<u8>, date: &HttpDate, answer: &Answer<'_>) {
         for (name, value) in answer.forwarded_fields() {
-            write_line(out, name, value);
+            FieldLines::push(out, name, value);
         }
         let adds = answer.adds();
         if adds.server {
             out.extend_from_slice(b"Server: gnosis\r\n");
         }
         if adds.date {
-            write_line(out, b"Date", date.as_bytes());
+            FieldLines::push(out, b"Date", date.as_bytes());
         }
         if let Some(length) = answer.content_length(self.head_only) {
             let mut digits = itoa::Buffer::new();
-            write_line(out, b"Content-Length", digits.format(length).as_bytes());
+            FieldLines::push(out, b"Content-Length", digits.format(length).as_bytes());
         }
         // The end begins each of its lines with the CRLF that ends the one before.
         out.truncate(out.len() - 2);
@@ -189,21 +191,13 @@ fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         b"sec-websocket-version" => b"Sec-WebSocket-Version",
         other => other,
     };
-    write_line(out, written, value);
-}
-
-/// A field line, its name as given.
-fn write_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
+    FieldLines::push(out, written, value);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{Coding, ContentType, Encoding, FieldLines};
+    use crate::http::{Coding, ContentType, Encoding};
 
     fn written(framing: Framing, answer: Answer<'_>) -> String {
         let mut out = Vec::new();
