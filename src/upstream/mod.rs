@@ -35,8 +35,10 @@ pub struct Settings {
     pub connections: usize,
     /// Requests in flight on one connection at most (pipelined).
     pub depth: usize,
-    /// Requests waiting for room while every connection is at `depth`; past it, refused.
-    pub queue: usize,
+    /// The bytes of the requests waiting for room while every connection is at `depth`;
+    /// past it, refused. It bounds the memory they hold, not their number: every request a
+    /// client may have in flight waits its turn.
+    pub queue_bytes: usize,
     /// A request not answered within it fails with [`Failure::TimedOut`].
     pub response_timeout: Duration,
     /// A connect not done within it fails as a refused one.
@@ -50,7 +52,7 @@ impl Default for Settings {
         Settings {
             connections: 4,
             depth: 16,
-            queue: 1024,
+            queue_bytes: 16 * 1024 * 1024,
             response_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(2),
             max_body: 8 * 1024 * 1024,
@@ -108,7 +110,7 @@ pub enum Refused {
     Unavailable,
     /// The request cannot be written for the upstream: 400.
     Invalid(WriteError),
-    /// Every connection is at its depth and the queue is full: 503.
+    /// Every connection is at its depth and the queue holds its bytes' worth: 503.
     Busy,
 }
 
@@ -185,7 +187,7 @@ enum Choice {
 pub struct Upstream {
     links: Vec<Link>,
     settings: Settings,
-    queue: VecDeque<Queued>,
+    queue: Queue,
     /// Handed back by a failed connection; placed before the queue.
     resend: Vec<Queued>,
     backoff: Backoff,
@@ -202,7 +204,7 @@ impl Upstream {
         Upstream {
             links,
             settings,
-            queue: VecDeque::new(),
+            queue: Queue::default(),
             resend: Vec::new(),
             backoff: Backoff::default(),
         }
@@ -264,7 +266,7 @@ impl Upstream {
                 conn.start();
                 Ok(())
             }
-            Choice::Wait if self.queue.len() >= self.settings.queue => Err(Refused::Busy),
+            Choice::Wait if self.queue.bytes >= self.settings.queue_bytes => Err(Refused::Busy),
             Choice::Wait => {
                 let mut queued = queued;
                 write(&mut queued.bytes)?;
@@ -347,7 +349,7 @@ impl Upstream {
                 }
                 Choice::Wait => break,
                 Choice::Unavailable => {
-                    for request in self.queue.drain(..) {
+                    for request in self.queue.drain() {
                         sink(request.token, Event::Failed(Failure::Unavailable));
                     }
                     break;
@@ -388,7 +390,9 @@ impl Upstream {
     /// When [`Upstream::on_timers`] must run next.
     pub fn deadline(&self) -> Option<Instant> {
         let conns = self.links.iter().filter_map(|link| link.conn().deadline());
-        let queue = self.queue.iter().map(|request| request.deadline);
+        // The queue's oldest has the earliest deadline: each gets the same timeout, and a
+        // request handed back goes before those that came after it.
+        let queue = self.queue.front().map(|request| request.deadline);
         conns.chain(queue).min()
     }
 
@@ -410,6 +414,45 @@ impl Upstream {
             }
         }
         self.dispatch(now, sink);
+    }
+}
+
+/// Requests waiting for room on a connection, oldest first, with the bytes they hold (the
+/// bound of [`Settings::queue_bytes`]).
+#[derive(Default)]
+struct Queue {
+    requests: VecDeque<Queued>,
+    bytes: usize,
+}
+
+impl Queue {
+    fn push_back(&mut self, request: Queued) {
+        self.bytes += request.bytes.len();
+        self.requests.push_back(request);
+    }
+
+    fn push_front(&mut self, request: Queued) {
+        self.bytes += request.bytes.len();
+        self.requests.push_front(request);
+    }
+
+    fn pop_front(&mut self) -> Option<Queued> {
+        let request = self.requests.pop_front()?;
+        self.bytes -= request.bytes.len();
+        Some(request)
+    }
+
+    fn front(&self) -> Option<&Queued> {
+        self.requests.front()
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = Queued> + '_ {
+        self.bytes = 0;
+        self.requests.drain(..)
+    }
+
+    fn len(&self) -> usize {
+        self.requests.len()
     }
 }
 

@@ -429,7 +429,7 @@ fn requests_go_to_the_least_busy_connection_then_queue_then_are_refused() {
     let settings = Settings {
         connections: 2,
         depth: 2,
-        queue: 1,
+        queue_bytes: 1,
         ..Settings::default()
     };
     let mut bench = Bench::new(settings);
