@@ -322,6 +322,38 @@ fn passes_on_answers_framed_each_way(binary: &str) {
     assert!(chunked < slow && slow < created, "{body}");
 }
 
+/// More requests than the upstream connections carry at once (one connection, 16 deep) wait
+/// their turn: 300 pipelined on one client connection are all answered, in order.
+fn requests_past_what_the_connections_carry_wait_their_turn(binary: &str) {
+    let upstream = Upstream::start();
+    let statics = BigFile::new("edge-queue");
+    let server = edge(
+        binary,
+        &upstream.address(),
+        &statics,
+        &["--upstream-conns", "1"],
+    );
+    let mut requests = String::new();
+    for i in 0..300 {
+        requests.push_str(&format!("GET /echo/{i} HTTP/1.1\r\nHost: a\r\n\r\n"));
+    }
+    requests.push_str("GET /echo/last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let (status, _, body) = exchange(server.port, &requests);
+    assert_eq!(status, 200);
+    let targets: Vec<&str> = body
+        .match_indices("\"target\": \"")
+        .map(|(at, found)| {
+            let rest = &body[at + found.len()..];
+            &rest[..rest.find('"').unwrap()]
+        })
+        .collect();
+    let expected: Vec<String> = (0..300)
+        .map(|i| format!("/echo/{i}"))
+        .chain(["/echo/last".to_string()])
+        .collect();
+    assert_eq!(targets, expected);
+}
+
 /// /static/* is served from the edge's own folder, never forwarded; a missing file is 404.
 fn serves_static_files_itself(binary: &str) {
     let upstream = Upstream::start();
@@ -435,6 +467,7 @@ fn fronts_gnosis_itself(binary: &str) {
 test_both_binaries!(gnosis, gnosis_uring;
     forwards_each_protocols_requests_with_their_fields,
     passes_on_answers_framed_each_way,
+    requests_past_what_the_connections_carry_wait_their_turn,
     serves_static_files_itself,
     upstream_faults_fail_their_request_alone,
     a_down_upstream_is_502_at_once_and_served_again_when_back,
