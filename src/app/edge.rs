@@ -39,7 +39,7 @@ impl Forwarded {
             }
             Err(refused) => {
                 self.free.push(index);
-                Reply::Now(Answer::error(Status::from_code(refused.status())))
+                Reply::Now(Answer::error(refused.status()))
             }
         }
     }
@@ -56,7 +56,7 @@ impl Forwarded {
                 response.fields,
                 response.body,
             ),
-            Event::Failed(failure) => Answer::error(Status::from_code(failure.status())),
+            Event::Failed(failure) => Answer::error(failure.status()),
         };
         Some(Finished { ticket, answer })
     }

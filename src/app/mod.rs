@@ -39,6 +39,10 @@ use world::{random_id, World, WorldSnapshot};
 pub use error::AppError;
 pub use settings::Settings;
 
+/// Where the static files are: what follows is a file's name. The edge serves them itself
+/// and forwards everything else.
+const STATIC: &str = "/static/";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     Plaintext,
@@ -69,7 +73,7 @@ impl Route {
             "/async-db" => {
                 Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
             }
-            _ if path.starts_with("/static/") => Route::Static,
+            _ if path.starts_with(STATIC) => Route::Static,
             _ => return arena::Route::find(path).map(Route::Arena),
         })
     }
@@ -210,7 +214,7 @@ impl Service for App {
     ) -> Reply<'a> {
         // At the edge, every request but a static file's is the upstream's to answer.
         if let Some(upstream) = cx.upstream.as_deref_mut() {
-            if !request.path.starts_with("/static/") {
+            if !request.path.starts_with(STATIC) {
                 let forwarded = &mut self.forwarded;
                 return forwarded.forward(upstream, request, ticket, cx.origin, cx.now);
             }
@@ -265,7 +269,7 @@ impl Service for App {
                 Answer::ok(ContentType::Json, &self.body)
             }
             Route::Static => {
-                let name = &request.path["/static/".len()..];
+                let name = &request.path[STATIC.len()..];
                 let accepts = request.fields.accept_encoding;
                 self.static_files.respond(name, accepts)
             }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 pub use self::conn::Conn;
 use crate::h1::client::{Forward, WriteError};
-use crate::http::{FieldLines, Origin, Request, Version};
+use crate::http::{FieldLines, Origin, Request, Status, Version};
 pub use crate::link::Address;
 
 /// An upstream connection with the socket it wants.
@@ -82,10 +82,10 @@ pub enum Failure {
 
 impl Failure {
     /// The status a client is answered with.
-    pub fn status(self) -> u16 {
+    pub fn status(self) -> Status {
         match self {
-            Failure::Unavailable | Failure::TooLarge => 502,
-            Failure::TimedOut => 504,
+            Failure::Unavailable | Failure::TooLarge => Status::BadGateway,
+            Failure::TimedOut => Status::GatewayTimeout,
         }
     }
 }
@@ -116,11 +116,11 @@ pub enum Refused {
 
 impl Refused {
     /// The status a client is answered with.
-    pub fn status(self) -> u16 {
+    pub fn status(self) -> Status {
         match self {
-            Refused::Unavailable => 502,
-            Refused::Invalid(_) => 400,
-            Refused::Busy => 503,
+            Refused::Unavailable => Status::BadGateway,
+            Refused::Invalid(_) => Status::BadRequest,
+            Refused::Busy => Status::ServiceUnavailable,
         }
     }
 }
