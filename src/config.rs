@@ -61,6 +61,12 @@ pub struct Config {
     pub upstream_conns: usize,
     /// A forwarded request the upstream has not answered within this gets 504.
     pub upstream_timeout: Duration,
+    /// At the edge: the auth service asked about every request under `auth_prefix`, and
+    /// the target it is asked at.
+    pub auth: Option<(Address, String)>,
+    pub auth_prefix: String,
+    /// The fields of the auth service's yes passed on to the upstream.
+    pub auth_fields: Vec<String>,
 }
 
 /// Connections of DATABASE_MAX_CONN's budget the worker threads leave free: one for the
@@ -278,6 +284,31 @@ const OPTIONS: &[Opt] = &[
         set: |config, text| assign(&mut config.upstream_timeout, millis(text)),
         default: |config| config.upstream_timeout.as_millis().to_string(),
     },
+    Opt {
+        flag: "--auth",
+        value: "HOST:PORT/PATH",
+        help: "at the edge, every request under --auth-prefix is first asked about at this \
+               auth service (GET PATH with the client's Authorization and Cookie): a 2xx lets it \
+               through with the --auth-fields of that answer, a 401 or 403 is the client's \
+               answer, anything else 503",
+        set: |config, text| assign(&mut config.auth, auth_target(text).map(Some)),
+        default: |_| "none".to_string(),
+    },
+    Opt {
+        flag: "--auth-prefix",
+        value: "PATH",
+        help: "the paths the auth service guards: those beginning with this",
+        set: |config, text| assign(&mut config.auth_prefix, path_prefix(text)),
+        default: |config| config.auth_prefix.clone(),
+    },
+    Opt {
+        flag: "--auth-fields",
+        value: "NAMES",
+        help: "the fields of the auth service's yes passed on to the upstream, comma-separated \
+               (a client's own are dropped from every request)",
+        set: |config, text| assign(&mut config.auth_fields, field_names(text)),
+        default: |config| config.auth_fields.join(","),
+    },
 ];
 
 /// The help: a synopsis, then each option with its meaning and default, wrapped to 80
@@ -353,6 +384,9 @@ impl Default for Config {
             upstream: None,
             upstream_conns: upstream::Settings::default().connections,
             upstream_timeout: upstream::Settings::default().response_timeout,
+            auth: None,
+            auth_prefix: "/".to_string(),
+            auth_fields: vec!["X-User-Id".to_string()],
         }
     }
 }
@@ -405,6 +439,11 @@ impl Config {
             };
             (opt.set)(&mut config, &value).map_err(|why| invalid(format!("{flag} takes {why}")))?;
         }
+        if config.auth.is_some() && config.upstream.is_none() {
+            return Err(invalid(
+                "--auth guards an edge: it needs --upstream".to_string(),
+            ));
+        }
         Ok(config)
     }
 
@@ -429,10 +468,17 @@ impl Config {
     /// What answers behind the listeners, for the start-up line.
     pub fn behind(&self) -> String {
         match &self.upstream {
-            Some(address) => format!(
-                "forwarding to {address} ({} connections each)",
-                self.upstream_conns
-            ),
+            Some(address) => {
+                let mut behind = format!(
+                    "forwarding to {address} ({} connections each)",
+                    self.upstream_conns
+                );
+                if let Some((auth, path)) = &self.auth {
+                    let prefix = &self.auth_prefix;
+                    behind += &format!(", {prefix}* asked about at {auth}{path} first");
+                }
+                behind
+            }
             None => format!("{} PostgreSQL connection(s) each", self.pg_conns),
         }
     }
@@ -470,7 +516,20 @@ impl Config {
                     response_timeout: self.upstream_timeout,
                     ..upstream::Settings::default()
                 };
-                (address, settings)
+                let auth = self.auth.clone().map(|(address, path)| {
+                    let auth = upstream::AuthSettings {
+                        address,
+                        path,
+                        prefix: self.auth_prefix.clone(),
+                        grants: self.auth_fields.clone(),
+                    };
+                    (auth, settings)
+                });
+                upstream::ProxySettings {
+                    address,
+                    settings,
+                    auth,
+                }
             }),
         }
     }
@@ -537,6 +596,40 @@ fn upstream_address(text: &str) -> Result<Address, String> {
         .next()
         .map(Address::Tcp)
         .ok_or_else(|| why("no address".to_string()))
+}
+
+/// The auth service's address and target: `HOST:PORT/PATH`.
+fn auth_target(text: &str) -> Result<(Address, String), String> {
+    let why = || format!("HOST:PORT/PATH, not '{text}'");
+    let slash = text.find('/').filter(|&at| at > 0).ok_or_else(why)?;
+    let (address, path) = text.split_at(slash);
+    if !path.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(why());
+    }
+    let address = upstream_address(address).map_err(|_| why())?;
+    Ok((address, path.to_string()))
+}
+
+/// A path's beginning: `/` and what follows it.
+fn path_prefix(text: &str) -> Result<String, String> {
+    match text.starts_with('/') {
+        true => Ok(text.to_string()),
+        false => Err(format!("a path beginning with '/', not '{text}'")),
+    }
+}
+
+/// Field names (tokens), comma-separated; none is none.
+fn field_names(text: &str) -> Result<Vec<String>, String> {
+    let names = text
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty());
+    names
+        .map(|name| match crate::h1::is_token(name.as_bytes()) {
+            true => Ok(name.to_string()),
+            false => Err(format!("field names separated by commas, not '{text}'")),
+        })
+        .collect()
 }
 
 /// A port, or 0 for none.
@@ -606,6 +699,11 @@ mod tests {
                 "--upstream-conns",
                 "2",
                 "--upstream-timeout=700",
+                "--auth=127.0.0.1:9091/_auth",
+                "--auth-prefix",
+                "/api/",
+                "--auth-fields",
+                "X-User-Id, X-Role",
             ])
             .unwrap(),
             Config {
@@ -632,6 +730,12 @@ mod tests {
                 upstream: Some(Address::Tcp("127.0.0.1:9090".parse().unwrap())),
                 upstream_conns: 2,
                 upstream_timeout: Duration::from_millis(700),
+                auth: Some((
+                    Address::Tcp("127.0.0.1:9091".parse().unwrap()),
+                    "/_auth".to_string()
+                )),
+                auth_prefix: "/api/".to_string(),
+                auth_fields: vec!["X-User-Id".to_string(), "X-Role".to_string()],
             }
         );
     }
@@ -642,7 +746,12 @@ mod tests {
     #[test]
     fn the_upstream_makes_an_edge() {
         let edge = parse(&["--upstream", "localhost:8080", "--upstream-timeout=500"]).unwrap();
-        let (address, settings) = edge.limits().upstream.unwrap();
+        let upstream::ProxySettings {
+            address,
+            settings,
+            auth,
+        } = edge.limits().upstream.unwrap();
+        assert_eq!(auth, None);
         let Address::Tcp(socket) = address else {
             panic!("{address}")
         };
@@ -659,6 +768,32 @@ mod tests {
         for bad in ["no-port", "host:99999", ""] {
             assert!(parse(&["--upstream", bad]).is_err(), "{bad}");
         }
+    }
+
+    /// `--auth` puts an auth service before the upstream, for the paths under
+    /// `--auth-prefix` (all by default), passing X-User-Id on unless told otherwise; it
+    /// guards an edge only.
+    #[test]
+    fn the_auth_service_guards_the_edge() {
+        let edge = parse(&["--upstream=127.0.0.1:8080", "--auth=127.0.0.1:9090/_auth"]).unwrap();
+        let (auth, settings) = edge.limits().upstream.unwrap().auth.unwrap();
+        assert_eq!(
+            auth,
+            upstream::AuthSettings {
+                address: Address::Tcp("127.0.0.1:9090".parse().unwrap()),
+                path: "/_auth".to_string(),
+                prefix: "/".to_string(),
+                grants: vec!["X-User-Id".to_string()],
+            }
+        );
+        assert_eq!(settings.connections, edge.upstream_conns);
+        assert!(parse(&["--auth=127.0.0.1:9090/_auth"]).is_err());
+        for bad in ["127.0.0.1:9090", "/_auth", "127.0.0.1:9090/a b"] {
+            let args = ["--upstream=127.0.0.1:8080", "--auth", bad];
+            assert!(parse(&args).is_err(), "{bad}");
+        }
+        assert!(parse(&["--auth-prefix", "api"]).is_err());
+        assert!(parse(&["--auth-fields", "X-User-Id,bad name"]).is_err());
     }
 
     /// Each listener is on unless its port is 0; the TLS ones and HTTP/3 only with a

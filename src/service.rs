@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::http::{Answer, Handler, HttpDate, Origin, Reply, Request, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
 use crate::timers::{Timers, Wakeup};
-use crate::upstream::{self, Upstream};
+use crate::upstream::{self, Proxy};
 use crate::ws;
 
 pub trait Service {
@@ -71,7 +71,7 @@ pub struct Context<'a> {
     pub db: &'a mut Pool,
     pub timers: &'a mut Timers<Wakeup>,
     /// The worker's connections to the upstream, in edge (reverse-proxy) mode.
-    pub upstream: Option<&'a mut Upstream>,
+    pub upstream: Option<&'a mut Proxy>,
     /// The request's connection: where it came from.
     pub origin: Origin,
 }

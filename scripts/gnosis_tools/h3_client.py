@@ -150,7 +150,8 @@ def parse(request):
 if __name__ == "__main__":
     mode, port, rest = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     if mode == "get":
-        result = exchange(port, [parse(r) for r in rest],
+        extra = [tuple(line.split(": ", 1)) for line in os.environ.get("H3_HEADERS", "").splitlines()]
+        result = exchange(port, [parse(r) for r in rest], extra_headers=extra,
                           tell_first=bool(os.environ.get("H3_TELL_FIRST")))
     elif mode == "spread":
         result = spread(port, int(rest[0]), "--at-once" in rest[1:])

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::http::{Answer, Origin, Reply, Request, Status, Ticket};
 use crate::service::Finished;
-use crate::upstream::{Event, Upstream};
+use crate::upstream::{Event, Proxy};
 
 /// The tickets of the requests forwarded and not answered yet, by token: a slot each,
 /// reused once its answer came (the upstream gives every request it took one event).
@@ -22,7 +22,7 @@ impl Forwarded {
     /// Forwards `request` to `upstream`, or answers at once why it cannot be.
     pub fn forward<'a>(
         &mut self,
-        upstream: &mut Upstream,
+        upstream: &mut Proxy,
         request: &Request<'_>,
         ticket: Ticket,
         origin: Origin,

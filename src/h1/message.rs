@@ -363,7 +363,7 @@ fn is_field_line(line: &[u8]) -> bool {
 }
 
 /// Whether `bytes` is a token (RFC 9110, 5.6.2), as a field's name or a method is.
-pub(super) fn is_token(bytes: &[u8]) -> bool {
+pub(crate) fn is_token(bytes: &[u8]) -> bool {
     !bytes.is_empty() && token_len(bytes) == bytes.len()
 }
 

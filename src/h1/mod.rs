@@ -15,5 +15,6 @@ pub use connection::Connection;
 #[cfg(test)]
 pub(crate) use encode::framing_of;
 pub use encode::Framing;
+pub(crate) use message::is_token;
 pub use message::{ChunkError, MAX_CHUNK_LINE, MAX_HEAD, MAX_HEADERS};
 pub use parse::{longest_request, parse, Chunked, Parsed, MAX_CHUNK_FRAMING};

@@ -25,7 +25,7 @@ use crate::quic::Endpoint;
 use crate::service::{Context, Finished, Service, Serving};
 use crate::timers::Wakeup;
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
-use crate::upstream::{self, Address, Upstream};
+use crate::upstream::{self, Proxy, ProxySettings};
 pub(super) use links::LinkOrder;
 use slots::Slots;
 use worker::{Budget, Worker};
@@ -55,7 +55,7 @@ pub struct Limits {
     /// (`http::Request::field_lines`, `h2::Limits::keep_fields`, `h3::Limits::keep_fields`),
     /// which a proxy forwards (HTTP/1.1's always do, at no cost); otherwise their decoders
     /// copy no field a route does not read.
-    pub upstream: Option<(Address, upstream::Settings)>,
+    pub upstream: Option<ProxySettings>,
 }
 
 impl Limits {
@@ -650,7 +650,7 @@ fn h2_limits<S: Service>(service: &S, limits: &Limits) -> h2::Limits {
 impl<S: Service, K> Core<S, K> {
     /// The pool and the upstream apart from what their events are delivered to: the app,
     /// and the connections that the app's finished answers go to.
-    fn split(&mut self) -> (&mut Pool, Option<&mut Upstream>, Deliverer<'_, S, K>) {
+    fn split(&mut self) -> (&mut Pool, Option<&mut Proxy>, Deliverer<'_, S, K>) {
         let Worker {
             service,
             pool,

@@ -14,6 +14,7 @@
 //! buffered whole (at most `Settings::max_body`) and handed out at its end.
 
 mod conn;
+mod proxy;
 #[cfg(test)]
 mod tests;
 
@@ -21,8 +22,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 pub use self::conn::Conn;
+pub use self::proxy::{AuthSettings, Dyn, Proxy, ProxySettings};
 use crate::h1::client::{Forward, WriteError};
-use crate::http::{FieldLines, Origin, Request, Status, Version};
+use crate::http::{FieldLines, Status};
 pub use crate::link::Address;
 
 /// An upstream connection with the socket it wants.
@@ -78,6 +80,12 @@ pub enum Failure {
     TimedOut,
     /// The response's body is over `Settings::max_body`: 502.
     TooLarge,
+    /// The auth service said no, with this status (401 or 403): the client's answer.
+    Denied(u16),
+    /// The auth service could not be asked, or answered neither yes nor no: 503.
+    AuthUnavailable,
+    /// Let through by the auth service, the request found the upstream's queue full: 503.
+    Busy,
 }
 
 impl Failure {
@@ -86,6 +94,8 @@ impl Failure {
         match self {
             Failure::Unavailable | Failure::TooLarge => Status::BadGateway,
             Failure::TimedOut => Status::GatewayTimeout,
+            Failure::Denied(code) => Status::from_code(code),
+            Failure::AuthUnavailable | Failure::Busy => Status::ServiceUnavailable,
         }
     }
 }
@@ -112,6 +122,8 @@ pub enum Refused {
     Invalid(WriteError),
     /// Every connection is at its depth and the queue holds its bytes' worth: 503.
     Busy,
+    /// The path needs the auth service's yes, and it cannot be asked now: 503.
+    AuthUnavailable,
 }
 
 impl Refused {
@@ -120,7 +132,7 @@ impl Refused {
         match self {
             Refused::Unavailable => Status::BadGateway,
             Refused::Invalid(_) => Status::BadRequest,
-            Refused::Busy => Status::ServiceUnavailable,
+            Refused::Busy | Refused::AuthUnavailable => Status::ServiceUnavailable,
         }
     }
 }
@@ -249,15 +261,27 @@ impl Upstream {
     where
         F: IntoIterator<Item = (&'f [u8], &'f [u8])> + Clone,
     {
+        let write = |out: &mut Vec<u8>| request.write(fields, out).map_err(Refused::Invalid);
+        self.place(token, request.method, write, now)
+    }
+
+    /// Places a request of `method` that `write` appends to a buffer whole (it is called
+    /// at most once), or refuses it at once.
+    pub(super) fn place(
+        &mut self,
+        token: u64,
+        method: &[u8],
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), Refused>,
+        now: Instant,
+    ) -> Result<(), Refused> {
         let queued = Queued {
             token,
-            head: request.method == b"HEAD",
-            idempotent: is_idempotent(request.method),
+            head: method == b"HEAD",
+            idempotent: is_idempotent(method),
             retried: false,
             deadline: now + self.settings.response_timeout,
             bytes: Vec::new(),
         };
-        let write = |out: &mut Vec<u8>| request.write(fields, out).map_err(Refused::Invalid);
         match self.choose(now) {
             Choice::Conn(index) => self.links[index].conn_mut().push(queued, write),
             Choice::Start(index) => {
@@ -274,35 +298,6 @@ impl Upstream {
                 Ok(())
             }
             Choice::Unavailable => Err(Refused::Unavailable),
-        }
-    }
-
-    /// Forwards a client's `request`, whatever protocol carried it, from `origin`: HTTP/1.1's
-    /// fields as they came; HTTP/2's and HTTP/3's with their `:authority` as the Host
-    /// field (RFC 9113 8.3.1: it stands for Host, which it overrides).
-    pub fn forward_request(
-        &mut self,
-        token: u64,
-        request: &Request<'_>,
-        origin: Origin,
-        now: Instant,
-    ) -> Result<(), Refused> {
-        let forward = Forward {
-            method: request.method_bytes,
-            target: request.target.as_bytes(),
-            version: request.version,
-            client: origin.client,
-            https: origin.https,
-            body: request.body,
-        };
-        let fields = request.field_lines.iter();
-        match request.version {
-            Version::Http10 | Version::Http11 => self.forward(token, &forward, fields, now),
-            Version::Http2 | Version::Http3 => {
-                let host = (&b"Host"[..], request.authority);
-                let others = fields.filter(|(name, _)| !name.eq_ignore_ascii_case(b"host"));
-                self.forward(token, &forward, std::iter::once(host).chain(others), now)
-            }
         }
     }
 

@@ -37,9 +37,6 @@ fn request(method: &'static [u8]) -> Forward<'static> {
     }
 }
 
-/// The sink the tests' links deliver to.
-type Dyn<'s> = &'s mut dyn FnMut(u64, Event<'_>);
-
 const HOST: [(&[u8], &[u8]); 1] = [(b"Host", b"up")];
 
 impl Bench {

@@ -164,9 +164,16 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Vec<&'a str> {
 
 /// What `h3_client.py get PORT REQUEST...` printed.
 fn h3(port: u16, requests: &[&str]) -> Value {
+    h3_with(port, requests, "")
+}
+
+/// What `h3_client.py get PORT REQUEST...` printed, each request with the field lines
+/// `fields` (`name: value`, one a line).
+fn h3_with(port: u16, requests: &[&str], fields: &str) -> Value {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gnosis_tools/h3_client.py");
     let output = Command::new("python3")
+        .env("H3_HEADERS", fields)
         .arg(script)
         .args(["get", &port.to_string()])
         .args(requests)
@@ -464,6 +471,187 @@ fn fronts_gnosis_itself(binary: &str) {
     assert_eq!(json["count"], 5);
 }
 
+/// `scripts/gnosis_tools/authsvc.py` (HttpArena's auth service's contract) on a free port,
+/// with its secret, killed when dropped.
+struct AuthService {
+    child: Child,
+    port: u16,
+}
+
+const SECRET: &str = "edge-test-secret";
+
+impl AuthService {
+    fn start() -> AuthService {
+        let port = free_port();
+        let mut child = Command::new("python3")
+            .args(["-m", "gnosis_tools.authsvc"])
+            .env("PYTHONPATH", Self::tools())
+            .env("JWT_SECRET", SECRET)
+            .env("AUTHSVC_LISTEN", format!("127.0.0.1:{port}"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "listening", "authsvc.py did not start");
+        AuthService { child, port }
+    }
+
+    fn tools() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts")
+    }
+
+    /// A token for user `sub` signed with `secret`.
+    fn token(secret: &str, sub: &str) -> String {
+        let output = Command::new("python3")
+            .args([
+                "-c",
+                "import sys; from gnosis_tools.authsvc import token; \
+                 print(token(sys.argv[1], sys.argv[2]))",
+                secret,
+                sub,
+            ])
+            .env("PYTHONPATH", Self::tools())
+            .output()
+            .expect("python3 runs");
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    }
+}
+
+impl Drop for AuthService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The edge with an auth service before its upstream for `/api/`: a request with a valid
+/// token reaches the upstream with the service's X-User-Id (a client's own dropped), over
+/// HTTP/1.1, HTTP/2 and HTTP/3, pipelined and with a body; one without, or with a bad one,
+/// is 401 and never reaches the upstream; paths outside /api/ are not asked about.
+fn an_auth_service_guards_its_paths(binary: &str) {
+    let upstream = Upstream::start();
+    let auth = AuthService::start();
+    let statics = BigFile::new("edge-auth");
+    let auth_target = format!("127.0.0.1:{}/_auth", auth.port);
+    let extra = ["--auth", &auth_target, "--auth-prefix", "/api/"];
+    let server = edge(binary, &upstream.address(), &statics, &extra);
+    let token = AuthService::token(SECRET, "42");
+    let bearer = format!("Authorization: Bearer {token}");
+
+    let (status, head, body) = exchange(
+        server.port,
+        &format!(
+            "POST /api/echo?x=1 HTTP/1.1\r\nHost: a\r\n{bearer}\r\nX-User-Id: 1\r\n\
+             Content-Length: 5\r\nConnection: close\r\n\r\nhello"
+        ),
+    );
+    assert_eq!(status, 200, "{head}");
+    let echo: Value = serde_json::from_str(&body).unwrap();
+    let fields = echoed_fields(&echo);
+    assert_eq!(field(&fields, "x-user-id"), ["42"]);
+    assert_eq!(
+        (&echo["target"], &echo["body"]),
+        (&"/api/echo?x=1".into(), &"hello".into())
+    );
+
+    // Pipelined, each asked about in turn, answered in order.
+    let mut requests = String::new();
+    for i in 0..20 {
+        requests.push_str(&format!(
+            "GET /api/echo/{i} HTTP/1.1\r\nHost: a\r\n{bearer}\r\n\r\n"
+        ));
+    }
+    requests.push_str("GET /api/echo/last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let (_, _, body) = exchange(server.port, &requests);
+    let answered: Vec<_> = body.match_indices("\"target\": \"/api/echo/").collect();
+    assert_eq!(answered.len(), 20);
+    assert!(body.ends_with("Unauthorized"), "{body}");
+
+    let served = upstream.served();
+    let forged = AuthService::token("another-secret", "42");
+    for authorization in [
+        "",
+        "Authorization: Bearer invalid.token.here\r\n",
+        &format!("Authorization: Bearer {forged}\r\n"),
+    ] {
+        for method in ["GET", "POST"] {
+            let request = format!(
+                "{method} /api/echo HTTP/1.1\r\nHost: a\r\n{authorization}X-User-Id: 42\r\n\
+                 Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            );
+            assert_eq!(exchange(server.port, &request).0, 401, "{request}");
+        }
+    }
+    // One more: the first count's own request.
+    assert_eq!(
+        upstream.served(),
+        served + 1,
+        "a request the service refused was forwarded"
+    );
+
+    // Outside the prefix: not asked about, and no client says who it is.
+    let (status, _, body) = exchange(
+        server.port,
+        "GET /echo HTTP/1.1\r\nHost: a\r\nX-User-Id: 42\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200);
+    let echo: Value = serde_json::from_str(&body).unwrap();
+    assert!(field(&echoed_fields(&echo), "x-user-id").is_empty());
+
+    let base = format!("https://127.0.0.1:{}", server.h2_tls_port);
+    let header = format!("authorization: Bearer {token}");
+    let (version, status, _, body) =
+        curl(&["--http2", "-H", &header, &format!("{base}/api/echo/h2")]);
+    assert_eq!((version.as_str(), status), ("2", 200));
+    let echo: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(field(&echoed_fields(&echo), "x-user-id"), ["42"]);
+    let (_, status, _, _) = curl(&["--http2", &format!("{base}/api/echo/h2")]);
+    assert_eq!(status, 401);
+
+    let got = h3_with(server.h3_port, &["GET:/api/echo/h3"], &header);
+    let answer = &got["answers"][0];
+    assert_eq!(h3_header(answer, ":status"), Some("200"), "{got}");
+    let echo: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(field(&echoed_fields(&echo), "x-user-id"), ["42"]);
+    let got = h3(server.h3_port, &["GET:/api/echo/h3"]);
+    assert_eq!(
+        h3_header(&got["answers"][0], ":status"),
+        Some("401"),
+        "{got}"
+    );
+}
+
+/// An auth service's 403 is the client's; its other answers, its silence past the timeout
+/// and its absence are 503: the request is never passed on without its yes.
+fn an_auth_service_that_fails_lets_nothing_through(binary: &str) {
+    let upstream = Upstream::start();
+    let statics = BigFile::new("edge-auth-fails");
+    let down = format!("127.0.0.1:{}/_auth", free_port());
+    let cases = [
+        (format!("{}/deny?status=403", upstream.address()), 403),
+        (format!("{}/deny?status=500", upstream.address()), 503),
+        (format!("{}/deny?status=302", upstream.address()), 503),
+        (format!("{}/hang", upstream.address()), 503),
+        (down, 503),
+    ];
+    for (auth, expected) in cases {
+        let extra = ["--auth", &auth, "--upstream-timeout", "1000"];
+        let server = edge(binary, &upstream.address(), &statics, &extra);
+        let served = upstream.served();
+        let (status, _, _) = get(server.port, "/echo");
+        assert_eq!(status, expected, "{auth}");
+        // The auth service's own requests are upstream.py's here; none other came.
+        let asked = match auth.starts_with(&upstream.address()) {
+            true => 1,
+            false => 0,
+        };
+        assert_eq!(upstream.served(), served + 1 + asked, "{auth}: passed on");
+    }
+}
+
 test_both_binaries!(gnosis, gnosis_uring;
     forwards_each_protocols_requests_with_their_fields,
     passes_on_answers_framed_each_way,
@@ -472,4 +660,6 @@ test_both_binaries!(gnosis, gnosis_uring;
     upstream_faults_fail_their_request_alone,
     a_down_upstream_is_502_at_once_and_served_again_when_back,
     fronts_gnosis_itself,
+    an_auth_service_guards_its_paths,
+    an_auth_service_that_fails_lets_nothing_through,
 );

@@ -18,7 +18,9 @@ prints `listening` once it accepts. Paths:
     /two-lengths       two Content-Lengths that disagree
     /smuggle           a 200 with a second response behind it in the same write
     /count             200, how many requests this process has read so far
+    /deny?status=N     N, no body (an auth service that says no, or fails)
     anything else      200 "hello from upstream"
+A leading /api is left out (/api/echo is /echo), for the paths an auth service guards.
 """
 
 import json
@@ -71,6 +73,8 @@ def serve(conn):
             with served_lock:
                 served += 1
             path = urlsplit(target).path
+            if path.startswith("/api/"):
+                path = path[len("/api"):]
             length = lambda data: [("Content-Length", str(len(data)))]  # noqa: E731
             if path.startswith("/echo"):
                 data = json.dumps({"method": method, "target": target, "fields": fields,
@@ -114,6 +118,9 @@ def serve(conn):
                 second = answer("200 OK", [("Content-Length", "8")], b"smuggled")
                 conn.sendall(answer("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")], b"first")
                              + second)
+            elif path == "/deny":
+                status = int(parse_qs(urlsplit(target).query)["status"][0])
+                conn.sendall(answer(f"{status} No", [("Content-Length", "0")], b""))
             elif path == "/count":
                 data = str(served).encode()
                 conn.sendall(answer("200 OK", [("Content-Type", "text/plain")] + length(data), data))

@@ -10,7 +10,7 @@ use crate::link::Link;
 pub(in crate::server) use crate::link::Order as LinkOrder;
 use crate::pg::PgConn;
 use crate::service::Service;
-use crate::upstream::Around;
+use crate::upstream::{Around, Dyn};
 
 /// Which connection a link index names.
 enum Which {
@@ -37,7 +37,9 @@ macro_rules! on_link {
                 let sink = &mut |token, event: crate::upstream::Event<'_>| {
                     deliver.upstream_event(token, event)
                 };
-                upstream.on_link(i, $now, sink, |$link, $sink: &mut Around<'_, _>| $body)
+                upstream.on_link(i, $now, sink, |$link, $sink: &mut Around<'_, Dyn<'_>>| {
+                    $body
+                })
             }
         }
     }};

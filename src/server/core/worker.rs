@@ -15,14 +15,14 @@ use crate::pg::Pool;
 use crate::service::Service;
 use crate::timers::{Timers, Wakeup};
 use crate::transport::TlsConfig;
-use crate::upstream::Upstream;
+use crate::upstream::Proxy;
 
 pub(super) struct Worker<S> {
     pub service: S,
     /// The thread's PostgreSQL connections, each with the socket it wants (its link).
     pub pool: Pool,
     /// In edge mode, the thread's upstream connections, each with the socket it wants.
-    pub upstream: Option<Upstream>,
+    pub upstream: Option<Proxy>,
     /// The buffers the connections borrow while they have bytes in flight.
     pub buffers: BufferPool,
     pub budget: Budget,
@@ -46,10 +46,7 @@ pub(super) struct Worker<S> {
 impl<S: Service> Worker<S> {
     pub fn new(service: S, pool: Pool, limits: Limits) -> Self {
         let now = Instant::now();
-        let upstream = limits
-            .upstream
-            .clone()
-            .map(|(address, settings)| Upstream::new(address, settings));
+        let upstream = limits.upstream.clone().map(Proxy::new);
         Worker {
             service,
             pool,
@@ -91,7 +88,7 @@ impl<S: Service> Worker<S> {
     pub fn next_wake(&self) -> Instant {
         let deadlines = [
             self.pool.deadline(),
-            self.upstream.as_ref().and_then(Upstream::deadline),
+            self.upstream.as_ref().and_then(Proxy::deadline),
             self.listen_by,
             self.timers.earliest(),
             self.drain_by,
