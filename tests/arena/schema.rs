@@ -59,6 +59,7 @@ fn columns(url: &str, table: &str) -> String {
 
 #[test]
 fn items_has_the_documented_columns_rows_and_ranges() {
+    let _pinned = crate::read_pinned_items();
     let url = arena_url();
     assert_eq!(one(&url, "SELECT current_user"), "bench");
     assert_eq!(
@@ -96,6 +97,7 @@ fn items_has_the_documented_columns_rows_and_ranges() {
 
 #[test]
 fn items_is_deterministic_and_price_has_no_index() {
+    let _pinned = crate::read_pinned_items();
     let url = arena_url();
     // The same rows on every machine and every run (pinned: change with the generator).
     assert_eq!(
@@ -181,6 +183,7 @@ const ITEMS_DIGEST: &str = "SELECT md5(string_agg(i::text, ',' ORDER BY id)) FRO
 /// Running the set-up again (`scripts/pg.sh arena-setup`) adds nothing and changes nothing.
 #[test]
 fn the_setup_is_idempotent() {
+    let _pinned = crate::read_pinned_items();
     let url = arena_url();
     let fortunes = "SELECT count(*) || ' ' || md5(string_agg(f::text, ',' ORDER BY id)) \
                     FROM fortune f";
