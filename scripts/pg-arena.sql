@@ -1,11 +1,13 @@
--- HttpArena's database (async-db, fortunes) in gnosis's private cluster: the `benchmark`
+-- HttpArena's database (async-db, fortunes, production-stack) in gnosis's private cluster: the `benchmark`
 -- database owned by `bench` (password `bench`, SCRAM-SHA-256 over TCP), with
 --   items    100,000 rows: id 1..100000, name '<word> <word> <id>', category (one of 10),
 --            price 1..500, quantity 1..1000, active, tags (a jsonb array of 1 to 4 distinct
 --            tags out of 10), rating_score 1..50, rating_count 1..500; no index on price,
 --            so that the range query scans as it does in HttpArena;
 --   fortune  200 rows: TFB's 12, then synthetic messages that each hold &, ', " and non-ASCII
---            text, every tenth a <script> element too.
+--            text, every tenth a <script> element too;
+--   users    4 rows, as HttpArena's seed has (production-stack's /api/me): user 42 is Alice
+--            Chen, the others, their emails and plans invented here.
 -- The values come from hashint8extended(id, column), so every run makes the same rows. Run by
 -- `scripts/pg.sh start` as the superuser, connected to `postgres`, with TFB's 12 fortunes
 -- (scripts/tfb-fortunes.sql) read in where a line says so; every statement is idempotent (a
@@ -93,6 +95,20 @@ SELECT id,
                    ELSE '' END)
   FROM generate_series(13, 200) AS id
 ON CONFLICT (id) DO NOTHING;
+
+CREATE TABLE IF NOT EXISTS users (
+    id integer PRIMARY KEY,
+    name text NOT NULL,
+    email text NOT NULL,
+    plan text NOT NULL
+);
+INSERT INTO users (id, name, email, plan) VALUES
+    (1, 'Bruno Lima', 'bruno.lima@example.com', 'free'),
+    (7, 'Mei Tanaka', 'mei.tanaka@example.com', 'pro'),
+    (42, 'Alice Chen', 'alice.chen@example.com', 'enterprise'),
+    (99, 'Jonas Weber', 'jonas.weber@example.com', 'free')
+ON CONFLICT (id) DO NOTHING;
 COMMIT;
 ANALYZE items;
 ANALYZE fortune;
+ANALYZE users;

@@ -24,7 +24,8 @@
 # same 12 fortunes), which TFB's verifier reads too ("World" first when it checks /updates).
 #
 # benchmark, owned by bench / bench (SCRAM-SHA-256 over TCP), is HttpArena's database: items
-# (100,000 rows) and fortune (200 rows), made by scripts/pg-arena.sql, which says what is in it.
+# (100,000 rows), fortune (200 rows) and users (4 rows), made by scripts/pg-arena.sql, which
+# says what is in it.
 #
 # GNOSIS_PG_SOCKET_DIRS overrides the socket directories (comma-separated; the first is the
 # one this script uses), e.g. to keep /tmp free of a socket that auto-detection would find.
@@ -207,12 +208,14 @@ SQL
     touch "$DATA/gnosis-setup-quoted-done"
 }
 
-# HttpArena's database, in its own step like the quoted tables.
+# HttpArena's database, in its own step like the quoted tables. The marker's number goes up
+# whenever scripts/pg-arena.sql gains a table (2: users), so that a cluster made before runs
+# the script again; it is idempotent.
 setup_arena_database() {
-    [ -f "$DATA/gnosis-setup-arena-done" ] && return 0
-    echo "pg.sh: creating HttpArena's benchmark database (items, fortune)" >&2
+    [ -f "$DATA/gnosis-setup-arena-2-done" ] && return 0
+    echo "pg.sh: creating HttpArena's benchmark database (items, fortune, users)" >&2
     run_arena_sql
-    touch "$DATA/gnosis-setup-arena-done"
+    touch "$DATA/gnosis-setup-arena-2-done"
 }
 
 # scripts/pg-arena.sql, idempotent: a re-run adds and changes nothing.

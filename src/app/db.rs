@@ -5,20 +5,21 @@
 use std::fmt;
 use std::time::Instant;
 
+use super::api::{self, Query, Record};
 use super::arena_db::{ItemQuery, Items, FALLBACK};
 use super::cache::Cache;
 use super::error::AppError;
 use super::fortune::Fortunes;
 use super::world::{distinct_random_ids, random_id, World};
 use crate::http::{Answer, ContentType, Status, Ticket};
-use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, INT8_OID};
+use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, INT8_OID, TEXT_OID};
 use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
 use crate::service::Finished;
 
 /// Prepared once per connection; the statics below name them. A database has TFB's tables
-/// (`world`, `fortune`) or HttpArena's (`items`, `fortune`): the statements of the other's
-/// tables are unavailable on its connections, and the routes using them answer as if the
-/// database were down.
+/// (`world`, `fortune`) or HttpArena's (`items`, `users`, `fortune`): the statements of the
+/// other's tables are unavailable on its connections, and the routes using them answer as
+/// if the database were down.
 pub static STATEMENTS: &[Statement] = &[
     Statement {
         name: "world",
@@ -43,11 +44,31 @@ pub static STATEMENTS: &[Statement] = &[
               rating_count FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3",
         param_types: &[INT4_OID, INT4_OID, INT8_OID],
     },
+    Statement {
+        name: "item",
+        sql: "SELECT id, name, category, price, quantity, active, rating_score, rating_count \
+              FROM items WHERE id = $1",
+        param_types: &[INT4_OID],
+    },
+    Statement {
+        name: "update_item",
+        // RETURNING: a row back says the item exists (no row: 404).
+        sql: "UPDATE items SET name = $1, price = $2, quantity = $3 WHERE id = $4 RETURNING id",
+        param_types: &[TEXT_OID, INT4_OID, INT4_OID, INT4_OID],
+    },
+    Statement {
+        name: "user",
+        sql: "SELECT id, name, email, plan FROM users WHERE id = $1",
+        param_types: &[INT4_OID],
+    },
 ];
 static SELECT_WORLD: &Statement = &STATEMENTS[0];
 static SELECT_FORTUNES: &Statement = &STATEMENTS[1];
 static UPDATE_WORLDS: &Statement = &STATEMENTS[2];
 pub(super) static SELECT_ITEMS: &Statement = &STATEMENTS[3];
+pub(super) static SELECT_ITEM: &Statement = &STATEMENTS[4];
+pub(super) static UPDATE_ITEM: &Statement = &STATEMENTS[5];
+pub(super) static SELECT_USER: &Statement = &STATEMENTS[6];
 
 /// The database routes, with their query counts already clamped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +81,8 @@ pub enum DbRoute {
     CachedQueries(usize),
     /// HttpArena's `/async-db`: answered 200 with the fallback body whenever it fails.
     AsyncDb(ItemQuery),
+    /// The production-stack profile's `/api/` routes ([`api`]).
+    Api(Query),
 }
 
 /// Queues one query of a job: its statement and parameters.
@@ -91,6 +114,7 @@ struct Job {
     numbers: Vec<i32>,
     fortunes: Fortunes,
     items: Items,
+    record: Record,
 }
 
 impl Jobs {
@@ -136,7 +160,21 @@ impl Jobs {
                 queue(UPDATE_WORLDS, &arrays)
             }
             DbRoute::CachedQueries(_) => unreachable!("cache misses start with read_through"),
+            DbRoute::Api(_) => unreachable!("the api's queries start with start_one"),
         })
+    }
+
+    /// A job of one query, `statement` with `params`, which borrow from the request.
+    pub fn start_one(
+        &mut self,
+        route: DbRoute,
+        statement: &Statement,
+        params: &[Param<'_>],
+        ticket: Ticket,
+        db: &mut Pool,
+        now: Instant,
+    ) -> Result<(), Status> {
+        self.begin(route, ticket, db, now, |_, queue| queue(statement, params))
     }
 
     /// A cached-queries request whose cache lacked some rows: `found` are the rows it had,
@@ -203,12 +241,13 @@ impl Jobs {
     }
 
     /// One event of job `token`'s queries; returns its response once the last one is in.
-    /// Rows read on a cache miss go into `cache`.
+    /// Rows read on a cache miss go into `cache`, or for the api's routes into `api_cache`.
     pub fn on_event(
         &mut self,
         token: u64,
         event: Event<'_>,
         cache: &mut Cache,
+        api_cache: &api::Cache,
     ) -> Option<Finished<'_>> {
         let index = token as usize;
         let job = self.all.get_mut(index).filter(|job| job.outstanding > 0)?;
@@ -244,7 +283,7 @@ impl Jobs {
         let expected_worlds = match job.route {
             DbRoute::World => 1,
             DbRoute::Queries(n) | DbRoute::Updates(n) | DbRoute::CachedQueries(n) => n,
-            DbRoute::Fortunes | DbRoute::AsyncDb(_) => 0,
+            DbRoute::Fortunes | DbRoute::AsyncDb(_) | DbRoute::Api(_) => 0,
         };
         if job.failure.is_none() && job.worlds.len() != expected_worlds {
             self.errors.report(AppError::WorldRowMissing);
@@ -253,6 +292,13 @@ impl Jobs {
         let body = &mut self.body;
         body.clear();
         let (status, content_type) = match (job.failure, job.route) {
+            (failure, DbRoute::Api(query)) => {
+                let answer = api::finish(query, failure, &job.record, api_cache);
+                return Some(Finished {
+                    ticket: job.ticket,
+                    answer,
+                });
+            }
             (_, DbRoute::AsyncDb(_)) => {
                 match job.failure {
                     None => job.items.render(body),
@@ -296,6 +342,7 @@ impl Jobs {
                 numbers: Vec::new(),
                 fortunes: Fortunes::default(),
                 items: Items::default(),
+                record: Record::default(),
             });
             self.all.len() - 1
         });
@@ -309,6 +356,7 @@ impl Jobs {
         job.numbers.clear();
         job.fortunes.clear();
         job.items.clear();
+        job.record.clear();
         index
     }
 }
@@ -318,6 +366,7 @@ impl Job {
         match self.route {
             DbRoute::Fortunes => self.fortunes.push(row.int4(0)?, row.text(1)?),
             DbRoute::AsyncDb(_) => self.items.push(row)?,
+            DbRoute::Api(query) => self.record.push(query, row)?,
             DbRoute::World | DbRoute::Queries(_) => self.worlds.push(World {
                 id: row.int4(0)?,
                 random_number: row.int4(1)?,

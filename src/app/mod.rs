@@ -1,11 +1,13 @@
 //! The application: TFB's routes, handlers, World and Fortune, the cache; and HttpArena's
-//! HTTP routes ([`arena`]) and `/async-db` ([`arena_db`]); files of a directory
-//! ([`static_files`]); gRPC's `GetSum` message ([`grpc`]), for the HTTP/2 layer.
+//! HTTP routes ([`arena`]), `/async-db` ([`arena_db`]) and the production stack's
+//! `/public/` and `/api/` routes ([`api`]); files of a directory ([`static_files`]); gRPC's
+//! `GetSum` message ([`grpc`]), for the HTTP/2 layer.
 //!
 //! plaintext, json and cached-queries are answered at once; the database routes start a job
 //! in [`db::Jobs`] and are answered when its queries come back; `/delay` is answered by a
 //! timer.
 
+pub mod api;
 pub mod arena;
 pub mod arena_db;
 pub mod cache;
@@ -52,6 +54,10 @@ pub enum Route {
     /// `/static/{name}`: the name is read from the path when answering.
     Static,
     Arena(arena::Route),
+    /// `/public/{arena path}`: the arena route of the path without [`api::PUBLIC`].
+    Public(arena::Route),
+    /// The production stack's `/api/` routes.
+    Api(api::Route),
     /// HttpArena's WebSocket echo: the upgrade, then every message echoed.
     WebSocket,
     /// gRPC's unary `GetSum` (over HTTP/2).
@@ -74,7 +80,10 @@ impl Route {
                 Route::Database(DbRoute::AsyncDb(arena_db::ItemQuery::from_query(query)))
             }
             _ if path.starts_with(STATIC) => Route::Static,
-            _ => return arena::Route::find(path).map(Route::Arena),
+            _ => match arena::Route::find(path) {
+                Some(route) => Route::Arena(route),
+                None => return api::find(path),
+            },
         })
     }
 }
@@ -95,6 +104,7 @@ pub struct App {
     rng: fastrand::Rng,
     jobs: Jobs,
     arena: Arena,
+    api: api::Api,
     static_files: StaticFiles,
     /// The last WebSocket handshake's `Sec-WebSocket-Accept`, which its `101` borrows.
     accept: handshake::Accept,
@@ -105,8 +115,13 @@ pub struct App {
 }
 
 impl App {
-    /// `snapshot` primes the thread's cache once it has been taken.
-    pub fn new(snapshot: Arc<WorldSnapshot>, max_db_requests: usize) -> Self {
+    /// `snapshot` primes the thread's cache once it has been taken; `api_cache` is the one
+    /// every thread's app shares.
+    pub fn new(
+        snapshot: Arc<WorldSnapshot>,
+        max_db_requests: usize,
+        api_cache: Arc<api::Cache>,
+    ) -> Self {
         App {
             body: Vec::new(),
             cache: Cache::new(snapshot),
@@ -115,6 +130,7 @@ impl App {
             rng: fastrand::Rng::new(),
             jobs: Jobs::new(max_db_requests),
             arena: Arena::default(),
+            api: api::Api::new(api_cache),
             static_files: StaticFiles::new(std::path::Path::new(static_files::STATIC_DIR)),
             accept: [0; 28],
             max_body: crate::http::MAX_BODY,
@@ -187,6 +203,7 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
     let (max_body, max_message) = (settings.max_body, settings.max_message);
     let static_dir = static_files::static_dir();
     let threads = Arc::new(pg::pool::Threads::default());
+    let api_cache = Arc::new(api::Cache::default());
     move || {
         let pool = Pool::new(
             &target,
@@ -196,7 +213,7 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
             &threads,
             std::time::Instant::now(),
         );
-        let app = App::new(snapshot.clone(), max_db_requests)
+        let app = App::new(snapshot.clone(), max_db_requests, api_cache.clone())
             .with_dataset(dataset.clone())
             .with_static_dir(&static_dir)
             .with_max_body(max_body)
@@ -227,11 +244,12 @@ impl Service for App {
             };
             return Reply::Now(Answer::error(status));
         };
-        // Every route but gRPC's answers GET and HEAD; only /baseline11, /echo and gRPC's
-        // take a POST.
+        // Every route but gRPC's answers GET and HEAD; only /baseline11, /echo, an api item
+        // and gRPC's take a POST.
         let allowed = match (route, request.method) {
             (Route::GetSum, method) => method == Method::Post,
             (Route::Arena(arena::Route::Baseline | arena::Route::Echo), Method::Post) => true,
+            (Route::Api(api::Route::Item(_)), Method::Post) => true,
             (_, method) => matches!(method, Method::Get | Method::Head),
         };
         if !allowed {
@@ -295,6 +313,14 @@ impl Service for App {
                 let outcome = self.arena.answer(route, path, query, body, cx.now);
                 return arena::respond(outcome, ticket, cx);
             }
+            Route::Public(route) => {
+                let path = request.path.strip_prefix(api::PUBLIC).unwrap_or_default();
+                let outcome = self.arena.answer(route, path, request.query(), b"", cx.now);
+                return arena::respond(outcome, ticket, cx);
+            }
+            Route::Api(route) => {
+                return self.api.answer(route, request, ticket, &mut self.jobs, cx);
+            }
             Route::Database(route) => {
                 match self.jobs.start(route, ticket, &mut self.rng, cx.db, cx.now) {
                     Ok(()) => return Reply::Later,
@@ -310,7 +336,8 @@ impl Service for App {
     }
 
     fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
-        self.jobs.on_event(token, event, &mut self.cache)
+        self.jobs
+            .on_event(token, event, &mut self.cache, self.api.cache())
     }
 
     fn on_upstream_event<'a>(
@@ -373,5 +400,13 @@ mod tests {
             Some(Route::Arena(arena::Route::Baseline2))
         );
         assert_eq!(Route::find("/ws", ""), Some(Route::WebSocket));
+        assert_eq!(
+            Route::find("/public/json/25", ""),
+            Some(Route::Public(arena::Route::Json))
+        );
+        assert_eq!(
+            Route::find("/api/items/3", ""),
+            Some(Route::Api(api::Route::Item(3)))
+        );
     }
 }

@@ -59,6 +59,7 @@ fn columns(url: &str, table: &str) -> String {
 
 #[test]
 fn items_has_the_documented_columns_rows_and_ranges() {
+    let _pinned = crate::read_pinned_items();
     let url = arena_url();
     assert_eq!(one(&url, "SELECT current_user"), "bench");
     assert_eq!(
@@ -96,6 +97,7 @@ fn items_has_the_documented_columns_rows_and_ranges() {
 
 #[test]
 fn items_is_deterministic_and_price_has_no_index() {
+    let _pinned = crate::read_pinned_items();
     let url = arena_url();
     // The same rows on every machine and every run (pinned: change with the generator).
     assert_eq!(
@@ -176,22 +178,48 @@ fn fortune_has_tfbs_twelve_then_messages_that_need_escaping() {
     );
 }
 
+/// The production stack's users: four, 42 Alice Chen, as HttpArena's seed has them.
+#[test]
+fn users_has_four_rows_and_alice_is_42() {
+    let url = arena_url();
+    assert_eq!(
+        columns(&url, "users"),
+        "id integer, name text, email text, plan text"
+    );
+    assert_eq!(one(&url, "SELECT count(*) FROM users"), "4");
+    assert_eq!(
+        one(&url, "SELECT name FROM users WHERE id = 42"),
+        "Alice Chen"
+    );
+}
+
 const ITEMS_DIGEST: &str = "SELECT md5(string_agg(i::text, ',' ORDER BY id)) FROM items i";
 
 /// Running the set-up again (`scripts/pg.sh arena-setup`) adds nothing and changes nothing.
 #[test]
 fn the_setup_is_idempotent() {
+    let _pinned = crate::read_pinned_items();
     let url = arena_url();
     let fortunes = "SELECT count(*) || ' ' || md5(string_agg(f::text, ',' ORDER BY id)) \
                     FROM fortune f";
-    let before = (one(&url, ITEMS_DIGEST), one(&url, fortunes));
+    let users = "SELECT md5(string_agg(u::text, ',' ORDER BY id)) FROM users u";
+    let before = (
+        one(&url, ITEMS_DIGEST),
+        one(&url, fortunes),
+        one(&url, users),
+    );
     let status = Command::new("bash")
         .args([SCRIPT, "arena-setup"])
         .env("GNOSIS_PG_PORT", crate::common::pg::port())
         .status()
         .expect("running scripts/pg.sh arena-setup");
     assert!(status.success());
-    assert_eq!((one(&url, ITEMS_DIGEST), one(&url, fortunes)), before);
+    let after = (
+        one(&url, ITEMS_DIGEST),
+        one(&url, fortunes),
+        one(&url, users),
+    );
+    assert_eq!(after, before);
     assert!(before.1.starts_with("200 "), "{before:?}");
 }
 

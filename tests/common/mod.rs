@@ -503,7 +503,7 @@ impl Client {
     }
 }
 
-/// Reads one response (framed by Content-Length) from `reader`.
+/// Reads one response (framed by Content-Length, or a 204) from `reader`.
 pub fn read_response(reader: &mut impl BufRead) -> io::Result<HttpResponse> {
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
@@ -532,11 +532,15 @@ pub fn read_response(reader: &mut impl BufRead) -> io::Result<HttpResponse> {
         let (name, value) = line.trim_end().split_once(": ").expect("name: value");
         headers.push((name.to_ascii_lowercase(), value.to_string()));
     }
-    let length: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .map(|(_, v)| v.parse().expect("a numeric Content-Length"))
-        .expect("a Content-Length header");
+    // A 204 has no body, whatever its fields say (RFC 9112 6.3), and needs no length.
+    let length: usize = match status {
+        204 => 0,
+        _ => headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .map(|(_, v)| v.parse().expect("a numeric Content-Length"))
+            .expect("a Content-Length header"),
+    };
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     Ok(HttpResponse {

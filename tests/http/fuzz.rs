@@ -21,7 +21,7 @@ use proptest::prelude::*;
 /// Feeds `chunks` one after another, answering after each; returns everything written.
 /// There is no database: its routes answer 503.
 fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
-    let mut app = App::new(Arc::new(WorldSnapshot::default()), 16);
+    let mut app = App::new(Arc::new(WorldSnapshot::default()), 16, Arc::default());
     let mut db = Pool::empty();
     let mut timers = Timers::default();
     let mut conn = Connection::new(0, Instant::now());

@@ -29,27 +29,43 @@ const ITEM_COLUMNS: &[u32] = &[
     INT4_OID, TEXT_OID, TEXT_OID, INT4_OID, INT4_OID, BOOL_OID, JSONB_OID, INT4_OID, INT4_OID,
 ];
 
+/// The columns of the api's item and user queries.
+const ONE_ITEM_COLUMNS: &[u32] = &[
+    INT4_OID, TEXT_OID, TEXT_OID, INT4_OID, INT4_OID, BOOL_OID, INT4_OID, INT4_OID,
+];
+const USER_COLUMNS: &[u32] = &[INT4_OID, TEXT_OID, TEXT_OID, TEXT_OID];
+
 /// A pool of one connection, ready: started up and its statements prepared.
 fn ready_pool() -> Pool {
-    let mut items = script::parse_complete();
-    items.extend(script::parameter_description(&[
-        INT4_OID, INT4_OID, INT8_OID,
-    ]));
-    items.extend(script::row_description(ITEM_COLUMNS));
-    items.extend(script::ready());
-    pool_answering(&items)
+    let mut arena = Vec::new();
+    for (params, columns) in [
+        (&[INT4_OID, INT4_OID, INT8_OID][..], ITEM_COLUMNS),
+        (&[INT4_OID], ONE_ITEM_COLUMNS),
+        (&[TEXT_OID, INT4_OID, INT4_OID, INT4_OID], &[INT4_OID]),
+        (&[INT4_OID], USER_COLUMNS),
+    ] {
+        arena.extend(script::parse_complete());
+        arena.extend(script::parameter_description(params));
+        arena.extend(script::row_description(columns));
+        arena.extend(script::ready());
+    }
+    pool_answering(&arena)
 }
 
-/// A ready pool whose database has no `items` table (TFB's).
+/// A ready pool whose database has no `items` nor `users` table (TFB's).
 fn tfb_pool() -> Pool {
-    let mut items = script::error("ERROR", "42P01", r#"relation "items" does not exist"#);
-    items.extend(script::ready());
-    pool_answering(&items)
+    let mut arena = Vec::new();
+    for table in ["items", "items", "items", "users"] {
+        let missing = format!(r#"relation "{table}" does not exist"#);
+        arena.extend(script::error("ERROR", "42P01", &missing));
+        arena.extend(script::ready());
+    }
+    pool_answering(&arena)
 }
 
-/// A pool of one connection, started up, TFB's statements prepared and the items statement
-/// answered with `items`.
-fn pool_answering(items: &[u8]) -> Pool {
+/// A pool of one connection, started up, TFB's statements prepared and HttpArena's
+/// answered with `arena`.
+fn pool_answering(arena: &[u8]) -> Pool {
     let target = target();
     let threads = Arc::new(Threads::default());
     let now = Instant::now();
@@ -73,7 +89,7 @@ fn pool_answering(items: &[u8]) -> Pool {
         answers.extend(columns.map_or_else(script::no_data, script::row_description));
         answers.extend(script::ready());
     }
-    answers.extend_from_slice(items);
+    answers.extend_from_slice(arena);
     link.receive(&answers, now, &mut ignore);
     assert!(link.conn().is_ready());
     let sent = link.unsent().len();
@@ -131,11 +147,21 @@ fn update_answer() -> Vec<u8> {
 /// Feeds the scripted server's `answers` to the pool's connection and returns the
 /// responses the jobs finish: (sequence, status, body).
 fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status, String)> {
+    answer_with(jobs, pool, answers, &api::Cache::new(16))
+}
+
+/// [`answer`], the api's rows kept in `api_cache`.
+fn answer_with(
+    jobs: &mut Jobs,
+    pool: &mut Pool,
+    answers: &[u8],
+    api_cache: &api::Cache,
+) -> Vec<(u32, Status, String)> {
     let mut cache = cache();
     let mut finished = Vec::new();
     pool.link_mut(0)
         .receive(answers, Instant::now(), &mut |token, event| {
-            if let Some(done) = jobs.on_event(token, event, &mut cache) {
+            if let Some(done) = jobs.on_event(token, event, &mut cache, api_cache) {
                 let crate::http::Body::Bytes(body) = done.answer.body else {
                     panic!("a database answer is bytes");
                 };
@@ -254,6 +280,85 @@ fn async_db_is_refused_at_once_where_items_is_unavailable() {
         .unwrap();
     let ids = selected_ids(&mut pool);
     assert_eq!(answer(&mut jobs, &mut pool, &world_answer(ids[0])).len(), 1);
+}
+
+/// The api's item read: the row as JSON (no tags), kept in the shared cache; an update:
+/// 204 with a row back, 404 without, and the entry gone either way.
+#[test]
+fn api_jobs_read_and_update_an_item() {
+    use super::api::Key;
+    let (mut jobs, mut pool) = (Jobs::new(8), ready_pool());
+    let api_cache = api::Cache::new(16);
+    let (now, key) = (Instant::now(), Key::Item(4));
+    let read = DbRoute::Api(Query::Read(key, api_cache.generation(key)));
+    let params = [Param::Int4(4)];
+    jobs.start_one(read, SELECT_ITEM, &params, ticket(1), &mut pool, now)
+        .unwrap();
+    let int = |n: i32| n.to_be_bytes().to_vec();
+    let mut row = script::bind_complete();
+    row.extend(script::raw_row(&[
+        Some(&int(4)),
+        Some(br#"Vertex "Spindle" 4"#),
+        Some(b"toys"),
+        Some(&int(30)),
+        Some(&int(5)),
+        Some(&[1]),
+        Some(&int(42)),
+        Some(&int(127)),
+    ]));
+    row.extend(script::command_complete("SELECT 1"));
+    row.extend(script::ready());
+    let body = concat!(
+        r#"{"id":4,"name":"Vertex \"Spindle\" 4","category":"toys","price":30,"#,
+        r#""quantity":5,"active":true,"rating":{"score":42,"count":127}}"#
+    );
+    let finished = answer_with(&mut jobs, &mut pool, &row, &api_cache);
+    assert_eq!(finished, [(1, Status::Ok, body.to_string())]);
+    assert_eq!(api_cache.get(key, now).as_deref(), Some(body.as_bytes()));
+
+    let update = DbRoute::Api(Query::Update(4));
+    let params = [
+        Param::Text("bench-updated"),
+        Param::Int4(250),
+        Param::Int4(10),
+        Param::Int4(4),
+    ];
+    let mut returned = script::bind_complete();
+    returned.extend(script::data_row(&[4]));
+    returned.extend(script::command_complete("UPDATE 1"));
+    returned.extend(script::ready());
+    let mut none = script::bind_complete();
+    none.extend(script::command_complete("UPDATE 0"));
+    none.extend(script::ready());
+    for (answer_bytes, status) in [(returned, Status::Other(204)), (none, Status::NotFound)] {
+        assert!(api_cache.insert(key, api_cache.generation(key), b"{}", now));
+        jobs.start_one(update, UPDATE_ITEM, &params, ticket(2), &mut pool, now)
+            .unwrap();
+        let finished = answer_with(&mut jobs, &mut pool, &answer_bytes, &api_cache);
+        assert_eq!(finished.len(), 1);
+        assert_eq!(finished[0].1, status);
+        assert!(api_cache.get(key, now).is_none());
+    }
+}
+
+/// On TFB's database the api's statements are unavailable: 503 at once, nothing sent.
+#[test]
+fn api_jobs_are_refused_at_once_where_their_tables_are_missing() {
+    let (mut jobs, mut pool) = (Jobs::new(8), tfb_pool());
+    let now = Instant::now();
+    let read = DbRoute::Api(Query::Read(api::Key::User(42), 0));
+    assert_eq!(
+        jobs.start_one(
+            read,
+            SELECT_USER,
+            &[Param::Int4(42)],
+            ticket(1),
+            &mut pool,
+            now
+        ),
+        Err(Status::ServiceUnavailable)
+    );
+    assert!(pool.link_mut(0).unsent().is_empty());
 }
 
 #[test]

@@ -10,6 +10,8 @@ pub enum Param<'a> {
     Int4(i32),
     Int8(i64),
     Int4Array(&'a [i32]),
+    /// A `text` (or `varchar`) value: its UTF-8 bytes, which are its binary form too.
+    Text(&'a str),
 }
 
 /// Why an encoder refused a message; it appended nothing.
@@ -162,6 +164,14 @@ pub fn bind(buf: &mut Vec<u8>, statement: &str, params: &[Param]) -> Encoded {
                         buf.extend_from_slice(&4i32.to_be_bytes());
                         buf.extend_from_slice(&value.to_be_bytes());
                     }
+                }
+                Param::Text(text) => {
+                    // PostgreSQL's text cannot hold a NUL: refused here, not by the server.
+                    if text.as_bytes().contains(&0) {
+                        return Err(EncodeError::Nul("text parameter"));
+                    }
+                    put_i32_len(buf, text.len(), "text parameter")?;
+                    buf.extend_from_slice(text.as_bytes());
                 }
             }
         }

@@ -47,6 +47,20 @@ fn garbage_is_an_error() {
 }
 
 #[test]
+fn bind_encodes_text_as_its_bytes_and_refuses_a_nul() {
+    let mut buf = Vec::new();
+    bind(&mut buf, "u", &[Param::Text("név"), Param::Int4(7)]).unwrap();
+    let expected: &[u8] = &[0, 0, 0, 4, b'n', 0xc3, 0xa9, b'v', 0, 0, 0, 4, 0, 0, 0, 7];
+    assert!(buf.windows(expected.len()).any(|w| w == expected));
+    let before = buf.clone();
+    assert_eq!(
+        bind(&mut buf, "u", &[Param::Text("a\0b")]),
+        Err(EncodeError::Nul("text parameter"))
+    );
+    assert_eq!(buf, before);
+}
+
+#[test]
 fn bind_encodes_binary_params() {
     let mut buf = Vec::new();
     bind(&mut buf, "w", &[Param::Int4(42), Param::Int4Array(&[1, 2])]).unwrap();
