@@ -74,7 +74,7 @@ for binary in target/release/gnosis target/release/gnosis-uring; do
     )
 done
 
-step "HttpArena: the gateway stacks (httparena/compose.gateway.yml), run as compose would run them, checked as validate.sh checks them"
+step "HttpArena: the gateway stacks (httparena/compose.gateway.yml, compose.production-stack.yml), run as compose would run them, checked as validate.sh checks them"
 # Each service as its compose file says (the edge in front of the server), on free ports, with
 # HttpArena's CERTS_DIR and DATA_DIR made for the run and its database in DATABASE_URL.
 for binary in target/release/gnosis target/release/gnosis-uring; do

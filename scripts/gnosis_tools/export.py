@@ -7,6 +7,7 @@
         each: Dockerfile (httparena/Dockerfile building NAME), meta.json (httparena/NAME/),
               compose.gateway.yml and compose.gateway-h3.yml (the gateway profiles' stacks, one
               image as proxy and server: one file, httparena/compose.gateway-h3.yml links to it),
+              compose.production-stack.yml (edge, HttpArena's authsvc, server),
               Cargo.toml Cargo.lock src/ templates/ [build.rs]
 
 DIR is usually the venue's checkout; existing folders of those names are replaced. Each folder
@@ -24,7 +25,7 @@ from . import ROOT
 TFB_FILES = ("benchmark_config.json", "config.toml", "Cargo.lock", "gnosis.dockerfile", "gnosis-uring.dockerfile")
 HTTPARENA_ENTRIES = ("gnosis", "gnosis-uring")
 # HttpArena's gateway profiles' stacks (scripts/lib/gateway.sh names them), the same for both.
-GATEWAY_COMPOSE = ("compose.gateway.yml", "compose.gateway-h3.yml")
+GATEWAY_COMPOSE = ("compose.gateway.yml", "compose.gateway-h3.yml", "compose.production-stack.yml")
 # What an HttpArena folder takes from the TFB export: the sources, nothing of TFB's.
 SOURCES = ("Cargo.toml", "Cargo.lock", "src", "templates", "build.rs")
 

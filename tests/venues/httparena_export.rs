@@ -103,13 +103,20 @@ fn export_writes_both_entries_with_exactly_their_files() {
         let dockerfile = String::from_utf8(exported.remove("Dockerfile").expect("Dockerfile"))
             .expect("Dockerfile is UTF-8");
         let meta = exported.remove("meta.json").expect("meta.json");
-        // The gateway profiles' stacks, one file under the two names HttpArena looks for
-        // (scripts/tool verify gateway runs and checks them).
-        let compose = fs::read(root.join("httparena/compose.gateway.yml")).unwrap();
-        for stack in ["compose.gateway.yml", "compose.gateway-h3.yml"] {
+        // The gateway profiles' stacks, one file under the two names HttpArena looks for,
+        // and production-stack's (scripts/tool verify gateway runs and checks them).
+        let compose = |file: &str| fs::read(root.join("httparena").join(file)).unwrap();
+        for (stack, source) in [
+            ("compose.gateway.yml", "compose.gateway.yml"),
+            ("compose.gateway-h3.yml", "compose.gateway.yml"),
+            (
+                "compose.production-stack.yml",
+                "compose.production-stack.yml",
+            ),
+        ] {
             assert_eq!(
-                exported.remove(stack).as_ref(),
-                Some(&compose),
+                exported.remove(stack),
+                Some(compose(source)),
                 "{name}: {stack}"
             );
         }
@@ -175,6 +182,7 @@ fn export_writes_both_entries_with_exactly_their_files() {
                 "static-h3",
                 "gateway-64",
                 "gateway-h3",
+                "production-stack",
                 "unary-grpc",
                 "unary-grpc-tls"
             ]),

@@ -1,5 +1,6 @@
-"""The gateway stacks (httparena/compose.gateway.yml) against HttpArena's rules for them, and
-`verify gateway`'s reading of a compose file into processes."""
+"""The gateway stacks (httparena/compose.gateway.yml, compose.production-stack.yml) against
+HttpArena's rules for them, `verify gateway`'s reading of a compose file into processes, and
+the auth service's stand-in."""
 
 import tempfile
 import unittest
@@ -7,10 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from gnosis_tools import ROOT
+from gnosis_tools import ROOT, authsvc
 from gnosis_tools.verify import httparena_gateway as gateway
 
 COMPOSE = ROOT / "httparena" / "compose.gateway.yml"
+PRODUCTION = ROOT / "httparena" / "compose.production-stack.yml"
 
 
 def cpus(cpuset):
@@ -80,6 +82,60 @@ class Stack(unittest.TestCase):
                 self.assertTrue(server.env[name].startswith(scratch), name)
                 self.assertFalse(Path(server.env[name]).exists(), name)
             self.assertNotIn("DATABASE_URL", proxy.env)
+
+
+class ProductionStack(unittest.TestCase):
+    """production-stack/implementation.md: the edge in front (TLS, static, the auth sub-request
+    for /api/), HttpArena's authsvc built as it is with its secret, the server on 8080 alone;
+    the settings every service must have; the 64 CPUs split without overlap."""
+
+    def setUp(self):
+        self.services = yaml.safe_load(PRODUCTION.read_text())["services"]
+
+    def test_the_edge_asks_the_shared_authsvc_and_forwards_to_the_server(self):
+        self.assertEqual(sorted(self.services), ["authsvc", "edge", "server"])
+        edge, auth, server = (self.services[name] for name in ("edge", "authsvc", "server"))
+        self.assertEqual(auth["build"], gateway.AUTHSVC_BUILD)
+        self.assertIn("AUTHSVC_LISTEN=0.0.0.0:9090", auth["environment"])
+        self.assertIn("JWT_SECRET=%s" % authsvc.SECRET, auth["environment"])
+        options = lambda command: dict(zip(command[1::2], command[2::2]))  # noqa: E731
+        front = options(edge["command"])
+        self.assertEqual((front["--upstream"], front["--auth"]), ("127.0.0.1:8080", "127.0.0.1:9090/_auth"))
+        self.assertEqual((front["--auth-prefix"], front["--auth-fields"]), ("/api/", "X-User-Id"))
+        self.assertEqual([front[flag] for flag in ("--port", "--tls-port", "--h2c-port")], ["0", "0", "0"])
+        self.assertEqual(options(server["command"])["--port"], "8080")
+        self.assertNotIn("8443", server["command"])
+        used = set()
+        for name, service in self.services.items():
+            self.assertEqual(service["network_mode"], "host", name)
+            self.assertIn("seccomp:unconfined", service["security_opt"], name)
+            self.assertEqual(service["ulimits"]["nofile"], {"soft": 1048576, "hard": 1048576}, name)
+            self.assertFalse(cpus(service["cpuset"]) & used, name)
+            used |= cpus(service["cpuset"])
+        self.assertEqual(used, set(range(0, 32)) | set(range(64, 96)))
+
+    def test_the_authsvc_service_runs_as_the_stand_in_on_the_moved_port(self):
+        env = {"CERTS_DIR": "/c", "DATA_DIR": "/d", "DATABASE_URL": "postgres://u@h/db"}
+        with tempfile.TemporaryDirectory() as scratch:
+            stack = gateway.Stack(PRODUCTION, "/bin/gnosis", env, scratch)
+            auth = stack.services["authsvc"]
+            self.assertEqual(auth.argv[1:], ["-m", "gnosis_tools.authsvc"])
+            self.assertEqual(auth.env["AUTHSVC_LISTEN"], "0.0.0.0:%d" % stack.ports[9090])
+            self.assertIn("127.0.0.1:%d/_auth" % stack.ports[9090], stack.services["edge"].argv)
+            self.assertEqual(stack.order.index("edge"), 2)
+
+
+class AuthService(unittest.TestCase):
+    """The stand-in's contract: HMAC-SHA256 of header.payload under the secret, a sub claim."""
+
+    def test_a_token_signed_with_the_secret_names_its_user_and_nothing_else_does(self):
+        token = authsvc.token("s3cret", "42")
+        self.assertEqual(authsvc.user_of("s3cret", "Bearer " + token), "42")
+        header, payload, signature = token.split(".")
+        for bad in ["", token, "Bearer " + authsvc.token("other", "42"), "Bearer invalid.token.here",
+                    "Bearer %s.%s.%s" % (header, authsvc.b64url(b'{"sub":"1"}'), signature),
+                    "Bearer %s.%s" % (header, payload), "Bearer %s.%s.%s" % (header, payload, "!!")]:
+            self.assertIsNone(authsvc.user_of("s3cret", bad), bad)
 
 
 if __name__ == "__main__":

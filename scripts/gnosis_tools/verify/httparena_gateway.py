@@ -1,7 +1,7 @@
 """Run an entry's gateway stack as HttpArena runs it, without Docker, and check it as
 validate.sh checks it.
 
-    scripts/tool verify gateway BINARY [--profiles gateway-64,gateway-h3]
+    scripts/tool verify gateway BINARY [--profiles gateway-64,gateway-h3,production-stack]
         [--folder httparena] [--data-dir DIR] [--certs-dir DIR] [--database-url URL]
 
 HttpArena's gateway profiles start `compose.gateway.yml` (gateway-64) or
@@ -24,6 +24,18 @@ listens on none of the proxy's ports (with the host's network, a server on 8443 
 the proxy's connections), and for gateway-h3 the dynamic routes and a static file over HTTP/3
 (aioquic), since validate.sh checks that profile over HTTP/2 only.
 
+production-stack starts `compose.production-stack.yml` the same way. Its `authsvc` service
+(`build: ../_shared/authsvc`, HttpArena's shared JWT verifier, which the harness builds from its
+own tree) runs here as `gnosis_tools.authsvc`, a stand-in written to the same contract, with the
+service's environment; a `redis` image would run as Debian's redis-server (gnosis's stack has
+none). validate.sh's `_validate_production_stack` (28606baf) has 15 checks: HTTP/2 negotiated,
+/static/reset.css's Content-Type, app.js not empty, /public/baseline with fixed and random
+numbers, /public/json/25's items and totals, 401 for GET and POST /api/items/1 with no token and
+with a bogus one, /api/items/1 with the token, /api/items/7 MISS then HIT, POST /api/items/2
+204, item 3 MISS after a POST, /api/me user 42. The token is made as HttpArena's
+data/jwt-token.txt is (sub 42, its secret). Ours: the server listens on none of the edge's
+ports; and, not a check, the rows the POSTs changed are put back through the same API after.
+
 Prints PASS / FAIL per check and "=== Results: N passed, M failed ===" per profile; exits 1 on
 any FAIL.
 """
@@ -40,18 +52,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import ROOT
+from .. import ROOT, authsvc
 from ..system import listening_inodes, socket_inodes_of, stop_process_group
 from .httparena_h2 import Curl, header_values
 
-PROFILES = ["gateway-64", "gateway-h3"]
-COMPOSE = {"gateway-64": "compose.gateway.yml", "gateway-h3": "compose.gateway-h3.yml"}
+PROFILES = ["gateway-64", "gateway-h3", "production-stack"]
+COMPOSE = {"gateway-64": "compose.gateway.yml", "gateway-h3": "compose.gateway-h3.yml",
+           "production-stack": "compose.production-stack.yml"}
 # Where the entry's container reads what a volume may mount, and the variable that tells
 # gnosis the path instead.
 MOUNTED = {"/certs": ("TLS_CERT", "server.crt"), "/data/static": ("STATIC_DIR", None),
            "/data/dataset.json": ("DATASET_PATH", None)}
-# The ports the compose files name: HTTP/1.1 behind, TLS and QUIC in front.
-PORTS = (8080, 8443)
+# The ports the compose files name: HTTP/1.1 behind, TLS and QUIC in front, the auth service.
+PORTS = (8080, 8443, 9090)
+# The service HttpArena builds from its own tree, and what stands for it here.
+AUTHSVC_BUILD = "../_shared/authsvc"
 
 
 def free_port():
@@ -78,18 +93,24 @@ class Service:
 
     def __init__(self, name, spec, binary, env, ports, scratch):
         self.name = name
-        command = spec.get("command")
-        if not command or command[0] != "/server":
-            raise ValueError("service %s: its command must run /server (the image's binary)" % name)
         # A port wherever it is named: alone, or in an address (--upstream 127.0.0.1:8080).
-        move = lambda match: str(ports.get(int(match.group()), match.group()))  # noqa: E731
-        self.argv = [str(binary)] + [re.sub(r"(?<!\d)\d+(?!\d)", move, arg) for arg in command[1:]]
+        move = lambda text: re.sub(r"(?<!\d)\d+(?!\d)",  # noqa: E731
+                                   lambda match: str(ports.get(int(match.group()), match.group())), text)
+        command = spec.get("command")
+        if spec.get("build") == AUTHSVC_BUILD:
+            self.argv = [sys.executable, "-m", "gnosis_tools.authsvc"]
+        elif command and command[0] == "/server":
+            self.argv = [str(binary)] + [move(arg) for arg in command[1:]]
+        else:
+            raise ValueError("service %s: its command must run /server (the image's binary), or it "
+                             "must be %s" % (name, AUTHSVC_BUILD))
         self.env = {key: value for key, value in os.environ.items()
                     if key not in ("TLS_CERT", "TLS_KEY", "STATIC_DIR", "DATASET_PATH", "DATABASE_URL",
                                    "DATABASE_MAX_CONN")}  # fmt: skip
+        self.env["PYTHONPATH"] = str(ROOT / "scripts")
         for entry in spec.get("environment", []):
             key, _, value = substitute(entry, env).partition("=")
-            self.env[key] = value
+            self.env[key] = move(value) if key == "AUTHSVC_LISTEN" else value
         mounts = {}
         for volume in spec.get("volumes", []):
             host, container = substitute(volume, env).split(":")[:2]
@@ -201,7 +222,7 @@ class GatewayChecks:
                             (a, b, "gateway /baseline2?a=%d&b=%d (random)" % (a, b))]:
             self.expect_sum(label, self.get("/baseline2?a=%d&b=%d" % (x, y)).body, x + y)
 
-    def expect_json_items(self, label, body):
+    def expect_json_items(self, label, body, expected=50):
         try:
             d = json.loads(body)
             items = d.get("items", [])
@@ -210,7 +231,7 @@ class GatewayChecks:
                           for item in items)  # fmt: skip
         except (ValueError, TypeError, KeyError, AttributeError):
             count, totals, correct = 0, False, False
-        self.expect(label, count == 50 and totals and correct, "50 items, totals correct",
+        self.expect(label, count == expected and totals and correct, "%d items, totals correct" % expected,
                     "count=%s, has_total=%s, correct=%s" % (count, totals, correct))
 
     def expect_async_db(self, label, body):
@@ -261,6 +282,94 @@ class GatewayChecks:
                     "expected 404, got %s" % status)
 
 
+class ProductionChecks(GatewayChecks):
+    """validate.sh's `_validate_production_stack`, check for check."""
+
+    def __init__(self, port, rng, token, out=sys.stdout):
+        super().__init__(port, rng, out)
+        self.bearer = "Authorization: Bearer %s" % token
+
+    def api(self, path, *extra):
+        return Curl(["-k", "--http2", "-H", self.bearer] + list(extra) + [self.base + path])
+
+    def post(self, path, body, *authorization):
+        return Curl(["-k", "--http2", "-X", "POST", "-H", "Content-Type: application/json"]
+                    + list(authorization) + ["-d", body, self.base + path])
+
+    def x_cache(self, path):
+        got = header_values(self.api(path).head, "x-cache")
+        return got[0] if got else ""
+
+    def json_field(self, answer, name):
+        try:
+            return json.loads(answer.body).get(name, "-1")
+        except (ValueError, AttributeError):
+            return "-1"
+
+    def run(self):
+        label = "production-stack"
+        answer = self.get("/static/reset.css")
+        self.expect("%s HTTP/2 negotiation" % label, answer.version == "2", "HTTP/%s" % answer.version,
+                    "got HTTP/%s" % answer.version)
+        self.content_type("%s /static/reset.css Content-Type" % label, "/static/reset.css", "text/css")
+        size = len(self.get("/static/app.js").body)
+        self.expect("%s static file size" % label, size > 0, "%d bytes" % size, "empty response for /static/app.js")
+        a, b = self.rng.randint(100, 999), self.rng.randint(100, 999)
+        for x, y, name in [(13, 42, "/public/baseline?a=13&b=42"),
+                           (a, b, "/public/baseline?a=%d&b=%d (random)" % (a, b))]:
+            self.expect_sum("%s %s" % (label, name), self.get("/public/baseline?a=%d&b=%d" % (x, y)).body, x + y)
+        self.expect_json_items("%s /public/json/25" % label, self.get("/public/json/25").body, 25)
+        bogus = ["-H", "Authorization: Bearer invalid.token.here"]
+        walls = [("GET /api/items no-token", Curl(["-k", "--http2", self.base + "/api/items/1"])),
+                 ("GET /api/items bogus-cookie", Curl(["-k", "--http2"] + bogus + [self.base + "/api/items/1"])),
+                 ("POST /api/items no-token", self.post("/api/items/1", '{"name":"unauth","price":1,"quantity":1}')),
+                 ("POST /api/items bogus-cookie",
+                  self.post("/api/items/1", '{"name":"unauth","price":1,"quantity":1}', *bogus))]
+        for name, answer in walls:
+            self.expect("%s %s" % (label, name), answer.status == "401", "", "expected HTTP 401, got %s" % answer.status)
+        item = self.json_field(self.api("/api/items/1"), "id")
+        self.expect("%s /api/items/1" % label, item == 1, "authenticated, returned id=1",
+                    "expected id=1, got %s" % item)
+        first, second = self.x_cache("/api/items/7"), self.x_cache("/api/items/7")
+        self.expect("%s cache-aside" % label, (first, second) == ("MISS", "HIT"), "first=MISS, second=HIT",
+                    "expected first=MISS second=HIT, got first='%s' second='%s'" % (first, second))
+        status = self.post("/api/items/2", '{"name":"validate-updated","price":777,"quantity":99}',
+                           "-H", self.bearer).status
+        self.expect("%s POST /api/items/2" % label, status == "204", "204 No Content",
+                    "expected 204, got %s" % status)
+        self.api("/api/items/3")
+        self.post("/api/items/3", '{"name":"validate-invalidated","price":111,"quantity":22}', "-H", self.bearer)
+        after = self.x_cache("/api/items/3")
+        self.expect("%s POST invalidation" % label, after == "MISS", "GET after POST shows MISS",
+                    "expected MISS after POST, got '%s'" % after)
+        user = self.json_field(self.api("/api/me"), "id")
+        self.expect("%s /api/me" % label, user == 42, "authenticated, returned user 42",
+                    "expected user id 42, got %s" % user)
+
+    def wait_for_auth(self, seconds=30):
+        """Ours: the auth service and the server up (a stand-in starts in its own time)."""
+        for _ in range(seconds * 10):
+            if self.api("/api/me").status == "200":
+                return
+            time.sleep(0.1)
+
+    def rows(self, ids):
+        """The items `ids` as the API gives them, to be put back after the POSTs."""
+        rows = {}
+        for id in ids:
+            try:
+                rows[id] = json.loads(self.api("/api/items/%d" % id).body)
+            except ValueError:
+                pass  # not as it should be: the checks will say so
+        return rows
+
+    def put_back(self, rows):
+        for id, row in rows.items():
+            if isinstance(row, dict) and {"name", "price", "quantity"} <= row.keys():
+                body = json.dumps({key: row[key] for key in ("name", "price", "quantity")})
+                self.post("/api/items/%d" % id, body, "-H", self.bearer)
+
+
 def check_profile(profile, args, out=sys.stdout):
     compose = Path(args.folder) / COMPOSE[profile]
     env = {"CERTS_DIR": str(args.certs_dir), "DATA_DIR": str(args.data_dir),
@@ -268,11 +377,23 @@ def check_profile(profile, args, out=sys.stdout):
     print("[test] %s endpoints (%s, %s)" % (profile, compose, args.binary), file=out)
     with tempfile.TemporaryDirectory() as scratch, Stack(compose, args.binary, env, scratch) as stack:
         front = stack.ports[8443]
-        checks = GatewayChecks(front, random.Random(args.seed), out)
+        rng = random.Random(args.seed)
+        production = profile == "production-stack"
+        if production:
+            secret = stack.services["authsvc"].env.get("JWT_SECRET", authsvc.SECRET)
+            checks = ProductionChecks(front, rng, authsvc.token(secret, "42"), out)
+        else:
+            checks = GatewayChecks(front, rng, out)
         if not checks.wait():
             checks.fail(profile, "Gateway HTTPS port %d not responding after 30s" % front)
         else:
+            if production:
+                # validate.sh waits 60 s (the Redis seed may take its time); ours came up by now.
+                checks.wait_for_auth()
+                rows = checks.rows([2, 3])
             checks.run()
+            if production:
+                checks.put_back(rows)
             server = stack.services.get("server")
             held = [port for port in (front,) if server and server.listens_on(port)]
             checks.expect("the server listens on none of the proxy's ports (ours)", not held, "",
