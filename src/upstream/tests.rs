@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::http::Version;
+use crate::http::{FieldLines, Origin, Request, Version};
 use crate::link::Order;
 
 /// What the sink saw: a response's status and body, or a failure, by token.
@@ -484,4 +484,145 @@ fn a_queued_request_past_its_deadline_times_out() {
     bench.now += Duration::from_millis(500);
     bench.timers();
     assert_eq!(bench.take(), [Seen::Failed(2, Failure::TimedOut)]);
+}
+
+/// A proxy with an auth service before its upstream, one connection each: link 0 is the
+/// upstream's, link 1 the auth service's.
+struct Gate {
+    proxy: Proxy,
+    now: Instant,
+    seen: Vec<Seen>,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        let auth = AuthSettings {
+            address: Address::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9090)),
+            path: "/_auth".to_string(),
+            prefix: "/api/".to_string(),
+            grants: vec!["X-User-Id".to_string()],
+        };
+        let settings = one_connection();
+        Gate {
+            proxy: Proxy::new(ProxySettings {
+                address: address(),
+                settings,
+                auth: Some((auth, settings)),
+            }),
+            now: Instant::now(),
+            seen: Vec::new(),
+        }
+    }
+
+    fn forward(&mut self, token: u64, path: &'static str, lines: &'static [u8]) {
+        let request = Request {
+            method: crate::http::Method::Post,
+            method_bytes: b"POST",
+            version: Version::Http11,
+            path,
+            target: path,
+            authority: b"a",
+            fields: Default::default(),
+            field_lines: FieldLines::new(lines, 0),
+            body: b"hello",
+        };
+        let origin = Origin {
+            client: None,
+            https: true,
+        };
+        self.proxy
+            .forward_request(token, &request, origin, self.now)
+            .unwrap();
+    }
+
+    fn on_link<T>(
+        &mut self,
+        index: usize,
+        f: impl FnOnce(&mut Link, &mut Around<'_, Dyn<'_>>) -> T,
+    ) -> T {
+        let seen = &mut self.seen;
+        let mut sink = |token, event: Event<'_>| {
+            seen.push(match event {
+                Event::Response(response) => {
+                    Seen::Response(token, response.status, response.body.to_vec())
+                }
+                Event::Failed(failure) => Seen::Failed(token, failure),
+            })
+        };
+        self.proxy.on_link(index, self.now, &mut sink, f)
+    }
+
+    /// Link `index` connected, and all it has to send, reported sent.
+    fn sent(&mut self, index: usize) -> String {
+        let now = self.now;
+        while let Some(order) = self.on_link(index, |link, around| link.order(now, around)) {
+            match order {
+                Order::Connect(_) => {
+                    self.on_link(index, |link, around| link.connected(Ok(()), now, around))
+                }
+                Order::Close => self.proxy.link_mut(index).closed(),
+            }
+        }
+        let link = self.proxy.link_mut(index);
+        let bytes = link.unsent().to_vec();
+        link.sent(bytes.len());
+        String::from_utf8(bytes).unwrap()
+    }
+
+    fn receive(&mut self, index: usize, bytes: &[u8]) {
+        let now = self.now;
+        self.on_link(index, |link, around| link.receive(bytes, now, around));
+    }
+}
+
+#[test]
+fn a_held_request_goes_on_with_the_granted_fields_only_after_the_services_yes() {
+    let mut gate = Gate::new();
+    let lines = b"Host: a\r\nAuthorization: Bearer t\r\nX-User-Id: 1\r\nCookie: c=1\r\n";
+    gate.forward(7, "/api/x", lines);
+    assert_eq!(gate.sent(0), "", "sent before the service said yes");
+    let asked = gate.sent(1);
+    assert!(asked.starts_with(
+        "GET /_auth HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nCookie: c=1\r\n"
+    ));
+    assert!(asked.contains("X-Forwarded-Method: POST\r\nX-Forwarded-Uri: /api/x\r\n"));
+    assert!(!asked.contains("X-User-Id") && !asked.contains("hello"));
+
+    gate.receive(
+        1,
+        b"HTTP/1.1 200 OK\r\nX-User-Id: 42\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(gate.seen, []);
+    let forwarded = gate.sent(0);
+    assert!(forwarded.starts_with("POST /api/x HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\n"));
+    assert_eq!(forwarded.matches("X-User-Id").count(), 1);
+    assert!(
+        forwarded.ends_with("Content-Length: 5\r\nX-User-Id: 42\r\n\r\nhello"),
+        "{forwarded}"
+    );
+
+    // A no is the client's; any other answer is 503; neither reaches the upstream.
+    gate.forward(8, "/api/y", lines);
+    gate.forward(9, "/api/z", lines);
+    gate.sent(1);
+    gate.receive(
+        1,
+        b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n\
+          HTTP/1.1 302 Found\r\nLocation: /login\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(
+        gate.seen,
+        [
+            Seen::Failed(8, Failure::Denied(401)),
+            Seen::Failed(9, Failure::AuthUnavailable)
+        ]
+    );
+    assert_eq!(gate.sent(0), "");
+
+    // Outside the prefix: straight on, the client's X-User-Id dropped.
+    gate.forward(10, "/public/x", lines);
+    let forwarded = gate.sent(0);
+    assert!(
+        forwarded.starts_with("POST /public/x HTTP/1.1\r\n") && !forwarded.contains("X-User-Id")
+    );
 }
