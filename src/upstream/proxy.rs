@@ -46,9 +46,47 @@ pub struct Proxy {
 struct Auth {
     service: Upstream,
     settings: AuthSettings,
-    /// The requests waiting for the service's answer, by the token of their sub-request.
-    held: Vec<Option<Held>>,
+    held: Holding,
+}
+
+/// The requests waiting for the service's answer, by the token of their sub-request (a slot
+/// each, reused), and the bytes they hold: at most the upstream's `queue_bytes`, past which
+/// a request is refused as the upstream's full queue refuses it.
+struct Holding {
+    requests: Vec<Option<Held>>,
     free: Vec<usize>,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Holding {
+    /// The slot `held` will take, if it may be held.
+    fn slot(&mut self) -> Result<usize, Refused> {
+        if self.bytes >= self.max_bytes {
+            return Err(Refused::Busy);
+        }
+        Ok(self.free.pop().unwrap_or_else(|| {
+            self.requests.push(None);
+            self.requests.len() - 1
+        }))
+    }
+
+    fn hold(&mut self, slot: usize, held: Held) {
+        self.bytes += held.bytes.len();
+        self.requests[slot] = Some(held);
+    }
+
+    fn release(&mut self, slot: usize) {
+        self.free.push(slot);
+    }
+
+    fn take(&mut self, slot: u64) -> Option<Held> {
+        let index = usize::try_from(slot).ok()?;
+        let held = self.requests.get_mut(index)?.take()?;
+        self.bytes -= held.bytes.len();
+        self.free.push(index);
+        Some(held)
+    }
 }
 
 /// A request written for the upstream, waiting for the auth service's yes.
@@ -76,8 +114,12 @@ impl Proxy {
             auth: auth.map(|(auth, settings)| Auth {
                 service: Upstream::new(auth.address.clone(), settings),
                 settings: auth,
-                held: Vec::new(),
-                free: Vec::new(),
+                held: Holding {
+                    requests: Vec::new(),
+                    free: Vec::new(),
+                    bytes: 0,
+                    max_bytes: settings.queue_bytes,
+                },
             }),
         }
     }
@@ -174,9 +216,9 @@ impl Proxy {
             grants,
         } = self;
         let auth = auth.as_mut().expect("an auth link");
-        let (held, free) = (&mut auth.held, &mut auth.free);
+        let held = &mut auth.held;
         let mut answered = |slot: u64, event: Event<'_>| {
-            let outcome = Auth::release(held, free, slot, event, grants, upstream, now);
+            let outcome = Auth::release(held, slot, event, grants, upstream, now);
             if let Some((token, failure)) = outcome {
                 sink(token, Event::Failed(failure));
             }
@@ -200,10 +242,10 @@ impl Proxy {
             grants,
         } = self;
         if let Some(auth) = auth {
-            let (held, free) = (&mut auth.held, &mut auth.free);
+            let held = &mut auth.held;
             auth.service.on_timers(now, &mut |slot, event: Event<'_>| {
                 if let Some((token, failure)) =
-                    Auth::release(held, free, slot, event, grants, upstream, now)
+                    Auth::release(held, slot, event, grants, upstream, now)
                 {
                     sink(token, Event::Failed(failure));
                 }
@@ -227,10 +269,7 @@ impl Auth {
     where
         F: Iterator<Item = (&'f [u8], &'f [u8])> + Clone,
     {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.held.push(None);
-            self.held.len() - 1
-        });
+        let slot = self.held.slot()?;
         let mut held = Held {
             token,
             method: forward.method.to_vec(),
@@ -263,11 +302,11 @@ impl Auth {
             });
         match asked {
             Ok(()) => {
-                self.held[slot] = Some(held);
+                self.held.hold(slot, held);
                 Ok(())
             }
             Err(refused) => {
-                self.free.push(slot);
+                self.held.release(slot);
                 Err(match refused {
                     Refused::Invalid(error) => Refused::Invalid(error),
                     Refused::Unavailable | Refused::Busy => Refused::AuthUnavailable,
@@ -280,17 +319,14 @@ impl Auth {
     /// The service answered the sub-request `slot`: its request goes to the upstream, with
     /// the granted fields, or fails (the token and why).
     fn release(
-        held: &mut [Option<Held>],
-        free: &mut Vec<usize>,
+        held: &mut Holding,
         slot: u64,
         event: Event<'_>,
         grants: &[String],
         upstream: &mut Upstream,
         now: Instant,
     ) -> Option<(u64, Failure)> {
-        let index = usize::try_from(slot).ok()?;
-        let request = held.get_mut(index)?.take()?;
-        free.push(index);
+        let request = held.take(slot)?;
         let response = match event {
             Event::Response(response) => response,
             Event::Failed(_) => return Some((request.token, Failure::AuthUnavailable)),
