@@ -167,11 +167,15 @@ impl App {
 /// What both servers do before serving: find the database, start loading the cache, and
 /// return what makes each worker thread's app and database connections.
 pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
-    // A DATABASE_URL that cannot be used ends the start, as a bad argument does.
-    let pg_config = pg::Config::from_env().unwrap_or_else(|error| {
-        crate::log!("{error}");
-        std::process::exit(2);
-    });
+    // A DATABASE_URL that cannot be used ends the start, as a bad argument does. The edge
+    // uses none: it neither reads nor names one.
+    let pg_config = match settings.edge {
+        true => pg::Config::from_vars(|_| None, |_| None),
+        false => pg::Config::from_env().unwrap_or_else(|error| {
+            crate::log!("{error}");
+            std::process::exit(2);
+        }),
+    };
     let target = Target::new(pg_config);
     // The whole table is read once before the workers take connections, so that the read
     // never falls among the requests TFB's verifier counts statements for; a busy machine
