@@ -6,6 +6,7 @@
 //! application finishes to their connections, in order. The application never sees a
 //! socket; the servers know nothing of routes.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use crate::http::{Answer, Handler, HttpDate, Origin, Reply, Request, Ticket, MAX_BODY};
@@ -99,5 +100,9 @@ pub struct Serving<'s, 'c, 'x, S> {
 impl<S: Service> Handler for Serving<'_, '_, '_, S> {
     fn handle<'a>(&'a mut self, request: &'a Request<'a>, ticket: Ticket) -> Reply<'a> {
         self.service.handle(request, ticket, self.cx)
+    }
+
+    fn set_client(&mut self, client: IpAddr) {
+        self.cx.origin.client = Some(client);
     }
 }

@@ -5,6 +5,7 @@
 //! a timer) is answered later with the same type, by its [`Ticket`].
 
 use std::fs::File;
+use std::net::IpAddr;
 use std::os::fd::AsFd;
 
 use super::{Coding, FieldLines, Request, Status};
@@ -382,6 +383,11 @@ pub struct Ticket {
 /// What a protocol hands its requests to: the application, through the server.
 pub trait Handler {
     fn handle<'a>(&'a mut self, request: &'a Request<'a>, ticket: Ticket) -> Reply<'a>;
+
+    /// The address of the client whose requests come next, for a protocol whose
+    /// connections share one handler (QUIC's, which learns it from the datagrams); a
+    /// connection of its own says it when it is opened.
+    fn set_client(&mut self, _client: IpAddr) {}
 }
 
 #[cfg(test)]

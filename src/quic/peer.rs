@@ -89,6 +89,8 @@ impl Peer {
                 | Event::DatagramsUnblocked => {}
             }
         }
+        // An IPv4 client of a dual-stack socket as itself, not as ::ffff:a.b.c.d.
+        handler.set_client(self.conn.remote_address().ip().to_canonical());
         self.h3.serve(handler, (slot, self.generation), date);
         self.flush(now);
     }

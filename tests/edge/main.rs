@@ -258,6 +258,11 @@ fn forwards_each_protocols_requests_with_their_fields(binary: &str) {
         (echo["method"].as_str(), echo["body"].as_str()),
         (Some("POST"), Some("abc"))
     );
+    // QUIC learns the client's address from its datagrams, on both backends.
+    assert_eq!(
+        field(&echoed_fields(&echo), "x-forwarded-for"),
+        ["127.0.0.1"]
+    );
     assert_eq!(field(&echoed_fields(&echo), "x-forwarded-proto"), ["https"]);
 }
 

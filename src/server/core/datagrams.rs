@@ -92,6 +92,7 @@ fn with_serve<S: Service, T>(
         db: pool,
         timers,
         upstream: upstream.as_mut(),
+        // Each connection says its client before its requests (`Handler::set_client`).
         origin: Origin {
             client: None,
             https: true,
