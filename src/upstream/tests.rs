@@ -16,6 +16,18 @@ enum Seen {
     Failed(u64, Failure),
 }
 
+/// A sink that notes what it is given in `seen`.
+fn recorder(seen: &mut Vec<Seen>) -> impl FnMut(u64, Event<'_>) + '_ {
+    |token, event| {
+        seen.push(match event {
+            Event::Response(response) => {
+                Seen::Response(token, response.status, response.body.to_vec())
+            }
+            Event::Failed(failure) => Seen::Failed(token, failure),
+        })
+    }
+}
+
 struct Bench {
     upstream: Upstream,
     now: Instant,
@@ -58,15 +70,7 @@ impl Bench {
         index: usize,
         f: impl FnOnce(&mut Link, &mut Around<'_, Dyn<'_>>) -> T,
     ) -> T {
-        let seen = &mut self.seen;
-        let mut sink = |token, event: Event<'_>| {
-            seen.push(match event {
-                Event::Response(response) => {
-                    Seen::Response(token, response.status, response.body.to_vec())
-                }
-                Event::Failed(failure) => Seen::Failed(token, failure),
-            })
-        };
+        let mut sink = recorder(&mut self.seen);
         let mut sink: Dyn<'_> = &mut sink;
         self.upstream.on_link(index, self.now, &mut sink, f)
     }
@@ -540,16 +544,8 @@ impl Gate {
         index: usize,
         f: impl FnOnce(&mut Link, &mut Around<'_, Dyn<'_>>) -> T,
     ) -> T {
-        let seen = &mut self.seen;
-        let mut sink = |token, event: Event<'_>| {
-            seen.push(match event {
-                Event::Response(response) => {
-                    Seen::Response(token, response.status, response.body.to_vec())
-                }
-                Event::Failed(failure) => Seen::Failed(token, failure),
-            })
-        };
-        self.proxy.on_link(index, self.now, &mut sink, f)
+        self.proxy
+            .on_link(index, self.now, &mut recorder(&mut self.seen), f)
     }
 
     /// Link `index` connected, and all it has to send, reported sent.

@@ -29,18 +29,12 @@ impl Upstream {
 
     fn start_on(port: u16) -> Upstream {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/edge/upstream.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "listening", "upstream.py did not start");
-        Upstream { child, port }
+        let mut command = Command::new("python3");
+        command.arg(script).arg(port.to_string());
+        Upstream {
+            child: listening(command, "upstream.py"),
+            port,
+        }
     }
 
     fn address(&self) -> String {
@@ -52,6 +46,20 @@ impl Upstream {
         let (_, _, body) = get(self.port, "/count");
         body.parse::<usize>().unwrap() - 1
     }
+}
+
+/// `command` started, once it printed `listening` (it accepts then).
+fn listening(mut command: Command, what: &str) -> Child {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "listening", "{what} did not start");
+    child
 }
 
 impl Drop for Upstream {
@@ -488,20 +496,16 @@ const SECRET: &str = "edge-test-secret";
 impl AuthService {
     fn start() -> AuthService {
         let port = free_port();
-        let mut child = Command::new("python3")
+        let mut command = Command::new("python3");
+        command
             .args(["-m", "gnosis_tools.authsvc"])
             .env("PYTHONPATH", Self::tools())
             .env("JWT_SECRET", SECRET)
-            .env("AUTHSVC_LISTEN", format!("127.0.0.1:{port}"))
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "listening", "authsvc.py did not start");
-        AuthService { child, port }
+            .env("AUTHSVC_LISTEN", format!("127.0.0.1:{port}"));
+        AuthService {
+            child: listening(command, "authsvc.py"),
+            port,
+        }
     }
 
     fn tools() -> PathBuf {
