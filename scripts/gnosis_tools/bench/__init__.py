@@ -9,9 +9,10 @@ table reports each server's median and the ratio. See docs/BENCHMARKS.md.
 
 # The package, by role: workload (what a test sends) and a module per venue (tfb, httparena,
 # nginx), put together in catalog; anchors (the other servers); gateway (the stacks of the gateway
-# tests: an edge in front of an application server); options (the command line);
-# servers, databases and proc (what runs and what it costs); load (wrk); schedule (the order of
-# the runs); summary, report and chart (the results); session (one run from start to end).
+# tests: an edge in front of an application server, and production-stack's auth service); options
+# (the command line); servers, databases and proc (what runs and what it costs); load (wrk);
+# schedule (the order of the runs); summary, report and chart (the results); session (one run
+# from start to end).
 
 from .options import add_arguments, parse_args
 from .session import run

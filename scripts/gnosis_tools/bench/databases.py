@@ -2,6 +2,7 @@
 anchors look for it (tfb-database:5432), and HttpArena's, which every server serving its database
 profiles finds through DATABASE_URL."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -148,3 +149,54 @@ def give_arena_database(servers, tests, log):
 def without_password(url):
     """A connection URL as the report shows it: user@host, no password."""
     return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1@", url)
+
+
+# production-stack's writes: UPDATE items 1..20 (name, price, quantity), which the repository's
+# tests pin; each test that writes puts them back as it found them.
+PUT_BACK_ITEMS = range(1, 21)
+PUT_BACK_COLUMNS = ("name", "price", "quantity")
+
+
+def psql(url, sql):
+    """One psql -c against `url`: its output, or SetupError."""
+    done = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql],
+                          env=dict(os.environ, PGCONNECT_TIMEOUT="10"), capture_output=True, text=True, timeout=60)  # fmt: skip
+    if done.returncode != 0:
+        raise SetupError(f"psql at {without_password(url)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def items_rows(url, ids=PUT_BACK_ITEMS):
+    """The rows `ids` of items, their PUT_BACK_COLUMNS and id, as JSON text."""
+    columns = ", ".join(("id",) + PUT_BACK_COLUMNS)
+    return psql(url, f"SELECT json_agg(row_to_json(r) ORDER BY r.id) FROM (SELECT {columns} FROM items "
+                     f"WHERE id BETWEEN {ids[0]} AND {ids[-1]}) r")  # fmt: skip
+
+
+def put_back_sql(rows):
+    """The UPDATE that gives items the rows of `rows` (items_rows's JSON) again."""
+    if "$rows$" in rows:
+        raise ValueError("rows holding $rows$ cannot be quoted here")
+    sets = ", ".join(f"{c} = r.{c}" for c in PUT_BACK_COLUMNS)
+    return (f"UPDATE items i SET {sets} FROM json_populate_recordset(NULL::items, $rows${rows}$rows$) r "
+            "WHERE i.id = r.id")  # fmt: skip
+
+
+@contextlib.contextmanager
+def items_put_back(test, servers, log):
+    """For a test that writes (production-stack): items 1..20 read through psql at the DATABASE_URL
+    its servers were given, and put back after it however it ended."""
+    urls = {s.env.get("DATABASE_URL") for s in servers if test.production and s.serves(test) and s.env}
+    url = next((u for u in urls if u), None)
+    if not url:
+        yield
+        return
+    rows = items_rows(url)
+    if "bench-updated" in rows:
+        log(f"!!! items {PUT_BACK_ITEMS[0]}..{PUT_BACK_ITEMS[-1]} already hold a write of {test.name} (an earlier "
+            "run's, not put back): put back as they are; scripts/pg.sh arena-setup makes them anew")  # fmt: skip
+    try:
+        yield
+    finally:
+        psql(url, put_back_sql(rows))
+        log(f"--- {test.name}: items {PUT_BACK_ITEMS[0]}..{PUT_BACK_ITEMS[-1]} put back as they were before it")

@@ -66,6 +66,30 @@ GATEWAY_URIS = (
     "/async-db?min=10&max=50&limit=10", "/async-db?min=10&max=50&limit=25", "/async-db?min=10&max=50&limit=50",
 )  # fmt: skip
 GATEWAY_STREAMS = 32
+# HttpArena's production-stack (../shared/httparena-protocols.md; its scripts/lib/tools/h2load.sh and
+# site/.../gateway/production-stack/implementation.md): a stack of edge, HttpArena's auth service and
+# the application server, loaded by TWO h2load instances at once over h2 (TLS), both with the
+# Authorization of its data/jwt-token.txt. The reads: -m 16 on the level's connections over
+# requests/production-stack-reads.txt, 1,000 blocks of 20 (6 static files, 2 /public/baseline of 3
+# queries in turn, 10 /api/items/{id} counting up to 10,000, 2 /api/me) with static-h2's
+# Accept-Encoding. The writes: -m 8 on an eighth of the connections (at least 8), each request a
+# POST of the same JSON body to /api/items/1..20 in turn (requests/production-stack-writes.txt).
+# Requests/s: the 2xx of both over the run's duration. At 256 and 1,024 connections there.
+PRODUCTION_STATIC = ("reset.css", "components.css", "app.js", "vendor.js", "header.html", "hero.webp")
+PRODUCTION_PUBLIC = ("/public/baseline?a=1&b=1", "/public/baseline?a=13&b=42", "/public/baseline?a=100&b=7")
+PRODUCTION_BLOCKS = 1000
+PRODUCTION_READS = tuple(
+    uri
+    for block in range(PRODUCTION_BLOCKS)
+    for uri in ([f"/static/{name}" for name in PRODUCTION_STATIC]
+                + [PRODUCTION_PUBLIC[block % 3], PRODUCTION_PUBLIC[(block + 1) % 3]]
+                + [f"/api/items/{10 * block + i}" for i in range(1, 11)] + ["/api/me"] * 2)
+)  # fmt: skip
+PRODUCTION_WRITES = tuple(f"/api/items/{id}" for id in range(1, 21))
+PRODUCTION_WRITE_BODY = '{"name":"bench-updated","price":250,"quantity":10}\n'  # its write-body.json
+PRODUCTION_READ_STREAMS = 16
+PRODUCTION_WRITE_STREAMS = 8
+PRODUCTION_WRITE_SHARE = 8  # the writes' connections: the level's over this, at least as many
 
 TESTS = [
     Test("baseline", BASELINE_PATH, "connections", ACCEPT_PLAIN, BASELINE_MIX),
@@ -105,6 +129,10 @@ TESTS = [
          uris=GATEWAY_URIS, h3_binary=True),  # fmt: skip
     Test("gateway-h3", GATEWAY_URIS[0], "connections", ACCEPT_PLAIN, h2="h3", streams=GATEWAY_STREAMS,
          uris=GATEWAY_URIS),  # fmt: skip
+    # HttpArena's production-stack: the reads' and the writes' h2load at once (PRODUCTION_READS), to a
+    # stack of edge, auth service and application server (gateway.py), the same h2load as gateway-64.
+    Test("production-stack", PRODUCTION_READS[0], "connections", ACCEPT_PLAIN, h2="tls",
+         streams=PRODUCTION_READ_STREAMS, uris=PRODUCTION_READS, h3_binary=True, writes=PRODUCTION_WRITES),  # fmt: skip
     Test("unary-grpc", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="h2c-http", streams=H2_STREAMS, grpc=True),
     Test("unary-grpc-tls", GRPC_PATH, "connections", ACCEPT_PLAIN, h2="tls", streams=H2_STREAMS, grpc=True),
 ]
@@ -115,17 +143,19 @@ H2_TESTS = ("baseline-h2", "baseline-h2c", "static-h2")
 H3_TESTS = ("baseline-h3", "static-h3")
 GRPC_TESTS = ("unary-grpc", "unary-grpc-tls")
 GATEWAY_TESTS = ("gateway-64", "gateway-h3")
+PRODUCTION_TESTS = ("production-stack",)
 # Every test whose server reads HttpArena's database: its database profiles, and the gateway ones,
-# whose application server answers /async-db.
-READS_ARENA_DB = DB_TESTS + GATEWAY_TESTS
+# whose application server answers /async-db (production-stack's /api/items and /api/me).
+READS_ARENA_DB = DB_TESTS + GATEWAY_TESTS + PRODUCTION_TESTS
 GROUPS = {
     "httparena": [t.name for t in TESTS if t.name not in DB_TESTS + WS_TESTS + H2_TESTS + H3_TESTS + GRPC_TESTS
-                  + KEPT_TESTS + GATEWAY_TESTS],
+                  + KEPT_TESTS + GATEWAY_TESTS + PRODUCTION_TESTS],
     "arena-h2": list(H2_TESTS + GRPC_TESTS),
     "arena-h3": list(H3_TESTS),
     "arena-db": list(DB_TESTS),
     "arena-ws": list(WS_TESTS),
     "arena-gateway": list(GATEWAY_TESTS),
+    "arena-production": list(PRODUCTION_TESTS),
 }
 H1_TESTS = ("baseline", "pipelined", "limited-conn")  # what every HttpArena engine of anchors.py serves
 # What they serve too, though their meta.json does not subscribe to it: the same GET /baseline11.
@@ -154,6 +184,7 @@ LEVELS = {
     **dict.fromkeys(H3_TESTS, [64]),  # HttpArena's one level
     "gateway-64": [512, 1024],
     "gateway-h3": [64, 256],
+    "production-stack": [256],  # HttpArena's 256 and 1,024; here 256 on two cores (--levels for 1024)
 }
 
 KEPT_OPEN_NOTE = (

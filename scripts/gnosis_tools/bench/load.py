@@ -22,6 +22,7 @@ PIPELINE_LUA = LUA_DIR / "pipeline.lua"
 MIX_LUA = LUA_DIR / "mix.lua"
 JSON_MARKER = "BENCH_JSON "
 WRK_TIMEOUT_S = 8
+READS_MARK, WRITES_MARK = "=== h2load-reads ===", "=== h2load-writes ==="
 
 
 class LoadFailed(Exception):
@@ -125,18 +126,21 @@ def run_gcannon(server, url, connections, duration, pipelined, per_connection):
     return run_load(server, command, connections, 1, duration, parse_gcannon_output)
 
 
-def run_load(server, command, connections, threads, duration, parse, measured_after=0):
+def run_load(server, command, connections, threads, duration, parse, measured_after=0, also=None):
     """One load generator's run against `server`, with the server's CPU time, peak RSS, and the
     CPU time of PostgreSQL and of the load generator itself: on one machine the three share the
     cores. `parse` reads its output into wrk's summary. With `measured_after`, the CPU figures
     leave out the run's first seconds (a generator's warm-up: its connections made, their TLS
-    handshakes): they count from that many seconds into the run."""
+    handshakes): they count from that many seconds into the run. With `also`, a second generator's
+    command line run at the same time (production-stack's writes): `parse` reads both outputs, the
+    generators' CPU is both's."""
     server.check_alive()
     server.reset_peak_rss()
     opened_before = tcp_active_opens()
     own_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     generator = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = also and subprocess.Popen(also, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(measured_after)
         # Until reaped, a generator that ended in its warm-up still has its /proc entry.
@@ -145,10 +149,14 @@ def run_load(server, command, connections, threads, duration, parse, measured_af
         postgres_before = postgres_cpu_ticks()
         window_opened = time.monotonic()
         stdout, stderr = generator.communicate(timeout=duration + 60)
+        also_stdout, also_stderr = second.communicate(timeout=duration + 60) if second else ("", "")
     except subprocess.TimeoutExpired:
-        generator.kill()
-        generator.communicate()
-        raise LoadFailed(f"{command[0]} did not finish within {duration + 60} s: {shlex.join(command)}") from None
+        for process in (generator, second):
+            if process and process.poll() is None:
+                process.kill()
+                process.communicate()
+        late = " and ".join(shlex.join(c) for c in (command, also) if c)
+        raise LoadFailed(f"{command[0]} did not finish within {duration + 60} s: {late}") from None
     wall = time.monotonic() - window_opened
     own_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (server.cpu_ticks() - ticks_before) / os.sysconf("SC_CLK_TCK")
@@ -160,9 +168,13 @@ def run_load(server, command, connections, threads, duration, parse, measured_af
     server.check_alive()
     if generator.returncode != 0:
         raise LoadFailed(f"{command[0]} failed ({generator.returncode}): {shlex.join(command)} {stderr.strip()}".strip())
-    summary = parse(stdout)
+    if second and second.returncode != 0:
+        raise LoadFailed(f"{also[0]} failed ({second.returncode}): {shlex.join(also)} {also_stderr.strip()}".strip())
+    summary = parse(stdout, also_stdout) if second else parse(stdout)
+    if second:  # both outputs, marked as HttpArena's h2load_run marks them
+        stdout = f"{READS_MARK}\n{stdout}{WRITES_MARK}\n{also_stdout}"
     run = {
-        "command": shlex.join(command),
+        "command": shlex.join(command) + (f" & {shlex.join(also)}" if second else ""),
         "connections": connections,
         "threads": threads,
         "summary": summary,

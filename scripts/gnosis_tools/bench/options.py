@@ -12,7 +12,8 @@ from .. import ROOT as REPO
 from .anchors import (ANCHOR_PORT, ANCHOR_PREFIX, ANCHORS, DEFAULT_ANCHORS_DIR, DEFAULT_HTTPARENA_DIR, Anchor,
                       anchor_named, parse_anchor_list)
 from .catalog import PROFILES, TEST_GROUPS, TESTS, expand_tests
-from .gateway import DEFAULT_APP, EDGES, GATEWAY_PREFIX, Edge, edge_named, stack_command
+from .gateway import DEFAULT_APP, EDGES, GATEWAY_PREFIX, HTTPARENA_GIT, Edge, edge_named, stack_command
+from .httparena import PRODUCTION_TESTS
 from .httparena import READS_ARENA_DB as ARENA_DB_TESTS
 from .h2o import H2O_CONF, H2O_ONE_WORKER_CONF, h2o_command
 from .nginx import BAR_TESTS, NGINX_CONF, NGINX_ONE_WORKER_CONF, nginx_command
@@ -35,6 +36,9 @@ def add_arguments(p):
     p.add_argument("--baseline-name", help="label of --baseline (default: the anchor's name, or 'baseline')")
     p.add_argument("--gateway-app", default=DEFAULT_APP, help="the application server behind a gateway:EDGE stack, "
                    "HTTP/1.1 on {port}, the edge's upstream (default: %(default)s)")
+    p.add_argument("--authsvc", metavar="PATH", help="the binary of HttpArena's auth service (frameworks/_shared/"
+                   f"authsvc) in production-stack's stacks, on the stack's port + {AUTH_PORT_OFFSET} (default: built "
+                   f"in target/authsvc/ from HttpArena's repository, the git directory HTTPARENA_GIT, {HTTPARENA_GIT})")
     p.add_argument("--anchors", metavar="NAME,NAME|tfb|httparena|all",
                    help=f"more servers: these anchors ({', '.join(ANCHORS)}; tfb: TFB's, httparena: HttpArena's "
                    "engines), each run alternately with --server (and --baseline) on the tests it serves; "
@@ -122,6 +126,8 @@ TLS_PORT_OFFSET = 1000
 # meet on the defaults.
 H2C_PORT_OFFSET = 2000
 H2_TLS_PORT_OFFSET = 3000
+# production-stack's auth service in a gateway stack.
+AUTH_PORT_OFFSET = 4000
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,9 @@ class ServerSpec:
     tests: tuple = None  # the tests it serves, if not all (an anchor: its own)
     one_worker_command: str = None  # the command line for the one-worker tests, if it has one
     gateway: str = None  # a gateway stack's edge (gateway.EDGES), whose configuration the run writes
+    # A gateway stack's for production-stack: with the auth service on `auth_port` (gateway.py).
+    production_command: str = None
+    auth_port: int = None
 
 
 def server_specs(args):
@@ -176,9 +185,12 @@ def server_specs(args):
             # A gateway stack: the application on the port, the edge on the h2 TLS port (and QUIC).
             edge, port = command, args.port if role == "server" else args.baseline_port
             h2_tls_port = port + H2_TLS_PORT_OFFSET
+            auth_port = port + AUTH_PORT_OFFSET if set(edge.tests) & set(PRODUCTION_TESTS) else None
+            production = stack_command(edge, args.gateway_app, port, h2_tls_port, auth_port) if auth_port else None
             spec = ServerSpec(name or f"{edge.name}+{program_name(args.gateway_app)}",
                               stack_command(edge, args.gateway_app, port, h2_tls_port), port,
-                              h2_tls_port=h2_tls_port, tests=edge.tests, gateway=edge.name)  # fmt: skip
+                              h2_tls_port=h2_tls_port, tests=edge.tests, gateway=edge.name,
+                              production_command=production, auth_port=auth_port)  # fmt: skip
         else:
             name = name or (program_name(command) if role == "server" else "baseline")
             port = args.port if role == "server" else args.baseline_port

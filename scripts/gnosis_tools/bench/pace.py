@@ -4,13 +4,15 @@ requests it can take. wrk keeps every connection busy, so it cannot offer a rate
 (nghttp2-client) can (`--rps`, per connection), over cleartext or TLS. Over HTTP/2 as fast as it
 goes: HttpArena's H2 and gRPC profiles (`-m` streams per connection, h2c by prior knowledge or h2
 over TLS by ALPN). Over HTTP/1.1 as fast as it goes on connections made before the measured window
-(json-tls-kept): wrk opens its connections inside its window. Every way it logs every request's
-latency (`--log-file`), from which the percentiles are taken here."""
+(json-tls-kept): wrk opens its connections inside its window. And two at once over h2: HttpArena's
+production-stack, its reads and its writes. Every way it logs every request's latency
+(`--log-file`), from which the percentiles are taken here."""
 
 import math
 import tempfile
 
 from .anchors import H2LOAD_H3
+from .httparena import PRODUCTION_READ_STREAMS, PRODUCTION_WRITE_SHARE, PRODUCTION_WRITE_STREAMS
 from .load import run_load
 
 WARM_UP_S = 1
@@ -83,13 +85,13 @@ def percentiles(sorted_values):
 
 
 def h2_command(url, connections, threads, duration, streams, uri_file=None, grpc_body_file=None, h2c=False,
-               requests=None, h3=False, h3_binary=False):  # fmt: skip
+               requests=None, h3=False, h3_binary=False, headers=()):  # fmt: skip
     """HttpArena's H2 and gRPC load (its scripts/lib/tools/h2load.sh): `streams` in flight on each
     of `connections` HTTP/2 connections for `duration` seconds (or just `requests` in all); with
     `uri_file`, its URIs in turn (h2load -i, the scheme, host and port of the first for all); with
     `grpc_body_file`, each request a gRPC POST of it. `h3`: its H3 load (scripts/lib/tools/h2load-h3.sh),
     the same over QUIC with HttpArena's h2load-h3. `h3_binary`: over h2 still, by h2load-h3's h2load
-    (nghttp2 1.69, Debian's is 1.52)."""
+    (nghttp2 1.69, Debian's is 1.52). `headers`: more header fields ("Name: value") on every request."""
     program = [str(H2LOAD_H3), "--alpn-list=h3"] if h3 else [str(H2LOAD_H3)] if h3_binary else ["h2load"]
     command = program + ["-c", str(connections), "-m", str(streams), "-t", str(threads)]
     if requests:
@@ -100,6 +102,8 @@ def h2_command(url, connections, threads, duration, streams, uri_file=None, grpc
         command += ["-p", "h2c"]
     if grpc_body_file:
         command += ["-d", str(grpc_body_file), "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    for header in headers:
+        command += ["-H", header]
     if uri_file:
         # As HttpArena's static-h2 asks: compressed if the server has it so.
         return command + ["-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", str(uri_file)]
@@ -116,6 +120,53 @@ def run_h2(server, url, connections, threads, duration, streams, uri_file=None, 
         command[1:1] = ["--log-file", log.name]
         return run_load(server, command, connections, threads, duration,
                         lambda stdout: parse_h2load_output(stdout, log.readlines(), duration))  # fmt: skip
+
+
+def write_connections(connections):
+    """production-stack's writes: an eighth of the reads' connections, at least 8 (h2load.sh)."""
+    return max(connections // PRODUCTION_WRITE_SHARE, PRODUCTION_WRITE_SHARE)
+
+
+def production_commands(url, connections, threads, duration, reads_file, writes_file, body_file, token,
+                        requests=None):  # fmt: skip
+    """HttpArena's production-stack load (its scripts/lib/tools/h2load.sh), two h2load command lines
+    run at once, both with `Authorization: Bearer <token>`: the reads, `streams` of the test in
+    flight on each of `connections` over `reads_file` in turn with static-h2's Accept-Encoding; the
+    writes, 8 in flight on each of write_connections(connections), each a POST of `body_file`
+    (application/json) to the URIs of `writes_file` in turn. For `duration` seconds each (after
+    the warm-up of every h2 test here), or `requests` in all each (a probe)."""
+    authorization = f"Authorization: Bearer {token}"
+    reads = h2_command(url, connections, threads, duration, PRODUCTION_READ_STREAMS, reads_file, requests=requests,
+                       h3_binary=True, headers=[authorization])  # fmt: skip
+    writers = write_connections(connections) if requests is None else connections
+    writes = [str(H2LOAD_H3), "-c", str(writers), "-m", str(PRODUCTION_WRITE_STREAMS), "-t", str(min(threads, writers))]
+    writes += ["-n", str(requests)] if requests else ["-D", str(duration), "--warm-up-time", str(WARM_UP_S)]
+    writes += ["-d", str(body_file), "-H", "Content-Type: application/json", "-H", authorization, "-i", str(writes_file)]
+    return reads, writes
+
+
+def parse_production_output(reads_stdout, writes_stdout, log_lines, duration):
+    """Both h2load's counts as one summary, as HttpArena's h2load_parse sums them: requests the 2xx
+    of both, non-2xx and errors of both, latency the reads' (their log); each one's 2xx apart too."""
+    summary = parse_h2load_output(reads_stdout, log_lines, duration)
+    writes = parse_h2load_output(writes_stdout, [], duration)
+    for key in ("requests", "socket_errors", "non_2xx"):
+        summary[key] += writes[key]
+    summary["requests_per_s"] = summary["requests"] / duration
+    summary["reads_2xx"], summary["writes_2xx"] = summary["requests"] - writes["requests"], writes["requests"]
+    summary["writes_non_2xx"] = writes["non_2xx"]
+    return summary
+
+
+def run_production(server, url, connections, threads, duration, reads_file, writes_file, body_file, token):
+    """One production-stack run against `server` (production_commands), measured by load.run_load
+    over both h2load instances."""
+    with tempfile.NamedTemporaryFile("r", prefix="h2load-", suffix=".log") as log:
+        reads, writes = production_commands(url, connections, threads, duration, reads_file, writes_file, body_file,
+                                            token)  # fmt: skip
+        reads[1:1] = ["--log-file", log.name]
+        return run_load(server, reads, connections, threads, duration,
+                        lambda out, also: parse_production_output(out, also, log.readlines(), duration), also=writes)  # fmt: skip
 
 
 def kept_warm_up(connections):

@@ -23,6 +23,8 @@ def render_markdown(meta, records, names):
         lines.append(f"- Note: {meta['peak_rss_note']}")
     for name in names:
         lines.append(f"- `{name}`: `{meta['servers'][name]}`")
+        if name in meta.get("production_stacks", {}):
+            lines.append(f"- `{name}` for production-stack: `{meta['production_stacks'][name]}`")
     if machine["git_commit"]:
         lines.append(f"- Checkout that `scripts/tool bench` ran from: {machine['git_commit']} (git describe)")
     cfg = meta["config"]

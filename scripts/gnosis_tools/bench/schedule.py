@@ -11,10 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import authsvc
 from ..system import SetupError
-from .httparena import GRPC_SUM_FRAME
+from .httparena import GRPC_SUM_FRAME, PRODUCTION_WRITE_BODY
 from .load import LoadFailed, run_gcannon, run_wrk
-from .pace import h2_command, h2load_counts, run_h2, run_h2load, run_kept
+from .pace import h2_command, h2load_counts, production_commands, run_h2, run_h2load, run_kept, run_production
 from .report import format_latency
 from .servers import probe, probe_upgrade
 
@@ -102,6 +103,8 @@ def probe_h2(test, url):
     routes and database). Over HTTP/3, tried for a few seconds: a server's QUIC socket may open
     after its TCP port (Caddy's does)."""
     h3 = test.h2 == "h3"
+    if test.production:
+        return probe_production(test, url)
     uris = uri_file(test, "/".join(url.split("/", 3)[:3])) if test.uris else None  # at scheme://host:port
     requests = len(test.uris) if test.uris else 1
     command = h2_command(url, 1, 1, None, 1, uris, grpc_file(test), h2c=url.startswith("http:"), requests=requests,
@@ -114,6 +117,35 @@ def probe_h2(test, url):
         if counts.get("2xx") == requests:
             return 200, 0
     return f"h2load: {counts or result.stderr.strip()[-200:]}", 0
+
+
+def probe_production(test, url):
+    """(200 or what went wrong, 0): production-stack's two h2load as the test runs them, the reads'
+    first block of 20 (every kind of its URIs) and each of the writes once (their rows are put back
+    after the test, session.py)."""
+    base = "/".join(url.split("/", 3)[:3])
+    block = len(test.writes)
+    reads_file = uri_file(test, base, test.uris[:block], "probe-reads")
+    writes_file = uri_file(test, base, test.writes, "writes")
+    commands = production_commands(url, 1, 1, None, reads_file, writes_file, write_body_file(), bearer_token(),
+                                   requests=block)  # fmt: skip
+    for kind, command in zip(("reads", "writes"), commands):
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        counts = h2load_counts(result.stdout)
+        if counts.get("2xx") != block:
+            return f"h2load ({kind}): {counts or result.stderr.strip()[-200:]}", 0
+    return 200, 0
+
+
+def bearer_token():
+    """The token every production-stack request carries: HttpArena's data/jwt-token.txt as it is
+    made, user 42 under the auth service's secret."""
+    return authsvc.token(authsvc.SECRET, "42")
+
+
+def write_body_file():
+    """production-stack's writes' body, HttpArena's requests/production-stack-write-body.json."""
+    return run_file("production-stack-write-body.json", lambda: PRODUCTION_WRITE_BODY)
 
 
 def endpoint(test, server):
@@ -152,10 +184,12 @@ def run_file(name, content):
     return path
 
 
-def uri_file(test, base):
-    """h2load -i's list: `test`'s URIs at `base` (scheme, host and port of one server)."""
+def uri_file(test, base, uris=None, kind="uris"):
+    """h2load -i's list: `test`'s URIs (or `uris`, its list of `kind`) at `base` (scheme, host and
+    port of one server)."""
     port = base.rsplit(":", 1)[1]
-    return run_file(f"{test.name}-{port}-uris.txt", lambda: "".join(f"{base}{uri}\n" for uri in test.uris))
+    listed = test.uris if uris is None else uris
+    return run_file(f"{test.name}-{port}-{kind}.txt", lambda: "".join(f"{base}{uri}\n" for uri in listed))
 
 
 def measure(test, server, record, args, log, phase, level, round_no):
@@ -198,6 +232,10 @@ def measure(test, server, record, args, log, phase, level, round_no):
 def start_run(test, server, url, connections, threads, duration, pipelined, scheme, port):
     """One run of the load generator `test` uses, measured."""
     uris = uri_file(test, f"{scheme}://{server.host}:{port}") if test.uris else None
+    if test.production:
+        writes = uri_file(test, f"{scheme}://{server.host}:{port}", test.writes, "writes")
+        return run_production(server, url, connections, threads, duration, uris, writes, write_body_file(),
+                              bearer_token())  # fmt: skip
     if test.h2:
         return run_h2(server, url, connections, threads, duration, test.streams, uris, grpc_file(test),
                       h2c=scheme == "http", h3=test.h2 == "h3", h3_binary=test.h3_binary)  # fmt: skip
@@ -215,7 +253,7 @@ def start_run(test, server, url, connections, threads, duration, pipelined, sche
 
 def run_side_by_side(test, servers, levels, record, args, log, lineup):
     if lineup:
-        lineup.bring_up(servers, test.one_worker)
+        lineup.bring_up(servers, test.one_worker, production=test.production)
     for server in servers:
         if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
             return
@@ -233,7 +271,7 @@ def run_side_by_side(test, servers, levels, record, args, log, lineup):
 def run_in_turns(test, servers, levels, record, args, log, lineup):
     for round_no in range(1, args.rounds + 1):
         for server in rotated(servers, round_no):
-            lineup.bring_up([server], test.one_worker)
+            lineup.bring_up([server], test.one_worker, production=test.production)
             if not probe_server(test, server, server.url_path(test, levels[0]), record, log):
                 return
             measure(test, server, record, args, log, "primer", None, round_no)

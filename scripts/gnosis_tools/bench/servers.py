@@ -25,7 +25,7 @@ class Server:
     """
 
     def __init__(self, name, command, host, port, log_path, anchor=None, env=None, tests=None, one_worker_command=None,
-                 tls_port=None, h2c_port=None, h2_tls_port=None):  # fmt: skip
+                 tls_port=None, h2c_port=None, h2_tls_port=None, production_command=None, auth_port=None):  # fmt: skip
         self.name = name
         self.command = command.replace("{port}", str(port))
         self.host = host
@@ -40,6 +40,10 @@ class Server:
         self.tests = anchor.tests if anchor and tests is None else tests  # None: every test
         self.one_worker_command = one_worker_command and one_worker_command.replace("{port}", str(port))
         self.one_worker = False  # whether it runs (or last ran) its one-worker command
+        # A gateway stack's command line for production-stack (with the auth service on auth_port).
+        self.production_command = production_command and production_command.replace("{port}", str(port))
+        self.auth_port = auth_port
+        self.production = False  # whether it runs (or last ran) its production command
         self.process = None
         self.stopped = True  # not started yet, or stopped on purpose
         self.starts = 0
@@ -48,6 +52,8 @@ class Server:
 
     def serves(self, test):
         if test.one_worker and not self.one_worker_command or test.tls and not self.tls_port:
+            return False
+        if test.production and not self.production_command:
             return False
         if test.h2 in ("tls", "h3") and not self.h2_tls_port or test.h2 == "h2c" and not self.h2c_port:
             return False
@@ -60,7 +66,7 @@ class Server:
         """Started and not stopped on purpose (it may have died since: check_alive says so)."""
         return self.process is not None and not self.stopped
 
-    def start(self, timeout, one_worker=False):
+    def start(self, timeout, one_worker=False, production=False):
         owner = port_in_use(self.port)
         # A server that just exited may hold its port a little longer: an io_uring server's
         # sockets live until the kernel has torn its rings down, after the process is gone.
@@ -74,8 +80,8 @@ class Server:
                 "or to benchmark whatever listens there"
             )
         self.starts += 1
-        self.one_worker = one_worker
-        command = self.one_worker_command if one_worker else self.command
+        self.one_worker, self.production = one_worker, production
+        command = self.production_command if production else self.one_worker_command if one_worker else self.command
         with open(self.log_path, "ab") as log:
             log.write(f"--- bench: start {self.starts} of {self.name}: {command}\n".encode())
             log.flush()
@@ -103,8 +109,9 @@ class Server:
         self.rss_at_start_kib = self.rss_kib()
 
     def tcp_ports(self):
-        """Its port, then each of its TLS and HTTP/2 ports it has, once each."""
-        ports = (self.port, self.tls_port, self.h2c_port, self.h2_tls_port)
+        """Its port, then each of its TLS and HTTP/2 ports it has, once each (with its production
+        command, its auth service's after its port)."""
+        ports = (self.port, self.production and self.auth_port, self.tls_port, self.h2c_port, self.h2_tls_port)
         return list(dict.fromkeys(p for p in ports if p))
 
     def check_alive(self):
@@ -228,8 +235,9 @@ class Lineup:
         self.timeout = timeout
         self.log = log
 
-    def bring_up(self, wanted, one_worker=False):
-        """Each wanted server up, with one worker or its usual number (restarted to change)."""
+    def bring_up(self, wanted, one_worker=False, production=False):
+        """Each wanted server up, with one worker or its usual number, with its production command
+        or its usual one (restarted to change)."""
         for server in wanted:
             for other in self.servers:
                 if other is not server and other.port == server.port and other.is_up():
@@ -238,11 +246,12 @@ class Lineup:
                     other.stop()
             if server.is_up():
                 server.check_alive()
-                if server.one_worker == one_worker:
+                if (server.one_worker, server.production) == (one_worker, production):
                     continue
-                self.log(f"--- restarting {server.name} with {'one worker' if one_worker else 'its usual workers'}")
+                how = "its production stack" if production else "one worker" if one_worker else "its usual command"
+                self.log(f"--- restarting {server.name} with {how}")
                 server.stop()
-            server.start(self.timeout, one_worker)
+            server.start(self.timeout, one_worker, production)
             self.log(f"--- {server.name} is up on port {server.port}: {', '.join(server.processes())}")
 
     def stop_all(self):
@@ -258,7 +267,8 @@ def preflight(servers):
                 f"anchor {server.name}: no executable {server.command} (see ../shared/anchors/README.md beside "
                 "the checkout, or --anchors-dir, --httparena-dir, GNOSIS_SHARED_DIR)"
             )
-    ports = {s: s.anchor.ports if s.anchor else tuple(p for p in (s.port, s.tls_port, s.h2c_port, s.h2_tls_port) if p)
+    ports = {s: s.anchor.ports if s.anchor else
+             tuple(p for p in (s.port, s.tls_port, s.h2c_port, s.h2_tls_port, s.auth_port) if p)
              for s in servers}  # fmt: skip
     for port in sorted({p for used in ports.values() for p in used}):
         owner = port_in_use(port)

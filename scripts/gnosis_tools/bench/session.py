@@ -18,8 +18,9 @@ from ..system import LOOPBACK, SetupError, ensure_file_installed, ensure_install
 from .anchors import GCANNON, shared_path
 from .catalog import TESTS
 from .chart import chart_for
-from .databases import ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database
-from .gateway import EDGES, write_gateway_config
+from .databases import (ANCHOR_DB_CLIENT_ENV, ANCHOR_DB_PORT, ANCHOR_PG_DIR, AnchorDatabase, give_arena_database,
+                        items_put_back)
+from .gateway import AUTHSVC_BINARY, EDGES, authsvc_binary, write_gateway_config
 from .load import check_capacity, most_connections, raise_open_files_limit
 from .h2o import H2O_CONF, write_h2o_configs
 from .nginx import (BARS_DIR, NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE, NGINX_CONF, write_json_answers,
@@ -95,10 +96,19 @@ def measure_all(args):
             f"PostgreSQL from scripts/pg.sh in {ANCHOR_PG_DIR}"
         )
     wants_dir = args.nginx or args.h2o or any(spec.gateway for spec in args.specs)
+    # production-stack's stacks: HttpArena's auth service, given or built before anything starts.
+    if any(TESTS[t].production for t in args.tests) and any(spec.production_command for spec in args.specs):
+        args.authsvc_binary = authsvc_binary(args.authsvc)
+        meta["authsvc"] = args.authsvc_binary
     bars_dir = tempfile.mkdtemp(prefix="bench-bars-") if wants_dir else None
     servers = make_servers(args, out_dir, ANCHOR_DB_CLIENT_ENV if anchor_db else {}, bars_dir, meta)
     names = [s.name for s in servers]
     meta["servers"] = {s.name: s.command + (f" (anchor, port {s.port})" if s.anchor else "") for s in servers}
+    # A stack's command line for production-stack, when the run has it: with the auth service.
+    production = [s for s in servers if s.production_command and any(s.serves(TESTS[t]) and TESTS[t].production
+                                                                      for t in args.tests)]  # fmt: skip
+    if production:
+        meta["production_stacks"] = {s.name: s.production_command for s in production}
     meta["anchors"] = {s.name: s.anchor.name for s in servers if s.anchor}
 
     with open(out_dir / "bench.log", "w") as log_file:
@@ -122,7 +132,9 @@ def measure_all(args):
                 ]
             meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
             for name in args.tests:
-                records.append(run_test(TESTS[name], servers, args, log, lineup))
+                # production-stack's POSTs change items 1..20: put back as they were before it.
+                with items_put_back(TESTS[name], servers, log):
+                    records.append(run_test(TESTS[name], servers, args, log, lineup))
         except SetupError as e:
             if getattr(e, "record", None) is not None:
                 records.append(e.record)
@@ -175,13 +187,20 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
             log_name = f"anchor-{spec.name}.log"
         else:
             log_name = "server.log" if i == 0 else "baseline.log" if i == 1 and args.baseline else f"{spec.name}.log"
-        command, one_worker_command = spec.command, spec.one_worker_command
+        command, one_worker_command, production_command = spec.command, spec.one_worker_command, None
         if spec.gateway:
             conf = write_gateway_config(EDGES[spec.gateway], bars_dir, spec.port, spec.h2_tls_port, certificate,
                                         static_dir)  # fmt: skip
             command = command.replace(BARS_DIR, bars_dir)
             if conf:
                 meta[f"{spec.name}_config"] = conf.read_text()
+            if spec.production_command and getattr(args, "authsvc_binary", None):
+                conf = write_gateway_config(EDGES[spec.gateway], bars_dir, spec.port, spec.h2_tls_port, certificate,
+                                            static_dir, spec.auth_port)  # fmt: skip
+                production_command = spec.production_command.replace(BARS_DIR, bars_dir)
+                production_command = production_command.replace(AUTHSVC_BINARY, args.authsvc_binary)
+                if conf:
+                    meta[f"{spec.name}_production_config"] = conf.read_text()
         elif bars_dir and BARS_DIR in command:
             write_configs, conf = bar_configs[spec.name]
             write_configs(bars_dir, spec.port, spec.tls_port, certificate, spec.h2c_port, spec.h2_tls_port, static_dir)
@@ -192,7 +211,8 @@ def make_servers(args, out_dir, client_env, bars_dir, meta):
                    anchor=spec.anchor, env=anchor_env(spec.anchor, certificate) if spec.anchor else
                    tls_env if spec.tls_port or spec.h2_tls_port else command_env,
                    tests=spec.tests, one_worker_command=one_worker_command, tls_port=spec.tls_port,
-                   h2c_port=spec.h2c_port, h2_tls_port=spec.h2_tls_port)
+                   h2c_port=spec.h2c_port, h2_tls_port=spec.h2_tls_port, production_command=production_command,
+                   auth_port=spec.auth_port if production_command else None)
         )  # fmt: skip
     return servers
 

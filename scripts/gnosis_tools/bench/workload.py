@@ -42,6 +42,14 @@ class Test:
     # Loaded by h2load over HTTP/1.1 as fast as it goes, `uris` in turn, on connections made (and
     # their TLS handshakes done) in h2load's warm-up, which the CPU figures leave out.
     kept: bool = False
+    # HttpArena's production-stack: `uris` read by one h2load while a second one POSTs the body of
+    # httparena.PRODUCTION_WRITE_BODY to these in turn, both with its token (pace.run_production);
+    # a stack with its auth service serves it (gateway.py).
+    writes: tuple = ()
+
+    @property
+    def production(self):
+        return bool(self.writes)
 
     def url_path(self, level):
         return f"{self.path}{level}" if self.kind == "queries" else self.path
@@ -80,6 +88,13 @@ def load_description(test):
                 "h2c port", "h2c-http": "h2c by prior knowledge on the server's HTTP port",
                 "h3": "HTTP/3 over QUIC (h2load-h3), UDP on the server's h2 TLS port's number"}[test.h2]  # fmt: skip
         what = f"the {len(test.uris)} files of HttpArena's static-h2 list in turn" if test.uris else f"`{test.path}`"
+        if test.writes:
+            return (f"two h2load (h2load-h3's, nghttp2 1.69) at once, {over}, both with `Authorization: Bearer` "
+                    f"HttpArena's token: the reads, the {len(test.uris):,} URIs of HttpArena's production-stack "
+                    f"list in turn ({uri_kinds(test.uris)}), {test.streams} streams in flight per connection; the "
+                    f"writes, a JSON POST to each of the {len(test.writes)} `/api/items/1..{len(test.writes)}` in turn "
+                    "on an eighth of the connections (at least 8), 8 streams each; requests/s the 2xx of both, "
+                    "latency the reads'; the stack's CPU its edge's, auth service's and application's")  # fmt: skip
         if test.uris and not all(uri.startswith("/static/") for uri in test.uris):
             what = (f"the {len(test.uris)} URIs of HttpArena's gateway-64 list in turn ({uri_kinds(test.uris)}), "
                     "the static files served by the edge, the rest forwarded to the application server")  # fmt: skip

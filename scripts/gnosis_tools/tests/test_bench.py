@@ -381,10 +381,12 @@ class AnchorUrls(unittest.TestCase):
                                   "sark": h1 | ws | h2 | {"arena-json", "json-tls", "json-tls-kept", "async-db", "arena-fortunes"},
                                   "tonic-grpc": {"unary-grpc"},
                                   "tokio-ws": ws, "tokio-uring-ws": ws, "wtx-ws": ws})  # fmt: skip
-        # A command line serves everything but the one-worker tests, unless it can run with one.
-        self.assertEqual({t for t in catalog.TESTS if not self.server().serves(catalog.TESTS[t])}, {"plaintext-single-1worker"})
+        # A command line serves everything but the one-worker tests, unless it can run with one, and
+        # production-stack, which a stack with its auth service serves.
+        self.assertEqual({t for t in catalog.TESTS if not self.server().serves(catalog.TESTS[t])},
+                         {"plaintext-single-1worker", "production-stack"})  # fmt: skip
         one_worker = Server("gnosis", "x", "127.0.0.1", 1, Path(os.devnull), one_worker_command="x --threads 1",
-                            tls_port=2, h2c_port=3, h2_tls_port=4)  # fmt: skip
+                            tls_port=2, h2c_port=3, h2_tls_port=4, production_command="y", auth_port=5)  # fmt: skip
         self.assertTrue(all(one_worker.serves(t) for t in catalog.TESTS.values()))
         # Without a TLS port, the TLS tests are left out; without h2 ports, all but gRPC on the HTTP port.
         no_tls = Server("other", "x", "127.0.0.1", 1, Path(os.devnull))
@@ -412,8 +414,9 @@ class RecordingLineup:
     def __init__(self):
         self.calls = []
 
-    def bring_up(self, servers, one_worker=False):
-        self.calls.append([s.name for s in servers] + (["(one worker)"] if one_worker else []))
+    def bring_up(self, servers, one_worker=False, production=False):
+        self.calls.append([s.name for s in servers] + (["(one worker)"] if one_worker else [])
+                          + (["(production)"] if production else []))
 
 
 class Scheduling(unittest.TestCase):
@@ -1520,7 +1523,8 @@ https://localhost:8443/async-db?min=10&max=50&limit=50
         self.assertEqual((nginx_stack.name, nginx_stack.port, nginx_stack.h2_tls_port), ("nginx+gnosis", 8081, 11081))
         self.assertEqual(nginx_stack.command, app.replace("{port}", "8081") + " & exec nginx -p {bars_dir}/ "
                          "-c {bars_dir}/nginx-gateway-8081.conf")  # fmt: skip
-        self.assertEqual((caddy.tests, nginx_stack.tests), (("gateway-64", "gateway-h3"), ("gateway-64",)))
+        self.assertEqual((caddy.tests, nginx_stack.tests),
+                         (("gateway-64", "gateway-h3", "production-stack"), ("gateway-64", "production-stack")))
         self.assertEqual((caddy.gateway, nginx_stack.gateway, caddy.one_worker_command), ("caddy", "nginx", None))
         args = bench_args("--server", "gateway:gnosis", "--baseline", "gateway:caddy", "--gateway-app",
                           "/opt/app --listen {port}", "--tests", "gateway-h3", "--port", "9000")  # fmt: skip
@@ -1578,8 +1582,9 @@ https://localhost:8443/async-db?min=10&max=50&limit=50
                 processes = server.processes()
                 answers = {path: h2_get(f"https://127.0.0.1:{h2_tls_port}{path}")
                            for path in ("/static/reset.css", "/static/hero.webp", "/baseline2?a=1&b=1")}  # fmt: skip
+                gateway_tests = [name for name in edge.tests if not catalog.TESTS[name].production]
                 probed = {name: schedule.probe_h2(catalog.TESTS[name], f"https://127.0.0.1:{h2_tls_port}/")
-                          for name in edge.tests}  # fmt: skip
+                          for name in gateway_tests}  # fmt: skip
                 cpu_ticks = server.cpu_ticks()
             finally:
                 server.stop()
@@ -1588,7 +1593,7 @@ https://localhost:8443/async-db?min=10&max=50&limit=50
         self.assertEqual(answers["/baseline2?a=1&b=1"][:2], ("2", 200))
         self.assertEqual(answers["/baseline2?a=1&b=1"][3], b"from the application")
         if anchors.H2LOAD_H3.exists():  # every URI answered 2xx, over h2 and (Caddy) HTTP/3
-            self.assertEqual(probed, dict.fromkeys(edge.tests, (200, 0)))
+            self.assertEqual(probed, dict.fromkeys(gateway_tests, (200, 0)))
         # The edge and the application in one session, measured together.
         self.assertIn(f"{edge_name}[", " ".join(processes))
         self.assertTrue(any(p.startswith("python3") or p.startswith("python") for p in processes), processes)
