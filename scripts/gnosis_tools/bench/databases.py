@@ -183,9 +183,10 @@ def put_back_sql(rows):
 
 
 @contextlib.contextmanager
-def items_put_back(test, servers, log):
+def items_put_back(test, servers, log, stop):
     """For a test that writes (production-stack): items 1..20 read through psql at the DATABASE_URL
-    its servers were given, and put back after it however it ended."""
+    its servers were given, and put back after it however it ended, once `stop` stopped the
+    servers: an edge may still hold POSTs the load generator gave up on, which would land after."""
     urls = {s.env.get("DATABASE_URL") for s in servers if test.production and s.serves(test) and s.env}
     url = next((u for u in urls if u), None)
     if not url:
@@ -194,9 +195,11 @@ def items_put_back(test, servers, log):
     rows = items_rows(url)
     if "bench-updated" in rows:
         log(f"!!! items {PUT_BACK_ITEMS[0]}..{PUT_BACK_ITEMS[-1]} already hold a write of {test.name} (an earlier "
-            "run's, not put back): put back as they are; scripts/pg.sh arena-setup makes them anew")  # fmt: skip
+            "run's, not put back): put back as they are; deleting them (name = 'bench-updated') and running "
+            "scripts/pg.sh arena-setup makes them anew")  # fmt: skip
     try:
         yield
     finally:
+        stop()
         psql(url, put_back_sql(rows))
         log(f"--- {test.name}: items {PUT_BACK_ITEMS[0]}..{PUT_BACK_ITEMS[-1]} put back as they were before it")

@@ -133,7 +133,7 @@ def measure_all(args):
             meta["database"] = give_arena_database(servers, args.tests, log) or meta["database"]
             for name in args.tests:
                 # production-stack's POSTs change items 1..20: put back as they were before it.
-                with items_put_back(TESTS[name], servers, log):
+                with items_put_back(TESTS[name], servers, log, lineup.stop_all):
                     records.append(run_test(TESTS[name], servers, args, log, lineup))
         except SetupError as e:
             if getattr(e, "record", None) is not None:
