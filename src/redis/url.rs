@@ -340,7 +340,10 @@ mod tests {
         for url in bad {
             let error = RedisUrl::parse(url).unwrap_err().to_string();
             assert!(error.starts_with("REDIS_URL: "), "{url}: {error}");
-            assert!(!error.contains("hun") && !error.contains("ter2"), "{url}: {error}");
+            assert!(
+                !error.contains("hun") && !error.contains("ter2"),
+                "{url}: {error}"
+            );
         }
     }
 
