@@ -6,9 +6,14 @@
 //! redis-server must be installed (`apt-get install redis-server`; scripts/test.sh installs
 //! it): without it this test fails, it is not skipped.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+#[path = "common/mod.rs"]
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
+
+use common::free_port;
+use common::redis::RedisServer as Server;
 
 use gnosis::link::poll::Socket;
 use gnosis::redis::{Address, Event, Failure, Redis, Session, Settings, Value};
@@ -35,53 +40,6 @@ fn seen(event: Event<'_>) -> Seen {
         Event::Error(message) => Seen::Error(String::from_utf8_lossy(message).into_owned()),
         Event::Failed(failure) => Seen::Failed(failure),
     }
-}
-
-/// A redis-server of the test's own, killed when dropped.
-struct Server {
-    child: Child,
-}
-
-impl Server {
-    fn start(port: u16) -> Server {
-        let spawned = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn();
-        let child = match spawned {
-            Ok(child) => child,
-            Err(error) => panic!(
-                "cannot start redis-server ({error}): install it (apt-get install redis-server; \
-                 scripts/test.sh installs it)"
-            ),
-        };
-        let server = Server { child };
-        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(address).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// The pool, a socket per link, and the events seen, by token, in the order they came.
