@@ -4,9 +4,10 @@
 //! (`conn.rs`) is a link (`crate::link`) whose bytes the worker's backend moves; `protocol/`
 //! is the codec (RESP2 spoken, RESP3 read: see there why), `url.rs` reads `REDIS_URL`.
 //!
-//! Not wired into the server yet. What it is for: the production stack's L2 cache behind the
-//! application server's in-process one (`app/api.rs`): `GET item:{id}` on a miss,
-//! `SET item:{id} <json> PX 1000` after a database read, `DEL item:{id}` after an UPDATE.
+//! What it is for: the production stack's L2 cache behind the application server's
+//! in-process one (`app/api.rs`), when `REDIS_URL` is set: `GET item:{id}` on a miss,
+//! `SET item:{id} <json> PX 1000` after a database read, `DEL item:{id}` after an UPDATE. Its
+//! links are a worker's after the PostgreSQL and upstream ones (`server/core/links.rs`).
 //!
 //! A command goes to the connection its key hashes to (the second argument: GET's, SET's
 //! and DEL's key), so that the commands of one key are run in the order they were given: a
