@@ -101,6 +101,8 @@ pub struct Jobs {
     /// The body of the last finished job.
     body: Vec<u8>,
     errors: ErrorLog,
+    /// Redis's failures and error replies: a cache's, which cost a read from PostgreSQL.
+    redis_errors: ErrorLog,
 }
 
 struct Job {
@@ -130,7 +132,8 @@ impl Jobs {
             free: Vec::new(),
             max_active,
             body: Vec::new(),
-            errors: ErrorLog::default(),
+            errors: ErrorLog::new("query"),
+            redis_errors: ErrorLog::new("a Redis command"),
         }
     }
 
@@ -391,6 +394,15 @@ impl Jobs {
         db: &mut Pool,
         api_cache: &api::Cache,
     ) -> Option<Finished<'_>> {
+        match event {
+            redis::Event::Failed(failure) => self.redis_errors.report(failure),
+            redis::Event::Error(message) => {
+                // The server's text, shortened: it is only a hint.
+                let shown = &message[..message.len().min(200)];
+                self.redis_errors.report(String::from_utf8_lossy(shown));
+            }
+            redis::Event::Reply(_) => {}
+        }
         // A command no job awaits (a SET) has a token beyond every job's.
         let index = usize::try_from(token).ok()?;
         let job = self.all.get_mut(index).filter(|job| job.awaits_redis)?;
@@ -507,15 +519,23 @@ pub(super) fn write_json(out: &mut Vec<u8>, value: &impl serde::Serialize) {
     serde_json::to_writer(out, value).expect("serializing into memory");
 }
 
-/// Logs database failures without flooding: the first one, then at most one a second with
-/// the count of those left out.
-#[derive(Default)]
+/// Logs failures without flooding: the first one, then at most one a second with the count
+/// of those left out, each after `what` failed.
 struct ErrorLog {
+    what: &'static str,
     last: Option<Instant>,
     suppressed: u64,
 }
 
 impl ErrorLog {
+    fn new(what: &'static str) -> ErrorLog {
+        ErrorLog {
+            what,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
     fn report(&mut self, error: impl fmt::Display) {
         let now = Instant::now();
         if self
@@ -526,8 +546,11 @@ impl ErrorLog {
             return;
         }
         match std::mem::take(&mut self.suppressed) {
-            0 => crate::log!("query failed: {error}"),
-            n => crate::log!("query failed: {error} (and {n} more since the last report)"),
+            0 => crate::log!("{} failed: {error}", self.what),
+            n => crate::log!(
+                "{} failed: {error} (and {n} more since the last report)",
+                self.what
+            ),
         }
         self.last = Some(now);
     }

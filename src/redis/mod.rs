@@ -97,6 +97,17 @@ pub enum Failure {
     Protocol(DecodeError),
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unavailable => f.write_str("Redis unreachable, or the connection lost"),
+            Failure::TimedOut => f.write_str("no reply within the command timeout"),
+            Failure::SetupRefused => f.write_str("Redis refused REDIS_URL's AUTH or SELECT"),
+            Failure::Protocol(error) => write!(f, "not a Redis reply: {error}"),
+        }
+    }
+}
+
 /// Where the pool delivers its commands' events, each with its command's token.
 pub trait Sink: FnMut(u64, Event<'_>) {}
 

@@ -446,8 +446,9 @@ fn an_update_deletes_the_item_in_redis(binary: &str) {
     );
 }
 
-/// With Redis gone every read is still answered, from PostgreSQL; once it is back on its
-/// port, the server's connections come back and misses are written to it again.
+/// With Redis gone every read is still answered, from PostgreSQL, and the failures logged;
+/// once it is back on its port, the server's connections come back and misses are written
+/// to it again.
 fn without_redis_postgres_answers_until_it_is_back(binary: &str) {
     let port = crate::common::free_port();
     let redis = RedisServer::start(port);
@@ -461,6 +462,11 @@ fn without_redis_postgres_answers_until_it_is_back(binary: &str) {
         assert_eq!(cache, "MISS");
         assert_eq!(body["id"], id);
     }
+    let log = server.log();
+    assert!(
+        log.contains("a Redis command failed: Redis unreachable, or the connection lost"),
+        "{log}"
+    );
     let redis = RedisServer::start(port);
     let started = Instant::now();
     for id in 41_021.. {
