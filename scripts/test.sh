@@ -13,7 +13,7 @@ trap 'rm -f "$log"' EXIT
 
 command -v cargo >/dev/null || { echo "test.sh: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 
-step "system packages: wrk, nginx (with brotli_static) and h2o for the benchmark's own tests, perf and strace for the system-call counter's, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients, ngtcp2-client (gtlsclient) as an HTTP/3 one"
+step "system packages: wrk, nginx (with brotli_static) and h2o for the benchmark's own tests, perf and strace for the system-call counter's, openssl for test certificates, curl and nghttp2-client (nghttp, h2load) as HTTP/2 clients, ngtcp2-client (gtlsclient) as an HTTP/3 one, redis-server for tests/redis.rs (which starts its own)"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
@@ -26,8 +26,19 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v curl >/dev/null || missing+=(curl)
 command -v nghttp >/dev/null || missing+=(nghttp2-client)
 command -v gtlsclient >/dev/null || missing+=(ngtcp2-client)
+command -v redis-server >/dev/null || missing+=(redis-server)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+# Debian starts the packaged redis on 6379 at install: tests/redis.rs runs its own, and a
+# system one left running would only be in the way. Without systemd (a container) there is
+# none to stop.
+if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+        systemctl disable --now redis-server >/dev/null 2>&1 || true
+    elif command -v service >/dev/null; then
+        service redis-server stop >/dev/null 2>&1 || true
+    fi
 fi
 
 step "Python packages: aioquic, an HTTP/3 client independent of gnosis (tests/h3.rs, tests/h3_hostile.rs, tests/edge); PyYAML, which reads the gateway stacks' compose files (verify gateway)"

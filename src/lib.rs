@@ -2,8 +2,9 @@
 //!
 //! `http` is HTTP's semantics (the request the app reads, the answer it gives), `h1`, `h2`
 //! and `h3` the protocols that carry them, `ws` WebSocket (none does I/O); `quic` is QUIC
-//! under HTTP/3 and `transport` TLS under the others; `pg` is the PostgreSQL client, `link`
-//! a connection without I/O with the socket it wants (PostgreSQL's, an upstream's),
+//! under HTTP/3 and `transport` TLS under the others; `pg` is the PostgreSQL client, `redis`
+//! the Redis one (not used by the server yet), `link` a connection without I/O with the
+//! socket it wants (PostgreSQL's, an upstream's, Redis's),
 //! `server` runs the per-thread event loops (epoll and io_uring), `service` is the contract
 //! between a server and the application, `timers` a worker's deadlines, `app` holds the
 //! routes and handlers, `sys` the system calls, `config` the command line.
@@ -21,6 +22,7 @@ pub mod link;
 pub mod pg;
 pub mod protocol;
 pub mod quic;
+pub mod redis;
 pub mod server;
 pub mod service;
 pub mod sys;

@@ -1,6 +1,7 @@
-//! A link: a connection without I/O (a PostgreSQL connection, an upstream HTTP/1.1 one) with
-//! the socket it wants, for whoever moves the socket's bytes (a server's event loop, or
-//! `pg::blocking::Driver` over poll(2)).
+//! A link: a connection without I/O (a PostgreSQL connection, an upstream HTTP/1.1 one, a
+//! Redis one) with the socket it wants, for whoever moves the socket's bytes (a server's event
+//! loop, or over poll(2) `pg::blocking::Driver` and, for a link of any connection,
+//! `poll::Socket`).
 //!
 //! The link decides everything about the socket: when to open it and where to, when to
 //! close it, what to send, what the received bytes and the socket's failures mean. The mover
@@ -8,6 +9,8 @@
 //! [`Link::unsent`] and reports back. One socket at a time (see [`Order::Close`]). What the
 //! connection is, and what its events are delivered to (`K`), is the connection's: it
 //! implements [`Conn`] and [`Driven`].
+
+pub mod poll;
 
 use std::io;
 use std::time::Instant;

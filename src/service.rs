@@ -1,16 +1,18 @@
 //! The contract between the application and the servers that run it.
 //!
 //! A server owns the sockets, the HTTP connections, the thread's PostgreSQL connections
-//! (a [`Pool`]), its upstream connections in edge mode (an [`Upstream`]) and its timers. It hands the application every parsed request, every
-//! database event and every timer that comes due, and delivers the responses the
-//! application finishes to their connections, in order. The application never sees a
-//! socket; the servers know nothing of routes.
+//! (a [`Pool`]), its Redis connections when it has them (a [`Redis`]), its upstream
+//! connections in edge mode (an [`Upstream`]) and its timers. It hands the application every
+//! parsed request, every database, Redis and upstream event and every timer that comes due,
+//! and delivers the responses the application finishes to their connections, in order. The
+//! application never sees a socket; the servers know nothing of routes.
 
 use std::net::IpAddr;
 use std::time::Instant;
 
 use crate::http::{Answer, Handler, HttpDate, Origin, Reply, Request, Ticket, MAX_BODY};
 use crate::pg::{Event, Pool};
+use crate::redis::{self, Redis};
 use crate::timers::{Timers, Wakeup};
 use crate::upstream::{self, Proxy};
 use crate::ws;
@@ -28,8 +30,26 @@ pub trait Service {
         cx: &mut Context<'_>,
     ) -> Reply<'a>;
 
-    /// One event of the query with `token`. Returns the response it finishes, if any.
-    fn on_database_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>>;
+    /// One event of the query with `token`. Returns the response it finishes, if any. The
+    /// request may go on with commands on `redis` (the worker's, when it has one).
+    fn on_database_event(
+        &mut self,
+        token: u64,
+        event: Event<'_>,
+        redis: Option<&mut Redis>,
+    ) -> Option<Finished<'_>>;
+
+    /// What became of the Redis command with `token` ([`Redis::command`] on `cx.redis`).
+    /// Returns the response it finishes, if any; the request may go on with queries on `db`.
+    fn on_redis_event(
+        &mut self,
+        token: u64,
+        event: redis::Event<'_>,
+        db: &mut Pool,
+    ) -> Option<Finished<'_>> {
+        let _ = (token, event, db);
+        None
+    }
 
     /// The time set by [`Context::answer_at`] for the request of `ticket` has come. Returns
     /// the response it finishes, if any. Not called once the request's connection has
@@ -71,6 +91,8 @@ pub struct Context<'a> {
     pub now: Instant,
     pub db: &'a mut Pool,
     pub timers: &'a mut Timers<Wakeup>,
+    /// The worker's connections to Redis, when the server has one (never at the edge).
+    pub redis: Option<&'a mut Redis>,
     /// The worker's connections to the upstream, in edge (reverse-proxy) mode.
     pub upstream: Option<&'a mut Proxy>,
     /// The request's connection: where it came from.

@@ -6,11 +6,25 @@
 //!   `/json/{count}` themselves (the arena routes of the path without `/public`);
 //! - `GET /api/items/{id}`: the item's row as JSON, cache-aside (1 s), `X-Cache: HIT|MISS`;
 //! - `POST /api/items/{id}`: `{"name","price","quantity"}` written to the row, its cache
-//!   entry invalidated, 204;
+//!   entries invalidated, 204;
 //! - `GET /api/me`: the user the edge names in `X-User-Id`, cache-aside (30 s).
 //!
 //! An id is a positive 32-bit integer; any other `/api/` path is 404. A database that cannot
 //! be used is 503 (504 on a timeout), as for the other database routes.
+//!
+//! The cache has two levels: L1 in-process ([`Cache`]), and, when `REDIS_URL` names one,
+//! L2 in Redis (`item:{id}`, `user:{id}`, the same JSON and time to live). A read that
+//! misses L1 asks Redis (`GET`): a value is a hit, kept in L1; anything else (nil, an error
+//! reply, a failure, a refused command) reads PostgreSQL, whose row is a miss, written to
+//! Redis (`SET .. PX`, its reply awaited by no one) unless an update invalidated the key
+//! meanwhile. An update deletes the key in Redis (`DEL`) after L1's invalidation and is
+//! answered once the DEL's reply or failure comes, so that no read after its 204 finds the
+//! old row in either level. Redis never makes a request fail: at worst it is read from
+//! PostgreSQL.
+//!
+//! One worker's SET of a row read before an update, checked against the generation just
+//! before the update's invalidation, may still reach Redis after another worker's DEL (their
+//! connections are not ordered): the old row then lives in L2 for its time to live at most.
 
 use std::borrow::Cow;
 use std::hash::Hash;
@@ -23,7 +37,8 @@ use serde::Deserialize;
 use super::arena::{self, write_json_string};
 use super::db::{DbRoute, Jobs, SELECT_ITEM, SELECT_USER, UPDATE_ITEM};
 use crate::http::{Answer, ContentType, Field, FieldLines, Method, Reply, Request, Status, Ticket};
-use crate::pg::{DbError, Param, Row};
+use crate::pg::{DbError, Param, Row, Statement};
+use crate::redis::{self, Redis, Value};
 use crate::service::Context;
 
 /// The prefix of the routes anyone may ask for: what follows it is an arena route's path.
@@ -35,6 +50,12 @@ const USER_TTL: Duration = Duration::from_secs(30);
 const CAPACITY: usize = 100_016;
 /// Generations kept, each for the keys that fall in its stripe (see [`Cache`]).
 const STRIPES: usize = 1024;
+
+/// The largest reply taken from Redis: room for any row's JSON (an item's is a few hundred
+/// bytes), so that a job holds little whatever Redis holds.
+pub const LARGEST_REDIS_REPLY: usize = 64 << 10;
+/// The token of a command whose reply no one awaits (a SET): no job has it.
+const UNAWAITED: u64 = u64::MAX;
 
 const HIT: Field<'static> = (b"x-cache", b"HIT");
 const MISS: Field<'static> = (b"x-cache", b"MISS");
@@ -77,7 +98,7 @@ pub enum Key {
 }
 
 impl Key {
-    fn id(self) -> i32 {
+    pub(super) fn id(self) -> i32 {
         match self {
             Key::Item(id) | Key::User(id) => id,
         }
@@ -93,6 +114,46 @@ impl Key {
     fn stripe(self) -> usize {
         let kind = matches!(self, Key::User(_)) as usize;
         (self.id() as u32 as usize % (STRIPES / 2)) * 2 + kind
+    }
+
+    /// The statement that reads its row, its id the one parameter.
+    pub(super) fn statement(self) -> &'static Statement {
+        match self {
+            Key::Item(_) => SELECT_ITEM,
+            Key::User(_) => SELECT_USER,
+        }
+    }
+
+    /// Its key in Redis: `item:{id}` or `user:{id}`.
+    fn redis_key(self) -> RedisKey {
+        let prefix: &[u8] = match self {
+            Key::Item(_) => b"item:",
+            Key::User(_) => b"user:",
+        };
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(self.id()).as_bytes();
+        let mut key = RedisKey {
+            bytes: [0; RedisKey::CAPACITY],
+            len: prefix.len() + digits.len(),
+        };
+        key.bytes[..prefix.len()].copy_from_slice(prefix);
+        key.bytes[prefix.len()..key.len].copy_from_slice(digits);
+        key
+    }
+}
+
+/// A [`Key`]'s name in Redis, without an allocation.
+struct RedisKey {
+    bytes: [u8; RedisKey::CAPACITY],
+    len: usize,
+}
+
+impl RedisKey {
+    /// `user:` and `-2147483648`.
+    const CAPACITY: usize = 16;
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -119,11 +180,9 @@ struct Entry {
 /// hit (HttpArena's load spreads 10,000 hot ids over 24 and more threads) and could not be
 /// invalidated for all threads at once.
 ///
-/// In-process, not Redis: the venue lets an engine cache as it likes, and HttpArena's docs
-/// count "in-process only" as a valid choice; one process serves every request, so a
-/// shared cache here is what Redis would be, without a network round trip. No Redis L2 is
-/// built. Bounded in entries; `quick_cache`'s sync cache is sharded, so threads seldom
-/// meet on a lock.
+/// The L1 before Redis's L2 (when there is one): one process serves every request, so a
+/// shared cache here answers most reads without a network round trip. Bounded in entries;
+/// `quick_cache`'s sync cache is sharded, so threads seldom meet on a lock.
 ///
 /// A read that began before an update must not put the old row back after the update's
 /// invalidation. Each key has a generation (one per stripe of keys, [`STRIPES`] of them):
@@ -279,12 +338,20 @@ impl Api {
             return Reply::Now(answer);
         }
         let route = DbRoute::Api(Query::Read(key, self.cache.generation(key)));
-        let statement = match key {
-            Key::Item(_) => SELECT_ITEM,
-            Key::User(_) => SELECT_USER,
-        };
+        if let Some(redis) = cx.redis.as_deref_mut() {
+            let name = key.redis_key();
+            let now = cx.now;
+            match jobs.await_redis(route, ticket, |token| {
+                redis.get(token, name.as_bytes(), now)
+            }) {
+                Ok(true) => return Reply::Later,
+                // Refused: PostgreSQL answers, as without Redis.
+                Ok(false) => {}
+                Err(status) => return Reply::Now(Answer::error(status)),
+            }
+        }
         let params = [Param::Int4(key.id())];
-        started(jobs.start_one(route, statement, &params, ticket, cx.db, cx.now))
+        started(jobs.start_one(route, key.statement(), &params, ticket, cx.db, cx.now))
     }
 }
 
@@ -307,6 +374,13 @@ impl Record {
     pub fn clear(&mut self) {
         self.json.clear();
         self.rows = 0;
+    }
+
+    /// A key's JSON found in Redis, as if its row had been read.
+    fn found(&mut self, json: &[u8]) {
+        self.json.clear();
+        self.json.extend_from_slice(json);
+        self.rows = 1;
     }
 
     /// Every column read, by its described type, before anything is written.
@@ -354,18 +428,28 @@ impl Record {
     }
 }
 
+/// What follows the update of item `id`, whatever its outcome (an update whose answer was
+/// lost may still have committed): its L1 entry invalidated, then its L2 one deleted with
+/// `token`. Whether the answer waits for the DEL's event: it does unless Redis refused it.
+pub fn invalidate(id: i32, cache: &Cache, redis: Option<&mut Redis>, token: u64) -> bool {
+    let key = Key::Item(id);
+    cache.invalidate(key);
+    redis.is_some_and(|redis| {
+        let name = key.redis_key();
+        redis.del(token, name.as_bytes(), Instant::now()).is_ok()
+    })
+}
+
 /// The answer of a request whose query is done (`failure`: the status it failed with): a
-/// read's row, kept in `cache`, or 404 without one; an update's 204, or 404 without a row.
+/// read's row, kept in `cache` and in `redis`, or 404 without one; an update's 204 (once
+/// [`invalidate`]d), or 404 without a row.
 pub fn finish<'a>(
     query: Query,
     failure: Option<Status>,
     record: &'a Record,
     cache: &Cache,
+    redis: Option<&mut Redis>,
 ) -> Answer<'a> {
-    if let Query::Update(id) = query {
-        // Whatever the outcome: an update whose answer was lost may still have committed.
-        cache.invalidate(Key::Item(id));
-    }
     match (failure, record.rows, query) {
         (Some(status), _, _) => Answer::error(status),
         (None, 0, _) => Answer::error(Status::NotFound),
@@ -374,14 +458,45 @@ pub fn finish<'a>(
             Answer::forwarded(Status::Other(204), FieldLines::default(), b"")
         }
         (None, _, Query::Read(key, generation)) => {
-            cache.insert(key, generation, &record.json, Instant::now());
+            let now = Instant::now();
+            // Not kept after an update's invalidation: the row may be the old one.
+            if cache.insert(key, generation, &record.json, now) {
+                if let Some(redis) = redis {
+                    let name = key.redis_key();
+                    // Refused or failed, the next miss reads PostgreSQL again.
+                    let _ = redis.set_px(UNAWAITED, name.as_bytes(), &record.json, key.ttl(), now);
+                }
+            }
             Answer::ok(ContentType::Json, &record.json).with_fields([Some(MISS), None])
         }
     }
 }
 
+/// The JSON a Redis lookup found, if it found one: anything else (nil, an error reply, a
+/// failure) is a miss, which PostgreSQL answers.
+pub fn found_in_redis<'e>(event: redis::Event<'e>) -> Option<&'e [u8]> {
+    match event {
+        redis::Event::Reply(Value::Bulk(json)) if !json.is_empty() => Some(json),
+        _ => None,
+    }
+}
+
+/// The answer of a read whose Redis lookup found `json`: a hit, kept in `cache` too unless
+/// an update invalidated the key since the read began.
+pub fn hit_in_redis<'a>(
+    key: Key,
+    generation: Generation,
+    json: &[u8],
+    record: &'a mut Record,
+    cache: &Cache,
+) -> Answer<'a> {
+    cache.insert(key, generation, json, Instant::now());
+    record.found(json);
+    Answer::ok(ContentType::Json, &record.json).with_fields([Some(HIT), None])
+}
+
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -512,36 +627,151 @@ mod tests {
         assert_eq!(cache.get(key, now).as_deref(), Some(&b"new row"[..]));
     }
 
+    /// A Redis of one connection, connected by hand: what it sends is read with [`sent`].
+    pub(in crate::app) fn connected_redis() -> Redis {
+        let address = crate::redis::Address::Tcp(([127, 0, 0, 1], 6379).into());
+        let settings = crate::redis::Settings {
+            connections: 1,
+            ..crate::redis::Settings::default()
+        };
+        let mut redis = Redis::new(address, &crate::redis::Session::default(), settings);
+        let now = Instant::now();
+        let mut sink = |_: u64, _: redis::Event<'_>| {};
+        redis.on_link(0, &mut sink, |link, around| {
+            while let Some(order) = link.order(now, around) {
+                assert!(matches!(order, crate::link::Order::Connect(_)));
+                link.connected(Ok(()), now, around);
+            }
+        });
+        redis
+    }
+
+    /// The commands the connection has to send, as RESP text, reported sent.
+    pub(in crate::app) fn sent(redis: &mut Redis) -> String {
+        let link = redis.link_mut(0);
+        let bytes = link.unsent().to_vec();
+        link.sent(bytes.len());
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// `args` as a RESP command.
+    pub(in crate::app) fn resp(args: &[&str]) -> String {
+        let mut out = format!("*{}\r\n", args.len());
+        for arg in args {
+            out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        out
+    }
+
     #[test]
-    fn a_finished_read_is_kept_and_a_finished_update_invalidates() {
+    fn keys_are_named_in_redis_by_kind_and_id() {
+        assert_eq!(Key::Item(7).redis_key().as_bytes(), b"item:7");
+        assert_eq!(Key::User(42).redis_key().as_bytes(), b"user:42");
+        let widest = Key::User(i32::MIN).redis_key();
+        assert_eq!(widest.as_bytes(), b"user:-2147483648");
+    }
+
+    #[test]
+    fn a_finished_read_is_kept_in_both_levels_and_a_finished_update_invalidates() {
         let cache = Cache::new(16);
+        let mut redis = connected_redis();
         let key = Key::Item(9);
         let mut record = Record {
             json: b"{\"id\":9}".to_vec(),
             rows: 1,
         };
         let read = Query::Read(key, cache.generation(key));
-        let answer = finish(read, None, &record, &cache);
+        let answer = finish(read, None, &record, &cache, Some(&mut redis));
         assert_eq!(
             (answer.status, answer.head_fields().next()),
             (Status::Ok, Some(&MISS))
         );
         assert!(cache.get(key, Instant::now()).is_some());
-        let updated = finish(Query::Update(9), None, &record, &cache);
+        let set = resp(&["SET", "item:9", "{\"id\":9}", "PX", "1000"]);
+        assert_eq!(sent(&mut redis), set);
+
+        // The update's DEL is awaited with the job's token; its answer follows.
+        assert!(invalidate(9, &cache, Some(&mut redis), 3));
+        assert_eq!(sent(&mut redis), resp(&["DEL", "item:9"]));
+        assert!(cache.get(key, Instant::now()).is_none());
+        let updated = finish(Query::Update(9), None, &record, &cache, None);
         assert_eq!(updated.status, Status::Other(204));
         assert!(updated.body.is_empty());
+        // Without Redis nothing is awaited.
+        assert!(!invalidate(9, &cache, None, 3));
+
+        // A read that began before the update keeps nothing, in either level.
+        finish(read, None, &record, &cache, Some(&mut redis));
         assert!(cache.get(key, Instant::now()).is_none());
-        // A read that began before the update keeps nothing.
-        finish(read, None, &record, &cache);
-        assert!(cache.get(key, Instant::now()).is_none());
+        assert_eq!(sent(&mut redis), "");
         let failed = finish(
             Query::Update(9),
             Some(Status::GatewayTimeout),
             &record,
             &cache,
+            None,
         );
         assert_eq!(failed.status, Status::GatewayTimeout);
         record.clear();
-        assert_eq!(finish(read, None, &record, &cache).status, Status::NotFound);
+        let missing = finish(read, None, &record, &cache, Some(&mut redis));
+        assert_eq!(missing.status, Status::NotFound);
+        assert_eq!(sent(&mut redis), "");
+    }
+
+    #[test]
+    fn a_users_row_lives_thirty_seconds_in_redis() {
+        let cache = Cache::new(16);
+        let mut redis = connected_redis();
+        let key = Key::User(42);
+        let record = Record {
+            json: b"{}".to_vec(),
+            rows: 1,
+        };
+        let read = Query::Read(key, cache.generation(key));
+        finish(read, None, &record, &cache, Some(&mut redis));
+        assert_eq!(
+            sent(&mut redis),
+            resp(&["SET", "user:42", "{}", "PX", "30000"])
+        );
+    }
+
+    #[test]
+    fn only_a_value_found_in_redis_is_a_hit() {
+        use crate::redis::{Event, Failure};
+        assert_eq!(
+            found_in_redis(Event::Reply(Value::Bulk(b"{}"))),
+            Some(&b"{}"[..])
+        );
+        for miss in [
+            Event::Reply(Value::Null),
+            Event::Reply(Value::Bulk(b"")),
+            Event::Reply(Value::Simple(b"OK")),
+            Event::Error(b"WRONGTYPE"),
+            Event::Failed(Failure::TimedOut),
+            Event::Failed(Failure::Unavailable),
+        ] {
+            assert_eq!(found_in_redis(miss), None, "{miss:?}");
+        }
+    }
+
+    #[test]
+    fn a_hit_in_redis_is_kept_in_l1_unless_invalidated_since() {
+        let cache = Cache::new(16);
+        let mut record = Record::default();
+        let key = Key::Item(4);
+        let before = cache.generation(key);
+        let answer = hit_in_redis(key, before, b"{\"id\":4}", &mut record, &cache);
+        assert_eq!(
+            (answer.status, answer.head_fields().next()),
+            (Status::Ok, Some(&HIT))
+        );
+        assert_eq!(
+            cache.get(key, Instant::now()).as_deref(),
+            Some(&b"{\"id\":4}"[..])
+        );
+        cache.invalidate(key);
+        let answer = hit_in_redis(key, before, b"old", &mut record, &cache);
+        assert_eq!(answer.status, Status::Ok);
+        assert!(cache.get(key, Instant::now()).is_none());
     }
 }

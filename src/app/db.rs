@@ -1,6 +1,8 @@
 //! The database routes of one worker thread: each request becomes a job whose queries
 //! carry the job's index as their token, all on one of the thread's PostgreSQL connections,
 //! each its own Bind/Execute/Sync. When a job's last answer arrives its body is rendered.
+//! A job of the api's may also wait for one Redis command at a time, with the same token:
+//! its L2 lookup before its query, its L2 deletion after its update.
 
 use std::fmt;
 use std::time::Instant;
@@ -14,6 +16,7 @@ use super::world::{distinct_random_ids, random_id, World};
 use crate::http::{Answer, ContentType, Status, Ticket};
 use crate::pg::protocol::{INT4_ARRAY_OID, INT4_OID, INT8_OID, TEXT_OID};
 use crate::pg::{DbError, Event, Param, Pool, QueryError, Row, Statement};
+use crate::redis::{self, Redis, Refused};
 use crate::service::Finished;
 
 /// Prepared once per connection; the statics below name them. A database has TFB's tables
@@ -98,6 +101,8 @@ pub struct Jobs {
     /// The body of the last finished job.
     body: Vec<u8>,
     errors: ErrorLog,
+    /// Redis's failures and error replies: a cache's, which cost a read from PostgreSQL.
+    redis_errors: ErrorLog,
 }
 
 struct Job {
@@ -105,6 +110,9 @@ struct Job {
     route: DbRoute,
     /// Queries sent and not answered yet.
     outstanding: usize,
+    /// An api job's Redis command sent and not answered yet: a read's lookup (before its
+    /// query), an update's deletion (after it). Never with a query outstanding.
+    awaits_redis: bool,
     /// Set by the first failure; the job still waits for its other answers.
     failure: Option<Status>,
     /// The rows read, in the order their queries were sent.
@@ -124,7 +132,8 @@ impl Jobs {
             free: Vec::new(),
             max_active,
             body: Vec::new(),
-            errors: ErrorLog::default(),
+            errors: ErrorLog::new("query"),
+            redis_errors: ErrorLog::new("a Redis command"),
         }
     }
 
@@ -196,6 +205,30 @@ impl Jobs {
         })
     }
 
+    /// A job of the api's that waits for a Redis command first, which `send` sends with
+    /// the job's token. `Ok(false)` when Redis refused it: nothing is left of the job.
+    pub fn await_redis(
+        &mut self,
+        route: DbRoute,
+        ticket: Ticket,
+        send: impl FnOnce(u64) -> Result<(), Refused>,
+    ) -> Result<bool, Status> {
+        if self.is_full() {
+            return Err(Status::ServiceUnavailable);
+        }
+        let index = self.allocate(ticket, route);
+        if send(index as u64).is_err() {
+            self.free.push(index);
+            return Ok(false);
+        }
+        self.all[index].awaits_redis = true;
+        Ok(true)
+    }
+
+    fn is_full(&self) -> bool {
+        self.all.len() - self.free.len() >= self.max_active
+    }
+
     /// Makes a job for the request and lets `queue_all` queue its queries, each through
     /// the `queue` it is given, on one ready connection.
     fn begin(
@@ -206,11 +239,26 @@ impl Jobs {
         now: Instant,
         queue_all: impl FnOnce(&mut Job, &mut Queue<'_>) -> Result<(), QueryError>,
     ) -> Result<(), Status> {
-        if self.all.len() - self.free.len() >= self.max_active {
+        if self.is_full() {
             return Err(Status::ServiceUnavailable);
         }
-        let pg = db.pick(now).ok_or(Status::ServiceUnavailable)?;
         let index = self.allocate(ticket, route);
+        self.queue(index, db, now, queue_all)
+    }
+
+    /// Lets `queue_all` queue job `index`'s queries on one ready connection. `Err` is the
+    /// status to answer with at once, when none went out: the job is freed.
+    fn queue(
+        &mut self,
+        index: usize,
+        db: &mut Pool,
+        now: Instant,
+        queue_all: impl FnOnce(&mut Job, &mut Queue<'_>) -> Result<(), QueryError>,
+    ) -> Result<(), Status> {
+        let Some(pg) = db.pick(now) else {
+            self.free.push(index);
+            return Err(Status::ServiceUnavailable);
+        };
         let job = &mut self.all[index];
         let token = index as u64;
         let mut outstanding = 0;
@@ -241,13 +289,15 @@ impl Jobs {
     }
 
     /// One event of job `token`'s queries; returns its response once the last one is in.
-    /// Rows read on a cache miss go into `cache`, or for the api's routes into `api_cache`.
+    /// Rows read on a cache miss go into `cache`, or for the api's routes into `api_cache`
+    /// and `redis`.
     pub fn on_event(
         &mut self,
         token: u64,
         event: Event<'_>,
         cache: &mut Cache,
         api_cache: &api::Cache,
+        mut redis: Option<&mut Redis>,
     ) -> Option<Finished<'_>> {
         let index = token as usize;
         let job = self.all.get_mut(index).filter(|job| job.outstanding > 0)?;
@@ -278,6 +328,12 @@ impl Jobs {
         if job.outstanding > 0 {
             return None;
         }
+        if let DbRoute::Api(Query::Update(id)) = job.route {
+            if api::invalidate(id, api_cache, redis.as_deref_mut(), token) {
+                job.awaits_redis = true;
+                return None;
+            }
+        }
         self.free.push(index);
         let job = &mut self.all[index];
         let expected_worlds = match job.route {
@@ -293,7 +349,7 @@ impl Jobs {
         body.clear();
         let (status, content_type) = match (job.failure, job.route) {
             (failure, DbRoute::Api(query)) => {
-                let answer = api::finish(query, failure, &job.record, api_cache);
+                let answer = api::finish(query, failure, &job.record, api_cache, redis);
                 return Some(Finished {
                     ticket: job.ticket,
                     answer,
@@ -329,6 +385,61 @@ impl Jobs {
         })
     }
 
+    /// The event of job `token`'s Redis command: a lookup's value answers the read, its
+    /// miss queues the read's query on `db`; a deletion's lets the update be answered.
+    pub fn on_redis_event(
+        &mut self,
+        token: u64,
+        event: redis::Event<'_>,
+        db: &mut Pool,
+        api_cache: &api::Cache,
+    ) -> Option<Finished<'_>> {
+        match event {
+            redis::Event::Failed(failure) => self.redis_errors.report(failure),
+            redis::Event::Error(message) => {
+                // The server's text, shortened: it is only a hint.
+                let shown = &message[..message.len().min(200)];
+                self.redis_errors.report(String::from_utf8_lossy(shown));
+            }
+            redis::Event::Reply(_) => {}
+        }
+        // A command no job awaits (a SET) has a token beyond every job's.
+        let index = usize::try_from(token).ok()?;
+        let job = self.all.get_mut(index).filter(|job| job.awaits_redis)?;
+        job.awaits_redis = false;
+        let (ticket, route) = (job.ticket, job.route);
+        let DbRoute::Api(query) = route else {
+            return None;
+        };
+        let key = match query {
+            Query::Read(key, generation) => match api::found_in_redis(event) {
+                Some(json) => {
+                    self.free.push(index);
+                    let record = &mut self.all[index].record;
+                    let answer = api::hit_in_redis(key, generation, json, record, api_cache);
+                    return Some(Finished { ticket, answer });
+                }
+                None => key,
+            },
+            Query::Update(_) => {
+                self.free.push(index);
+                let job = &self.all[index];
+                let answer = api::finish(query, job.failure, &job.record, api_cache, None);
+                return Some(Finished { ticket, answer });
+            }
+        };
+        let now = Instant::now();
+        let read =
+            |_: &mut Job, queue: &mut Queue<'_>| queue(key.statement(), &[Param::Int4(key.id())]);
+        match self.queue(index, db, now, read) {
+            Ok(()) => None,
+            Err(status) => Some(Finished {
+                ticket,
+                answer: Answer::error(status),
+            }),
+        }
+    }
+
     /// A job slot for a new request, keeping the buffers of the job that was there.
     fn allocate(&mut self, ticket: Ticket, route: DbRoute) -> usize {
         let index = self.free.pop().unwrap_or_else(|| {
@@ -336,6 +447,7 @@ impl Jobs {
                 ticket,
                 route,
                 outstanding: 0,
+                awaits_redis: false,
                 failure: None,
                 worlds: Vec::new(),
                 ids: Vec::new(),
@@ -350,6 +462,7 @@ impl Jobs {
         job.ticket = ticket;
         job.route = route;
         job.outstanding = 0;
+        job.awaits_redis = false;
         job.failure = None;
         job.worlds.clear();
         job.ids.clear();
@@ -406,15 +519,23 @@ pub(super) fn write_json(out: &mut Vec<u8>, value: &impl serde::Serialize) {
     serde_json::to_writer(out, value).expect("serializing into memory");
 }
 
-/// Logs database failures without flooding: the first one, then at most one a second with
-/// the count of those left out.
-#[derive(Default)]
+/// Logs failures without flooding: the first one, then at most one a second with the count
+/// of those left out, each after `what` failed.
 struct ErrorLog {
+    what: &'static str,
     last: Option<Instant>,
     suppressed: u64,
 }
 
 impl ErrorLog {
+    fn new(what: &'static str) -> ErrorLog {
+        ErrorLog {
+            what,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
     fn report(&mut self, error: impl fmt::Display) {
         let now = Instant::now();
         if self
@@ -425,8 +546,11 @@ impl ErrorLog {
             return;
         }
         match std::mem::take(&mut self.suppressed) {
-            0 => crate::log!("query failed: {error}"),
-            n => crate::log!("query failed: {error} (and {n} more since the last report)"),
+            0 => crate::log!("{} failed: {error}", self.what),
+            n => crate::log!(
+                "{} failed: {error} (and {n} more since the last report)",
+                self.what
+            ),
         }
         self.last = Some(now);
     }

@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::http::{Answer, ContentType, Method, Reply, Request, Status, Ticket, Version};
 use crate::pg::{self, Pool, Target};
+use crate::redis::{self, Redis};
 use crate::service::{Context, Finished, Service};
 use crate::ws::{self, handshake};
 use arena::Arena;
@@ -164,9 +165,11 @@ impl App {
     }
 }
 
-/// What both servers do before serving: find the database, start loading the cache, and
-/// return what makes each worker thread's app and database connections.
-pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 'static {
+/// What both servers do before serving: find the database and Redis, start loading the
+/// cache, and return what makes each worker thread's app, database and Redis connections.
+pub fn prepare(
+    settings: &Settings,
+) -> impl Fn() -> (App, Pool, Option<Redis>) + Send + Sync + 'static {
     // A DATABASE_URL that cannot be used ends the start, as a bad argument does. The edge
     // uses none: it neither reads nor names one.
     let pg_config = match settings.edge {
@@ -177,6 +180,18 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
         }),
     };
     let target = Target::new(pg_config);
+    // The api's L2 (`api`); the edge caches nothing.
+    let redis_target = match settings.edge {
+        true => None,
+        false => redis_target(std::env::var("REDIS_URL").ok()),
+    };
+    let redis_settings = redis::Settings {
+        limits: redis::Limits {
+            max_len: api::LARGEST_REDIS_REPLY,
+            ..redis::Limits::default()
+        },
+        ..redis::Settings::default()
+    };
     // The whole table is read once before the workers take connections, so that the read
     // never falls among the requests TFB's verifier counts statements for; a busy machine
     // gets the whole connect timeout for it. Without a database the server goes on at once
@@ -222,8 +237,30 @@ pub fn prepare(settings: &Settings) -> impl Fn() -> (App, Pool) + Send + Sync + 
             .with_static_dir(&static_dir)
             .with_max_body(max_body)
             .with_max_message(max_message);
-        (app, pool)
+        let redis = redis_target
+            .as_ref()
+            .map(|(address, session)| Redis::new(address.clone(), session, redis_settings));
+        (app, pool, redis)
     }
+}
+
+/// Where the api's L2 is: `REDIS_URL`, resolved once; none when it is unset or empty. A URL
+/// that cannot be used ends the start, as a bad DATABASE_URL does (the password never shown).
+fn redis_target(url: Option<String>) -> Option<(redis::Address, redis::Session)> {
+    let url = url.filter(|url| !url.is_empty())?;
+    let exit = |error: &dyn std::fmt::Display| -> ! {
+        crate::log!("{error}");
+        std::process::exit(2);
+    };
+    let url = redis::RedisUrl::parse(&url).unwrap_or_else(|error| exit(&error));
+    let address = url.endpoint.resolve().unwrap_or_else(|error| {
+        exit(&format_args!(
+            "REDIS_URL: cannot resolve {}: {error}",
+            url.endpoint
+        ))
+    });
+    crate::log!("Redis L2 at {address}");
+    Some((address, url.session))
 }
 
 impl Service for App {
@@ -339,9 +376,23 @@ impl Service for App {
         Reply::Now(answer)
     }
 
-    fn on_database_event(&mut self, token: u64, event: pg::Event<'_>) -> Option<Finished<'_>> {
+    fn on_database_event(
+        &mut self,
+        token: u64,
+        event: pg::Event<'_>,
+        redis: Option<&mut Redis>,
+    ) -> Option<Finished<'_>> {
         self.jobs
-            .on_event(token, event, &mut self.cache, self.api.cache())
+            .on_event(token, event, &mut self.cache, self.api.cache(), redis)
+    }
+
+    fn on_redis_event(
+        &mut self,
+        token: u64,
+        event: redis::Event<'_>,
+        db: &mut Pool,
+    ) -> Option<Finished<'_>> {
+        self.jobs.on_redis_event(token, event, db, self.api.cache())
     }
 
     fn on_upstream_event<'a>(

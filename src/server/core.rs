@@ -22,6 +22,7 @@ use crate::http::{BufferPool, HttpDate, Ticket, Timeouts, TIMEOUTS};
 use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
 use crate::quic::Endpoint;
+use crate::redis::{self, Redis};
 use crate::service::{Context, Finished, Service, Serving};
 use crate::timers::Wakeup;
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
@@ -126,6 +127,12 @@ impl<S: Service, K> Core<S, K> {
             slots: Slots::default(),
             quic: None,
         }
+    }
+
+    /// Gives the worker the app's Redis connections, when it has some.
+    pub fn with_redis(mut self, redis: Option<Redis>) -> Self {
+        self.worker.redis = redis;
+        self
     }
 
     /// Serves the connections of a TLS listener with `tls`.
@@ -424,6 +431,7 @@ impl<S: Service, K> Core<S, K> {
             date,
             now,
             timers,
+            redis,
             upstream,
             limits,
             ..
@@ -458,6 +466,7 @@ impl<S: Service, K> Core<S, K> {
                 now: *now,
                 db: pool,
                 timers,
+                redis: redis.as_mut(),
                 upstream: upstream.as_mut(),
                 origin: Origin {
                     client: slot.peer,
@@ -551,21 +560,34 @@ impl<S: Service, K> Core<S, K> {
         std::mem::swap(into, &mut self.slots.completed);
     }
 
-    /// Answers the requests whose time has come, runs the database connections' timers
-    /// (reconnects, deadlines), and gives back connections another thread needs more.
+    /// Answers the requests whose time has come, runs the database, Redis and upstream
+    /// connections' timers (reconnects, deadlines), and gives back connections another
+    /// thread needs more.
     pub fn on_timers(&mut self) {
         let mut timers = std::mem::take(&mut self.worker.timers);
-        let (_, _, mut deliver) = self.split();
+        let mut deliver = self.split().deliver;
         timers.run(deliver.now, |wakeup| deliver.timer(wakeup));
         let quic = self.quic.as_deref();
         timers.sweep_when_grown(|wakeup| is_live(&self.slots, quic, &wakeup.ticket));
         self.worker.timers = timers;
         self.run_quic_deadlines();
 
-        let (pool, upstream, mut deliver) = self.split();
+        let Split {
+            pool,
+            mut redis,
+            upstream,
+            mut deliver,
+        } = self.split();
         let now = deliver.now;
-        pool.on_timer(now, &mut |token, event| deliver.event(token, event));
+        pool.on_timer(now, &mut |token, event| {
+            deliver.event(token, event, redis.as_deref_mut())
+        });
         pool.balance();
+        if let Some(redis) = redis {
+            redis.on_timers(now, &mut |token, event| {
+                deliver.redis_event(token, event, pool)
+            });
+        }
         if let Some(upstream) = upstream {
             upstream.on_timers(now, &mut |token, event| {
                 deliver.upstream_event(token, event)
@@ -574,8 +596,8 @@ impl<S: Service, K> Core<S, K> {
     }
 }
 
-/// Hands database events and timers to the app, and the answers they finish to their
-/// connections.
+/// Hands database, Redis and upstream events and timers to the app, and the answers they
+/// finish to their connections.
 struct Deliverer<'a, S, K> {
     service: &'a mut S,
     slots: &'a mut Slots<K>,
@@ -587,8 +609,14 @@ struct Deliverer<'a, S, K> {
 }
 
 impl<S: Service, K> Deliverer<'_, S, K> {
-    fn event(&mut self, token: u64, event: Event<'_>) {
-        self.finish(|service| service.on_database_event(token, event));
+    /// A database event, with the worker's Redis connections the request may go on with.
+    fn event(&mut self, token: u64, event: Event<'_>, redis: Option<&mut Redis>) {
+        self.finish(|service| service.on_database_event(token, event, redis));
+    }
+
+    /// A Redis event, with the worker's database connections the request may go on with.
+    fn redis_event(&mut self, token: u64, event: redis::Event<'_>, db: &mut Pool) {
+        self.finish(|service| service.on_redis_event(token, event, db));
     }
 
     fn upstream_event(&mut self, token: u64, event: upstream::Event<'_>) {
@@ -648,12 +676,13 @@ fn h2_limits<S: Service>(service: &S, limits: &Limits) -> h2::Limits {
 }
 
 impl<S: Service, K> Core<S, K> {
-    /// The pool and the upstream apart from what their events are delivered to: the app,
-    /// and the connections that the app's finished answers go to.
-    fn split(&mut self) -> (&mut Pool, Option<&mut Proxy>, Deliverer<'_, S, K>) {
+    /// The pool, Redis and the upstream apart from what their events are delivered to: the
+    /// app, and the connections that the app's finished answers go to.
+    fn split(&mut self) -> Split<'_, S, K> {
         let Worker {
             service,
             pool,
+            redis,
             upstream,
             buffers,
             budget,
@@ -670,8 +699,21 @@ impl<S: Service, K> Core<S, K> {
             date,
             now: *now,
         };
-        (pool, upstream.as_mut(), deliverer)
+        Split {
+            pool,
+            redis: redis.as_mut(),
+            upstream: upstream.as_mut(),
+            deliver: deliverer,
+        }
     }
+}
+
+/// The worker's outgoing connections, each borrowed apart, and what delivers their events.
+struct Split<'a, S, K> {
+    pool: &'a mut Pool,
+    redis: Option<&'a mut Redis>,
+    upstream: Option<&'a mut Proxy>,
+    deliver: Deliverer<'a, S, K>,
 }
 
 /// Whether the connection `ticket` was given to, a slot's or a QUIC one's, is still open.

@@ -21,6 +21,7 @@ use self::signals::Wakers;
 use self::supervisor::supervise;
 use crate::pg::Pool;
 use crate::quic::Spread;
+use crate::redis::Redis;
 use crate::service::Service;
 use crate::sys;
 use crate::transport::{Listening, TlsConfig};
@@ -126,7 +127,7 @@ fn with_wakers(
     Ok(inputs)
 }
 
-/// Runs one epoll worker per thread's listeners, each with the service and database
+/// Runs one epoll worker per thread's listeners, each with the service, database and Redis
 /// connections `new_worker` makes on its thread, `limits` and the TLS listener's `tls`,
 /// until one stops: returns its cause; or until a signal asked them to drain and they all
 /// have.
@@ -138,20 +139,21 @@ pub fn run_epoll<S, F>(
 ) -> io::Result<()>
 where
     S: Service,
-    F: Fn() -> (S, Pool) + Send + Sync + 'static,
+    F: Fn() -> (S, Pool, Option<Redis>) + Send + Sync + 'static,
 {
     let inputs = with_wakers(listeners, &limits)?;
     let spread = Spread::new(inputs.len());
     supervise("gnosis", inputs, move |(index, listeners, wake), _| {
-        let (service, pool) = new_worker();
-        let core = Core::new(service, pool, limits.clone()).with_tls(tls.clone());
+        let (service, pool, redis) = new_worker();
+        let core = Core::new(service, pool, limits.clone()).with_redis(redis);
+        let core = core.with_tls(tls.clone());
         let core = core.with_quic(index, &listeners, spread.clone());
         epoll::Worker::new(listeners, wake, core)?.run()
     })
 }
 
-/// Runs one io_uring worker per thread's listeners, each with its own ring, the service
-/// and database connections `new_worker` makes on its thread, `limits` and the TLS
+/// Runs one io_uring worker per thread's listeners, each with its own ring, the service,
+/// database and Redis connections `new_worker` makes on its thread, `limits` and the TLS
 /// listener's `tls`, until one stops: returns its cause, at once, naming it, when io_uring
 /// cannot be used; or until a signal asked them to drain and they all have.
 pub fn run_uring<S, F>(
@@ -163,7 +165,7 @@ pub fn run_uring<S, F>(
 ) -> io::Result<()>
 where
     S: Service,
-    F: Fn() -> (S, Pool) + Send + Sync + 'static,
+    F: Fn() -> (S, Pool, Option<Redis>) + Send + Sync + 'static,
 {
     let inputs = with_wakers(listeners, &limits)?;
     let spread = Spread::new(inputs.len());
@@ -172,8 +174,9 @@ where
         inputs,
         move |(index, listeners, wake), started| {
             // The ring is made on the thread that uses it (SINGLE_ISSUER).
-            let (service, pool) = new_worker();
-            let core = Core::new(service, pool, limits.clone()).with_tls(tls.clone());
+            let (service, pool, redis) = new_worker();
+            let core = Core::new(service, pool, limits.clone()).with_redis(redis);
+            let core = core.with_tls(tls.clone());
             let core = core.with_quic(index, &listeners, spread.clone());
             let worker = uring::Worker::new(listeners, wake, core, options)?;
             started.ready(format!("rings ready ({})", worker.setup().describe()));

@@ -11,7 +11,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -264,13 +264,41 @@ pub fn poll_socket(socket: &OwnedFd, want_write: bool, timeout: Duration) -> io:
         Err(Errno::INTR) => return Ok(Readiness::default()),
         Err(err) => return Err(err.into()),
     }
-    let revents = pollfd[0].revents();
+    Ok(readiness(pollfd[0].revents()))
+}
+
+/// [`poll_socket`] for several sockets, each with its `want_write`: waits up to `timeout`
+/// for any of them, and says what each is ready for, in their order.
+pub fn poll_sockets(
+    sockets: &[(BorrowedFd<'_>, bool)],
+    timeout: Duration,
+) -> io::Result<Vec<Readiness>> {
+    let mut pollfds: Vec<PollFd<'_>> = sockets
+        .iter()
+        .map(|(socket, want_write)| {
+            let mut interest = PollFlags::IN;
+            interest.set(PollFlags::OUT, *want_write);
+            PollFd::from_borrowed_fd(*socket, interest)
+        })
+        .collect();
+    let timeout = Timespec::try_from(timeout).ok();
+    match rustix::event::poll(&mut pollfds, timeout.as_ref()) {
+        Ok(_) => Ok(pollfds
+            .iter()
+            .map(|pollfd| readiness(pollfd.revents()))
+            .collect()),
+        Err(Errno::INTR) => Ok(vec![Readiness::default(); sockets.len()]),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn readiness(revents: PollFlags) -> Readiness {
     let failed = PollFlags::HUP | PollFlags::ERR;
-    Ok(Readiness {
+    Readiness {
         readable: revents.intersects(PollFlags::IN | failed),
         // A failed connect reports POLLERR/POLLHUP without POLLOUT; SO_ERROR then says why.
         writable: revents.intersects(PollFlags::OUT | failed),
-    })
+    }
 }
 
 pub struct Epoll {

@@ -2,10 +2,13 @@
 //! HTTP/1.1, against HttpArena's database in the shared private cluster: `/public/` as the
 //! arena routes; `/api/items/{id}` cache-aside (MISS, HIT, expiry), its update seen by the
 //! next read on another connection, its refusals; `/api/me` by the edge's `X-User-Id`;
-//! 503 without a database. Every value is checked against psql.
+//! 503 without a database. Every value is checked against psql. With a redis-server of the
+//! test's own as the L2 (`REDIS_URL`): a miss written to Redis, a value found there a hit, an
+//! update deleting it, and Redis gone then back.
 
 use std::time::{Duration, Instant};
 
+use crate::common::redis::RedisServer;
 use crate::common::{Client, HttpResponse, Server};
 use serde_json::Value;
 
@@ -14,12 +17,14 @@ fn arena_url(port: &str) -> String {
     format!("postgres://bench:bench@127.0.0.1:{port}/benchmark")
 }
 
-/// `binary` on HttpArena's database at `url`, serving the repository's dataset.
-fn start(binary: &str, url: String) -> Server {
+/// `binary` on HttpArena's database at `url`, serving the repository's dataset, with the
+/// Redis of `redis_url` as its L2 (none when empty).
+fn start(binary: &str, url: String, redis_url: String) -> Server {
     let mut env: Vec<_> = ["PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE"]
         .map(|name| (name, String::new()))
         .to_vec();
     env.push(("DATABASE_URL", url));
+    env.push(("REDIS_URL", redis_url));
     env.push((
         "DATASET_PATH",
         concat!(env!("CARGO_MANIFEST_DIR"), "/data/dataset.json").to_string(),
@@ -28,7 +33,11 @@ fn start(binary: &str, url: String) -> Server {
 }
 
 fn start_on_the_cluster(binary: &str) -> Server {
-    start(binary, arena_url(&crate::common::pg::port()))
+    start(binary, arena_url(&crate::common::pg::port()), String::new())
+}
+
+fn start_with_redis(binary: &str, redis: &RedisServer) -> Server {
+    start(binary, arena_url(&crate::common::pg::port()), redis.url())
 }
 
 fn psql(sql: &str) -> String {
@@ -332,13 +341,146 @@ fn me_is_the_edges_user(binary: &str) {
 /// Without a database, the api's reads and updates are 503 and the public routes serve.
 fn without_a_database_the_api_answers_503(binary: &str) {
     let closed = crate::common::free_port().to_string();
-    let server = start(binary, arena_url(&closed));
+    let server = start(binary, arena_url(&closed), String::new());
     let mut client = server.connect();
     assert_eq!(client.get("/api/items/1").status, 503);
     assert_eq!(me(&mut client, &["X-User-Id: 42"]).status, 503);
     let update = r#"{"name":"x","price":1,"quantity":1}"#;
     assert_eq!(post_item(&mut client, 1, update).status, 503);
     assert_eq!(client.get("/public/baseline?a=1&b=2").text(), "3");
+}
+
+/// What `key` holds in `redis` once it holds something (the server's SET is not awaited),
+/// up to 10 s.
+fn redis_value(redis: &RedisServer, key: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let value = redis.cli(&["GET", key]);
+        if !value.is_empty() {
+            return value;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{key} never in Redis"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A miss in both levels reads PostgreSQL and writes the row to Redis for the item's
+/// second; the next read hits (unless its second passed).
+fn a_miss_is_written_to_redis(binary: &str) {
+    let redis = RedisServer::start(crate::common::free_port());
+    let server = start_with_redis(binary, &redis);
+    assert!(server
+        .log()
+        .contains(&format!("Redis L2 at tcp 127.0.0.1:{}", redis.port)));
+    let mut client = ready_client(&server);
+    let sent = Instant::now();
+    let first = client.get("/api/items/23456");
+    assert_eq!(
+        cached_json(&first),
+        ("MISS".into(), item_in_postgres(23_456))
+    );
+    assert_eq!(redis_value(&redis, "item:23456"), first.text());
+    let ttl: i64 = redis.cli(&["PTTL", "item:23456"]).parse().unwrap();
+    assert!(ttl <= 1000, "{ttl}");
+    let next = client.get("/api/items/23456");
+    assert_eq!(next.body, first.body);
+    let (cache, _) = cached_json(&next);
+    assert!(cache == "HIT" || sent.elapsed() >= Duration::from_secs(1));
+}
+
+/// A value in Redis for a key not in L1 is answered as it is, a hit: L2 is read (and the
+/// database is not, whose row differs).
+fn a_value_in_redis_is_a_hit(binary: &str) {
+    let redis = RedisServer::start(crate::common::free_port());
+    let server = start_with_redis(binary, &redis);
+    let mut client = ready_client(&server);
+    let planted = r#"{"id":31337,"name":"from-redis"}"#;
+    assert_eq!(
+        redis.cli(&["SET", "item:31337", planted, "PX", "5000"]),
+        "OK"
+    );
+    let answer = client.get("/api/items/31337");
+    assert_eq!(answer.header("x-cache"), Some("HIT"));
+    assert_eq!(answer.text(), planted);
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    let user = r#"{"id":42,"name":"from-redis"}"#;
+    assert_eq!(redis.cli(&["SET", "user:42", user, "PX", "5000"]), "OK");
+    let answer = me(&mut client, &["X-User-Id: 42"]);
+    assert_eq!(
+        (answer.header("x-cache"), answer.text()),
+        (Some("HIT"), user)
+    );
+}
+
+/// An update deletes the item in Redis before its 204: the key is gone, and the next read
+/// (on another connection) misses and answers the new row. The row is restored.
+fn an_update_deletes_the_item_in_redis(binary: &str) {
+    let id = if binary.ends_with("gnosis-uring") {
+        99_004
+    } else {
+        99_003
+    };
+    let redis = RedisServer::start(crate::common::free_port());
+    let server = start_with_redis(binary, &redis);
+    let _pinned = crate::write_items();
+    let _restored = RestoredItem::new(id);
+    let (target, key) = (format!("/api/items/{id}"), format!("item:{id}"));
+    let read = ready_client(&server).get(&target);
+    assert_eq!(cached_json(&read).0, "MISS");
+    assert_eq!(redis_value(&redis, &key), read.text());
+
+    let update = r#"{"name":"redis-updated","price":321,"quantity":12}"#;
+    let answer = post_item(&mut ready_client(&server), id, update);
+    assert_eq!(answer.status, 204, "{}", answer.text());
+    assert_eq!(redis.cli(&["EXISTS", &key]), "0");
+
+    let (cache, after) = cached_json(&ready_client(&server).get(&target));
+    assert_eq!(cache, "MISS");
+    assert_eq!(after, item_in_postgres(id));
+    assert_eq!(
+        (after["name"].as_str(), after["price"].as_i64()),
+        (Some("redis-updated"), Some(321))
+    );
+}
+
+/// With Redis gone every read is still answered, from PostgreSQL, and the failures logged;
+/// once it is back on its port, the server's connections come back and misses are written
+/// to it again.
+fn without_redis_postgres_answers_until_it_is_back(binary: &str) {
+    let port = crate::common::free_port();
+    let redis = RedisServer::start(port);
+    let server = start_with_redis(binary, &redis);
+    let mut client = ready_client(&server);
+    assert_eq!(cached_json(&client.get("/api/items/41000")).0, "MISS");
+    redis_value(&redis, "item:41000");
+    drop(redis);
+    for id in 41_001..41_021 {
+        let (cache, body) = cached_json(&client.get(&format!("/api/items/{id}")));
+        assert_eq!(cache, "MISS");
+        assert_eq!(body["id"], id);
+    }
+    let log = server.log();
+    assert!(
+        log.contains("a Redis command failed: Redis unreachable, or the connection lost"),
+        "{log}"
+    );
+    let redis = RedisServer::start(port);
+    let started = Instant::now();
+    for id in 41_021.. {
+        let (_, body) = cached_json(&client.get(&format!("/api/items/{id}")));
+        assert_eq!(body["id"], id);
+        if !redis.cli(&["GET", &format!("item:{id}")]).is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no value in Redis 30 s after its restart"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 test_both_binaries! {
@@ -350,4 +492,8 @@ test_both_binaries! {
     bad_requests_are_refused,
     me_is_the_edges_user,
     without_a_database_the_api_answers_503,
+    a_miss_is_written_to_redis,
+    a_value_in_redis_is_a_hit,
+    an_update_deletes_the_item_in_redis,
+    without_redis_postgres_answers_until_it_is_back,
 }

@@ -621,6 +621,7 @@ pub mod fake_pg;
 pub mod h2;
 pub mod pg;
 pub mod proxy;
+pub mod redis;
 pub mod tls;
 
 /// The CPU time (user + system) process `pid` has used, in seconds.

@@ -163,6 +163,30 @@ fn a_bad_database_url_or_max_conn_ends_the_start() {
     );
 }
 
+/// A REDIS_URL that cannot be used ends the start on both binaries, naming what is wrong and
+/// never the password; one whose host has no address too.
+#[test]
+fn a_bad_redis_url_ends_the_start_with_a_clear_message() {
+    for binary in [GNOSIS, env!("CARGO_BIN_EXE_gnosis-uring")] {
+        let url = "redis://:s3cr3t@127.0.0.1:notaport".to_string();
+        let (status, stderr) = run_until_exit(binary, &[("REDIS_URL", url)]);
+        assert_eq!(status, Some(2), "{stderr}");
+        assert!(
+            stderr.contains("REDIS_URL: the port is not a number from 1 to 65535"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("s3cr3t"), "{stderr}");
+    }
+    let url = "redis://:s3cr3t@no-such-host.invalid:6379".to_string();
+    let (status, stderr) = run_until_exit(GNOSIS, &[("REDIS_URL", url)]);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("REDIS_URL: cannot resolve no-such-host.invalid:6379"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cr3t"), "{stderr}");
+}
+
 /// DATABASE_URL and DATABASE_MAX_CONN only, as HttpArena starts a server: 2 threads x
 /// --pg-conns 4 do not fit in 9 less the 4 reserved, so 2 per thread, said once; it serves.
 #[test]

@@ -35,6 +35,7 @@ fn serve(chunks: &[Vec<u8>], date: &HttpDate) -> Vec<u8> {
             now,
             db: &mut db,
             timers: &mut timers,
+            redis: None,
             upstream: None,
             origin: Default::default(),
         };

@@ -147,29 +147,36 @@ fn update_answer() -> Vec<u8> {
 /// Feeds the scripted server's `answers` to the pool's connection and returns the
 /// responses the jobs finish: (sequence, status, body).
 fn answer(jobs: &mut Jobs, pool: &mut Pool, answers: &[u8]) -> Vec<(u32, Status, String)> {
-    answer_with(jobs, pool, answers, &api::Cache::new(16))
+    answer_with(jobs, pool, answers, &api::Cache::new(16), None)
 }
 
-/// [`answer`], the api's rows kept in `api_cache`.
+/// [`answer`], the api's rows kept in `api_cache` and `redis`.
 fn answer_with(
     jobs: &mut Jobs,
     pool: &mut Pool,
     answers: &[u8],
     api_cache: &api::Cache,
+    mut redis: Option<&mut Redis>,
 ) -> Vec<(u32, Status, String)> {
     let mut cache = cache();
     let mut finished = Vec::new();
     pool.link_mut(0)
         .receive(answers, Instant::now(), &mut |token, event| {
-            if let Some(done) = jobs.on_event(token, event, &mut cache, api_cache) {
-                let crate::http::Body::Bytes(body) = done.answer.body else {
-                    panic!("a database answer is bytes");
-                };
-                let body = String::from_utf8(body.to_vec()).unwrap();
-                finished.push((done.ticket.seq, done.answer.status, body));
+            let redis = redis.as_deref_mut();
+            if let Some(done) = jobs.on_event(token, event, &mut cache, api_cache, redis) {
+                finished.push(owned(done));
             }
         });
     finished
+}
+
+/// A finished answer, owned: (sequence, status, body).
+fn owned(done: Finished<'_>) -> (u32, Status, String) {
+    let crate::http::Body::Bytes(body) = done.answer.body else {
+        panic!("a database answer is bytes");
+    };
+    let body = String::from_utf8(body.to_vec()).unwrap();
+    (done.ticket.seq, done.answer.status, body)
 }
 
 fn item_row(id: i32, name: &str, active: bool, tags: &str) -> Vec<u8> {
@@ -312,7 +319,7 @@ fn api_jobs_read_and_update_an_item() {
         r#"{"id":4,"name":"Vertex \"Spindle\" 4","category":"toys","price":30,"#,
         r#""quantity":5,"active":true,"rating":{"score":42,"count":127}}"#
     );
-    let finished = answer_with(&mut jobs, &mut pool, &row, &api_cache);
+    let finished = answer_with(&mut jobs, &mut pool, &row, &api_cache, None);
     assert_eq!(finished, [(1, Status::Ok, body.to_string())]);
     assert_eq!(api_cache.get(key, now).as_deref(), Some(body.as_bytes()));
 
@@ -334,11 +341,107 @@ fn api_jobs_read_and_update_an_item() {
         assert!(api_cache.insert(key, api_cache.generation(key), b"{}", now));
         jobs.start_one(update, UPDATE_ITEM, &params, ticket(2), &mut pool, now)
             .unwrap();
-        let finished = answer_with(&mut jobs, &mut pool, &answer_bytes, &api_cache);
+        let finished = answer_with(&mut jobs, &mut pool, &answer_bytes, &api_cache, None);
         assert_eq!(finished.len(), 1);
         assert_eq!(finished[0].1, status);
         assert!(api_cache.get(key, now).is_none());
     }
+}
+
+/// With Redis: a read asks it first, its nil goes on to PostgreSQL, whose row is a miss
+/// written to Redis; a value found there is a hit, PostgreSQL not asked; an update is
+/// answered once its DEL's reply comes. Events no job awaits change nothing.
+#[test]
+fn api_jobs_ask_redis_before_and_after_the_database() {
+    use super::api::tests::{connected_redis, resp, sent};
+    use super::api::Key;
+    use crate::redis::{self, Value};
+    let (mut jobs, mut pool) = (Jobs::new(8), ready_pool());
+    let mut redis = connected_redis();
+    let api_cache = api::Cache::new(16);
+    let (now, key) = (Instant::now(), Key::Item(4));
+    let read = DbRoute::Api(Query::Read(key, api_cache.generation(key)));
+    let get = |redis: &mut Redis, token| redis.get(token, b"item:4", now);
+    assert_eq!(
+        jobs.await_redis(read, ticket(1), |t| get(&mut redis, t)),
+        Ok(true)
+    );
+    assert_eq!(sent(&mut redis), resp(&["GET", "item:4"]));
+    assert!(pool.link_mut(0).unsent().is_empty(), "PostgreSQL waits");
+    let nil = redis::Event::Reply(Value::Null);
+    assert!(jobs.on_redis_event(0, nil, &mut pool, &api_cache).is_none());
+    // Its query went out: a second nil for the job is no longer awaited.
+    assert!(!pool.link_mut(0).unsent().is_empty());
+    assert!(jobs.on_redis_event(0, nil, &mut pool, &api_cache).is_none());
+    let sent_query = pool.link_mut(0).unsent().len();
+    pool.link_mut(0).sent(sent_query);
+    let int = |n: i32| n.to_be_bytes().to_vec();
+    let mut row = script::bind_complete();
+    row.extend(script::raw_row(&[
+        Some(&int(4)),
+        Some(b"Spindle"),
+        Some(b"toys"),
+        Some(&int(30)),
+        Some(&int(5)),
+        Some(&[1]),
+        Some(&int(42)),
+        Some(&int(127)),
+    ]));
+    row.extend(script::command_complete("SELECT 1"));
+    row.extend(script::ready());
+    let finished = answer_with(&mut jobs, &mut pool, &row, &api_cache, Some(&mut redis));
+    assert_eq!((finished.len(), finished[0].1), (1, Status::Ok));
+    let set = resp(&["SET", "item:4", &finished[0].2, "PX", "1000"]);
+    assert_eq!(sent(&mut redis), set);
+
+    let other = Key::Item(5);
+    let read = DbRoute::Api(Query::Read(other, api_cache.generation(other)));
+    assert_eq!(
+        jobs.await_redis(read, ticket(2), |t| get(&mut redis, t)),
+        Ok(true)
+    );
+    sent(&mut redis);
+    let found = redis::Event::Reply(Value::Bulk(b"{\"id\":5}"));
+    let hit = jobs
+        .on_redis_event(0, found, &mut pool, &api_cache)
+        .map(owned);
+    assert_eq!(hit, Some((2, Status::Ok, "{\"id\":5}".to_string())));
+    assert!(api_cache.get(other, now).is_some());
+    assert!(pool.link_mut(0).unsent().is_empty(), "PostgreSQL not asked");
+
+    let update = DbRoute::Api(Query::Update(4));
+    let params = [
+        Param::Text("bench-updated"),
+        Param::Int4(250),
+        Param::Int4(10),
+        Param::Int4(4),
+    ];
+    jobs.start_one(update, UPDATE_ITEM, &params, ticket(3), &mut pool, now)
+        .unwrap();
+    let mut returned = script::bind_complete();
+    returned.extend(script::data_row(&[4]));
+    returned.extend(script::command_complete("UPDATE 1"));
+    returned.extend(script::ready());
+    let finished = answer_with(
+        &mut jobs,
+        &mut pool,
+        &returned,
+        &api_cache,
+        Some(&mut redis),
+    );
+    assert!(finished.is_empty(), "the 204 waits for the DEL");
+    assert_eq!(sent(&mut redis), resp(&["DEL", "item:4"]));
+    assert!(api_cache.get(key, now).is_none());
+    let deleted = redis::Event::Reply(Value::Integer(1));
+    let answered = jobs
+        .on_redis_event(0, deleted, &mut pool, &api_cache)
+        .map(owned);
+    assert_eq!(answered, Some((3, Status::Other(204), String::new())));
+    // A SET's reply, awaited by no job.
+    let ok = redis::Event::Reply(Value::Simple(b"OK"));
+    assert!(jobs
+        .on_redis_event(u64::MAX, ok, &mut pool, &api_cache)
+        .is_none());
 }
 
 /// On TFB's database the api's statements are unavailable: 503 at once, nothing sent.

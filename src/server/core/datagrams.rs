@@ -83,6 +83,7 @@ fn with_serve<S: Service, T>(
         date,
         now,
         timers,
+        redis,
         upstream,
         ..
     } = worker;
@@ -91,6 +92,7 @@ fn with_serve<S: Service, T>(
         now: *now,
         db: pool,
         timers,
+        redis: redis.as_mut(),
         upstream: upstream.as_mut(),
         // Each connection says its client before its requests (`Handler::set_client`).
         origin: Origin {

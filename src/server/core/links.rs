@@ -1,5 +1,5 @@
-//! The links: the PostgreSQL connections (indexes `0..pool.len()`) and, in edge mode, the
-//! upstream's (after them). The backend does what [`Core::link_order`] says, reads when it
+//! The links: the PostgreSQL connections (indexes `0..pool.len()`), in edge mode the
+//! upstream's after them, then Redis's when the app has it. The backend does what [`Core::link_order`] says, reads when it
 //! can, sends [`Core::link_unsent`], and reports back; each link decides the rest for its
 //! connection (`crate::link`), and the answers its events finish go to their connections.
 
@@ -9,6 +9,7 @@ use super::Core;
 use crate::link::Link;
 pub(in crate::server) use crate::link::Order as LinkOrder;
 use crate::pg::PgConn;
+use crate::redis;
 use crate::service::Service;
 use crate::upstream::{Around, Dyn};
 
@@ -16,6 +17,7 @@ use crate::upstream::{Around, Dyn};
 enum Which {
     Pg(usize),
     Upstream(usize),
+    Redis(usize),
 }
 
 /// Runs the same code on a link of either kind, with its sink: `$link` the link, `$sink` what
@@ -24,13 +26,26 @@ macro_rules! on_link {
     ($core:expr, $index:expr, |$link:ident, $now:ident, $sink:ident| $body:expr) => {{
         let index = $index;
         let which = $core.which(index);
-        let (pool, upstream, mut deliver) = $core.split();
+        let super::Split {
+            pool,
+            mut redis,
+            upstream,
+            mut deliver,
+        } = $core.split();
         let $now = deliver.now;
         match which {
             Which::Pg(i) => {
                 let $link = pool.link_mut(i);
-                let $sink = &mut |token, event: crate::pg::Event<'_>| deliver.event(token, event);
+                let $sink = &mut |token, event: crate::pg::Event<'_>| {
+                    deliver.event(token, event, redis.as_deref_mut())
+                };
                 $body
+            }
+            Which::Redis(i) => {
+                let redis = redis.expect("a Redis link index");
+                let sink =
+                    &mut |token, event: redis::Event<'_>| deliver.redis_event(token, event, pool);
+                redis.on_link(i, sink, |$link, $sink| $body)
             }
             Which::Upstream(i) => {
                 let upstream = upstream.expect("an upstream link index");
@@ -48,29 +63,44 @@ macro_rules! on_link {
 impl<S: Service, K> Core<S, K> {
     /// How many links there are (indexes `0..links()`).
     pub fn links(&self) -> usize {
-        let upstream = self.worker.upstream.as_ref().map_or(0, |up| up.len());
-        self.worker.pool.len() + upstream
+        self.worker.pool.len() + self.upstream_links() + self.redis_links()
+    }
+
+    fn upstream_links(&self) -> usize {
+        self.worker.upstream.as_ref().map_or(0, |up| up.len())
+    }
+
+    fn redis_links(&self) -> usize {
+        self.worker.redis.as_ref().map_or(0, |redis| redis.len())
     }
 
     fn which(&self, index: usize) -> Which {
-        match index.checked_sub(self.worker.pool.len()) {
-            None => Which::Pg(index),
-            Some(i) => Which::Upstream(i),
+        let Some(past_pg) = index.checked_sub(self.worker.pool.len()) else {
+            return Which::Pg(index);
+        };
+        match past_pg.checked_sub(self.upstream_links()) {
+            None => Which::Upstream(past_pg),
+            Some(i) => Which::Redis(i),
         }
     }
 
-    /// Runs `f` on link `index`, of either kind, for what delivers no event.
+    /// Runs `f` on link `index`, of any kind, for what delivers no event.
     fn link_do<T>(
         &mut self,
         index: usize,
         pg: impl FnOnce(&mut Link<PgConn>) -> T,
         up: impl FnOnce(&mut Link<crate::upstream::Conn>) -> T,
+        rd: impl FnOnce(&mut Link<redis::Conn>) -> T,
     ) -> T {
         match self.which(index) {
             Which::Pg(i) => pg(self.worker.pool.link_mut(i)),
             Which::Upstream(i) => {
                 let upstream = self.worker.upstream.as_mut();
                 up(upstream.expect("an upstream link index").link_mut(i))
+            }
+            Which::Redis(i) => {
+                let redis = self.worker.redis.as_mut();
+                rd(redis.expect("a Redis link index").link_mut(i))
             }
         }
     }
@@ -97,6 +127,7 @@ impl<S: Service, K> Core<S, K> {
                 let upstream = self.worker.upstream.as_mut()?;
                 upstream.link_mut(i).read_buffer()
             }
+            Which::Redis(i) => self.worker.redis.as_mut()?.link_mut(i).read_buffer(),
         }
     }
 
@@ -125,6 +156,10 @@ impl<S: Service, K> Core<S, K> {
                 Some(upstream) => upstream.link_mut(i).unsent(),
                 None => &[],
             },
+            Which::Redis(i) => match self.worker.redis.as_mut() {
+                Some(redis) => redis.link_mut(i).unsent(),
+                None => &[],
+            },
         }
     }
 
@@ -132,6 +167,7 @@ impl<S: Service, K> Core<S, K> {
     pub fn link_low_water(&mut self, index: usize) -> Option<usize> {
         self.link_do(
             index,
+            |link| link.low_water_order(),
             |link| link.low_water_order(),
             |link| link.low_water_order(),
         )
@@ -147,15 +183,30 @@ impl<S: Service, K> Core<S, K> {
                 .upstream
                 .as_ref()
                 .is_some_and(|upstream| upstream.link(i).has_unsent()),
+            Which::Redis(i) => self
+                .worker
+                .redis
+                .as_ref()
+                .is_some_and(|redis| redis.link(i).has_unsent()),
         }
     }
 
     pub fn link_sent(&mut self, index: usize, n: usize) {
-        self.link_do(index, |link| link.sent(n), |link| link.sent(n))
+        self.link_do(
+            index,
+            |link| link.sent(n),
+            |link| link.sent(n),
+            |link| link.sent(n),
+        )
     }
 
     /// The socket the link ordered closed is closed and nothing refers to it any more.
     pub fn link_closed(&mut self, index: usize) {
-        self.link_do(index, |link| link.closed(), |link| link.closed())
+        self.link_do(
+            index,
+            |link| link.closed(),
+            |link| link.closed(),
+            |link| link.closed(),
+        )
     }
 }

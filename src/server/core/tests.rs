@@ -19,12 +19,15 @@ static STATEMENTS: &[Statement] = &[Statement {
     param_types: &[],
 }];
 
-/// Answers `/db` from the database (one query, its row count as the body) and anything
-/// else at once.
+/// Answers `/db` from the database (one query, its row count as the body), `/redis` from
+/// Redis (`GET k`, the value as the body) and anything else at once.
 #[derive(Default)]
 struct TestService {
     waiting: Vec<(Ticket, usize)>,
     accept: crate::ws::handshake::Accept,
+    /// The requests waiting for Redis, by token, and the last value's copy.
+    waiting_for_redis: Vec<Ticket>,
+    value: Vec<u8>,
 }
 
 impl Service for TestService {
@@ -38,6 +41,12 @@ impl Service for TestService {
             let upgrade = &request.fields.upgrade;
             self.accept = crate::ws::handshake::check(upgrade, request.version).unwrap();
             return Reply::Now(Answer::switch_to_websocket(&self.accept));
+        }
+        if let (Some(redis), "/redis") = (cx.redis.as_deref_mut(), request.path) {
+            let token = self.waiting_for_redis.len() as u64;
+            redis.get(token, b"k", cx.now).unwrap();
+            self.waiting_for_redis.push(ticket);
+            return Reply::Later;
         }
         if request.path != "/db" {
             return Reply::Now(Answer::ok(ContentType::Plain, b"now"));
@@ -56,6 +65,23 @@ impl Service for TestService {
         }
     }
 
+    fn on_redis_event(
+        &mut self,
+        token: u64,
+        event: crate::redis::Event<'_>,
+        _: &mut Pool,
+    ) -> Option<Finished<'_>> {
+        let ticket = *self.waiting_for_redis.get(token as usize)?;
+        let crate::redis::Event::Reply(crate::redis::Value::Bulk(value)) = event else {
+            return None;
+        };
+        self.value = value.to_vec();
+        Some(Finished {
+            ticket,
+            answer: Answer::ok(ContentType::Plain, &self.value),
+        })
+    }
+
     /// Echoes, as the app's `/ws` does.
     fn on_message(&mut self, message: crate::ws::Message<'_>, out: &mut Vec<u8>) {
         crate::ws::frame::write(out, message.opcode, message.payload);
@@ -66,7 +92,12 @@ impl Service for TestService {
         None
     }
 
-    fn on_database_event(&mut self, token: u64, event: Event<'_>) -> Option<Finished<'_>> {
+    fn on_database_event(
+        &mut self,
+        token: u64,
+        event: Event<'_>,
+        _: Option<&mut crate::redis::Redis>,
+    ) -> Option<Finished<'_>> {
         let (ticket, rows) = self.waiting.get_mut(token as usize)?;
         match event {
             Event::Row(_) => {
@@ -261,6 +292,39 @@ fn a_db_request_goes_through_the_link_and_back() {
     let response = String::from_utf8(core.unsent(slot).to_vec()).unwrap();
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     assert!(response.ends_with("\r\n\r\n1 rows"), "{response}");
+}
+
+/// Redis's links come after the pool's: a `/redis` request's GET goes out on link 1 once
+/// it is connected, and the reply that arrives there answers the request.
+#[test]
+fn a_redis_request_goes_through_a_link_after_the_pools_and_back() {
+    let mut core = ready_core();
+    let redis_address = Address::Tcp("127.0.0.1:6379".parse().unwrap());
+    let settings = crate::redis::Settings {
+        connections: 1,
+        ..crate::redis::Settings::default()
+    };
+    let redis = Redis::new(redis_address.clone(), &Default::default(), settings);
+    core = core.with_redis(Some(redis));
+    assert_eq!(core.links(), 2);
+    assert_eq!(core.link_order(1), Some(LinkOrder::Connect(redis_address)));
+    core.link_connected(1, Ok(()));
+    let slot = core.open(7, Listening::Http, None);
+    core.received(slot, b"GET /redis HTTP/1.1\r\nHost: a\r\n\r\n");
+    core.advance(slot, true);
+    assert!(core.unsent(slot).is_empty(), "waits for Redis");
+    assert!(core.next_wake() <= core.now() + Duration::from_secs(1));
+    let command = core.link_unsent(1).to_vec();
+    assert_eq!(command, b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    core.link_sent(1, command.len());
+    assert!(core.link_unsent(0).is_empty(), "nothing for PostgreSQL");
+    core.link_received(1, b"$5\r\nvalue\r\n");
+    let mut completed = Vec::new();
+    core.take_completed(&mut completed);
+    assert_eq!(completed, [slot]);
+    core.advance(slot, true);
+    let response = String::from_utf8(core.unsent(slot).to_vec()).unwrap();
+    assert!(response.ends_with("\r\n\r\nvalue"), "{response}");
 }
 
 /// The switch to WebSocket: a request waiting for the database, the upgrade and the

@@ -1,5 +1,5 @@
 //! What a worker's connections share, whatever carries them: the application, the
-//! thread's PostgreSQL and upstream connections, the buffers, the budget, the clocks and the timers.
+//! thread's PostgreSQL, Redis and upstream connections, the buffers, the budget, the clocks and the timers.
 //!
 //! [`Slots`](super::slots::Slots), the table of stream (TCP) connections, sits beside it in
 //! [`Core`](super::Core); a datagram endpoint (QUIC: one UDP socket, its connections by
@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::{Limits, DATABASE_GRACE, SWEEP_EVERY};
 use crate::http::{AltSvc, BufferPool, HttpDate};
 use crate::pg::Pool;
+use crate::redis::Redis;
 use crate::service::Service;
 use crate::timers::{Timers, Wakeup};
 use crate::transport::TlsConfig;
@@ -21,6 +22,8 @@ pub(super) struct Worker<S> {
     pub service: S,
     /// The thread's PostgreSQL connections, each with the socket it wants (its link).
     pub pool: Pool,
+    /// The thread's Redis connections, when the app has a Redis server (never at the edge).
+    pub redis: Option<Redis>,
     /// In edge mode, the thread's upstream connections, each with the socket it wants.
     pub upstream: Option<Proxy>,
     /// The buffers the connections borrow while they have bytes in flight.
@@ -50,6 +53,7 @@ impl<S: Service> Worker<S> {
         Worker {
             service,
             pool,
+            redis: None,
             upstream,
             buffers: BufferPool::default(),
             budget: Budget::new(limits.max_buffered),
@@ -88,6 +92,7 @@ impl<S: Service> Worker<S> {
     pub fn next_wake(&self) -> Instant {
         let deadlines = [
             self.pool.deadline(),
+            self.redis.as_ref().and_then(Redis::deadline),
             self.upstream.as_ref().and_then(Proxy::deadline),
             self.listen_by,
             self.timers.earliest(),
