@@ -93,7 +93,7 @@ class ProductionStack(unittest.TestCase):
         self.services = yaml.safe_load(PRODUCTION.read_text())["services"]
 
     def test_the_edge_asks_the_shared_authsvc_and_forwards_to_the_server(self):
-        self.assertEqual(sorted(self.services), ["authsvc", "edge", "server"])
+        self.assertEqual(sorted(self.services), ["authsvc", "cache", "edge", "server"])
         edge, auth, server = (self.services[name] for name in ("edge", "authsvc", "server"))
         self.assertEqual(auth["build"], gateway.AUTHSVC_BUILD)
         self.assertIn("AUTHSVC_LISTEN=0.0.0.0:9090", auth["environment"])
@@ -104,6 +104,8 @@ class ProductionStack(unittest.TestCase):
         self.assertEqual((front["--auth-prefix"], front["--auth-fields"]), ("/api/", "X-User-Id"))
         self.assertEqual([front[flag] for flag in ("--port", "--tls-port", "--h2c-port")], ["0", "0", "0"])
         self.assertEqual(options(server["command"])["--port"], "8080")
+        self.assertIn("REDIS_URL=redis://127.0.0.1:6379", server["environment"])
+        self.assertEqual(self.services["cache"]["image"], "redis:7-alpine")
         self.assertNotIn("8443", server["command"])
         used = set()
         for name, service in self.services.items():
@@ -122,7 +124,11 @@ class ProductionStack(unittest.TestCase):
             self.assertEqual(auth.argv[1:], ["-m", "gnosis_tools.authsvc"])
             self.assertEqual(auth.env["AUTHSVC_LISTEN"], "0.0.0.0:%d" % stack.ports[9090])
             self.assertIn("127.0.0.1:%d/_auth" % stack.ports[9090], stack.services["edge"].argv)
-            self.assertEqual(stack.order.index("edge"), 2)
+            self.assertEqual(stack.order.index("edge"), 3)
+            cache, server = stack.services["cache"], stack.services["server"]
+            self.assertEqual(cache.argv[:3], ["redis-server", "--bind", "127.0.0.1"])
+            self.assertIn(str(stack.ports[6379]), cache.argv)
+            self.assertEqual(server.env["REDIS_URL"], "redis://127.0.0.1:%d" % stack.ports[6379])
 
 
 class AuthService(unittest.TestCase):

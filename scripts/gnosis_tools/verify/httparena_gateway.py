@@ -27,8 +27,8 @@ the proxy's connections), and for gateway-h3 the dynamic routes and a static fil
 production-stack starts `compose.production-stack.yml` the same way. Its `authsvc` service
 (`build: ../_shared/authsvc`, HttpArena's shared JWT verifier, which the harness builds from its
 own tree) runs here as `gnosis_tools.authsvc`, a stand-in written to the same contract, with the
-service's environment; a `redis` image would run as Debian's redis-server (gnosis's stack has
-none). validate.sh's `_validate_production_stack` (28606baf) has 15 checks: HTTP/2 negotiated,
+service's environment; its `cache` service (a `redis` image) runs as Debian's redis-server with
+the service's command. validate.sh's `_validate_production_stack` (28606baf) has 15 checks: HTTP/2 negotiated,
 /static/reset.css's Content-Type, app.js not empty, /public/baseline with fixed and random
 numbers, /public/json/25's items and totals, 401 for GET and POST /api/items/1 with no token and
 with a bogus one, /api/items/1 with the token, /api/items/7 MISS then HIT, POST /api/items/2
@@ -63,8 +63,9 @@ COMPOSE = {"gateway-64": "compose.gateway.yml", "gateway-h3": "compose.gateway-h
 # gnosis the path instead.
 MOUNTED = {"/certs": ("TLS_CERT", "server.crt"), "/data/static": ("STATIC_DIR", None),
            "/data/dataset.json": ("DATASET_PATH", None)}
-# The ports the compose files name: HTTP/1.1 behind, TLS and QUIC in front, the auth service.
-PORTS = (8080, 8443, 9090)
+# The ports the compose files name: HTTP/1.1 behind, TLS and QUIC in front, the auth service,
+# Redis.
+PORTS = (8080, 8443, 9090, 6379)
 # The service HttpArena builds from its own tree, and what stands for it here.
 AUTHSVC_BUILD = "../_shared/authsvc"
 
@@ -99,18 +100,20 @@ class Service:
         command = spec.get("command")
         if spec.get("build") == AUTHSVC_BUILD:
             self.argv = [sys.executable, "-m", "gnosis_tools.authsvc"]
+        elif str(spec.get("image", "")).startswith("redis:") and command and command[0] == "redis-server":
+            self.argv = ["redis-server"] + [move(arg) for arg in command[1:]]
         elif command and command[0] == "/server":
             self.argv = [str(binary)] + [move(arg) for arg in command[1:]]
         else:
-            raise ValueError("service %s: its command must run /server (the image's binary), or it "
-                             "must be %s" % (name, AUTHSVC_BUILD))
+            raise ValueError("service %s: its command must run /server (the image's binary), or "
+                             "redis-server in a redis image, or it must be %s" % (name, AUTHSVC_BUILD))
         self.env = {key: value for key, value in os.environ.items()
                     if key not in ("TLS_CERT", "TLS_KEY", "STATIC_DIR", "DATASET_PATH", "DATABASE_URL",
                                    "DATABASE_MAX_CONN")}  # fmt: skip
         self.env["PYTHONPATH"] = str(ROOT / "scripts")
         for entry in spec.get("environment", []):
             key, _, value = substitute(entry, env).partition("=")
-            self.env[key] = move(value) if key == "AUTHSVC_LISTEN" else value
+            self.env[key] = move(value) if key in ("AUTHSVC_LISTEN", "REDIS_URL") else value
         mounts = {}
         for volume in spec.get("volumes", []):
             host, container = substitute(volume, env).split(":")[:2]
