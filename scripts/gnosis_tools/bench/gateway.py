@@ -7,11 +7,12 @@ port. The edges: Caddy and nginx (Debian's), configured from the templates in ga
 HttpArena's aspnet-minimal_caddy and aspnet-minimal_nginx proxies are, and gnosis's own edge
 (--upstream).
 
-production-stack's stack has a third process, HttpArena's auth service (frameworks/_shared/authsvc,
-Rust, built here from a snapshot of its repository or given by --authsvc), started first on the
-stack's auth port; each edge asks it about every /api/ request (gnosis --auth, nginx auth_request,
-Caddy forward_auth) and passes its X-User-Id on. Its edges' configurations are the -production
-templates."""
+production-stack's stack has two more processes, as HttpArena's compose files have them: Redis
+(Debian's redis-server, no persistence) on the auth port + 1,000, the application's L2 (REDIS_URL), and
+HttpArena's auth service (frameworks/_shared/authsvc, Rust, built here from a snapshot of its
+repository or given by --authsvc) on the stack's auth port, both started first; each edge asks the
+auth service about every /api/ request (gnosis --auth, nginx auth_request, Caddy forward_auth) and
+passes its X-User-Id on. Its edges' configurations are the -production templates."""
 
 import os
 import shutil
@@ -35,6 +36,10 @@ DEFAULT_APP = f"{GNOSIS} --port {{port}} --tls-port 0 --h2c-port 0 --h2-tls-port
 # address on the stack's auth port); AUTHSVC_BINARY stands for its binary until the run has one.
 AUTHSVC_BINARY = "@AUTHSVC@"
 AUTHSVC_COMMAND = f"env JWT_SECRET={JWT_SECRET} AUTHSVC_LISTEN=127.0.0.1:{{auth_port}} {AUTHSVC_BINARY}"
+# production-stack's cache service, HttpArena's Redis (its compose files' redis:7-alpine), on the
+# auth service's port + 1,000; the application finds it in REDIS_URL.
+REDIS_COMMAND = "redis-server --bind 127.0.0.1 --port {redis_port} --save '' --appendonly no"
+REDIS_URL = "redis://127.0.0.1:{redis_port}"
 # HttpArena's repository at the commit followed (28606baf): its authsvc is exported from there and
 # built in target/authsvc/ of this checkout. HTTPARENA_GIT names another git directory of it.
 HTTPARENA_COMMIT = "28606bafd5526c28b8438f630d7dca73b2869e28"
@@ -93,12 +98,14 @@ def edge_named(name):
 def stack_command(edge, app, port, h2_tls_port, auth_port=None):
     """One command line for /bin/sh: the application in the background, then the edge in its
     place (exec), both in the session the bench starts and measures. With `auth_port`,
-    production-stack's: the auth service first, in the background too, and the edge's production
-    command and configuration."""
+    production-stack's: Redis and the auth service first, in the background too, the application
+    with REDIS_URL, and the edge's production command and configuration."""
     production = auth_port is not None
     conf = f"{BARS_DIR}/{edge.conf_name(port, production)}"
     if production:
-        line = f"{AUTHSVC_COMMAND} & {app} & {edge.production_command or edge.command}"
+        line = (f"{REDIS_COMMAND} & {AUTHSVC_COMMAND} & env REDIS_URL={REDIS_URL} {app} & "
+                f"{edge.production_command or edge.command}")
+        line = line.replace("{redis_port}", str(auth_port + 1000))
     else:
         line = f"{app} & {edge.command}"
     line = line.replace("{conf}", conf).replace("{auth_port}", str(auth_port))

@@ -129,14 +129,16 @@ class Stacks(unittest.TestCase):
     def test_each_stack_starts_the_auth_service_then_the_application_then_its_edge(self):
         args = bench_args("--server", "gateway:gnosis", "--baseline", "gateway:nginx", "--tests", "production-stack")
         edge, nginx_stack = args.specs
-        service = (f"env JWT_SECRET={authsvc.SECRET} AUTHSVC_LISTEN=127.0.0.1:12080 {gateway.AUTHSVC_BINARY} & "
-                   f"{gateway.DEFAULT_APP.replace('{port}', '8080')} & ")  # fmt: skip
+        service = ("redis-server --bind 127.0.0.1 --port 13080 --save '' --appendonly no & "
+                   f"env JWT_SECRET={authsvc.SECRET} AUTHSVC_LISTEN=127.0.0.1:12080 {gateway.AUTHSVC_BINARY} & "
+                   f"env REDIS_URL=redis://127.0.0.1:13080 {gateway.DEFAULT_APP.replace('{port}', '8080')} & ")  # fmt: skip
         self.assertEqual(edge.production_command, service + f"exec {gateway.GNOSIS} --upstream 127.0.0.1:8080 "
                          "--auth 127.0.0.1:12080/_auth --auth-prefix /api/ --auth-fields X-User-Id --port 0 "
                          "--tls-port 0 --h2c-port 0 --h2-tls-port 11080 --h3-port 11080")  # fmt: skip
         self.assertEqual((edge.auth_port, nginx_stack.auth_port), (12080, 12081))
         self.assertNotIn("--auth", edge.command)  # gateway-64's stack stays as it was
-        self.assertTrue(nginx_stack.production_command.startswith(service.replace("12080", "12081").replace("8080", "8081")))
+        nginx_service = service.replace("13080", "13081").replace("12080", "12081").replace(" 8080", " 8081")
+        self.assertTrue(nginx_stack.production_command.startswith(nginx_service), nginx_stack.production_command)
         self.assertTrue(nginx_stack.production_command.endswith("-c {bars_dir}/nginx-production-8081.conf"))
         caddy = bench_args("--server", "gateway:caddy", "--tests", "production-stack").specs[0]
         self.assertIn("--config {bars_dir}/caddy-production-8080.Caddyfile", caddy.production_command)
