@@ -1,7 +1,8 @@
 //! The links: the PostgreSQL connections (indexes `0..pool.len()`), in edge mode the
-//! upstream's after them, then Redis's when the app has it. The backend does what [`Core::link_order`] says, reads when it
-//! can, sends [`Core::link_unsent`], and reports back; each link decides the rest for its
-//! connection (`crate::link`), and the answers its events finish go to their connections.
+//! upstream's after them, then Redis's when the app has it. The backend does what
+//! [`Core::link_order`] says, reads when it can, sends [`Core::link_unsent`], and reports back;
+//! each link decides the rest for its connection (`crate::link`), and the answers its events
+//! finish go to their connections.
 
 use std::io;
 
