@@ -4,7 +4,8 @@ path, so that the edge meets each way a response can be framed and each way it c
 
     python3 upstream.py PORT
 
-prints `listening` once it accepts. Paths:
+prints `listening` once it accepts; a request with `Connection: close` is the connection's last.
+Paths:
     /echo...           200, JSON: the method, target, fields (in order) and body it received
     /created           201 with Location, two Set-Cookie, Cache-Control and a body
     /chunked           200, the body in three chunks and a trailer
@@ -127,6 +128,8 @@ def serve(conn):
             else:
                 data = b"hello from upstream"
                 conn.sendall(answer("200 OK", [("Content-Type", "text/plain")] + length(data), data))
+            if any(name.lower() == "connection" and value.lower() == "close" for name, value in fields):
+                return
     except OSError:
         pass
     finally:
