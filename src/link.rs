@@ -13,9 +13,38 @@
 pub mod poll;
 
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use crate::sys::Address;
+
+/// The pacing of a pool's connects after consecutive failures (an upstream's, Redis's): from
+/// 100 ms, doubling, to 2 s; a success starts it over.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: u32,
+    until: Option<Instant>,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(2);
+
+    pub fn failed(&mut self, now: Instant) {
+        let delay = Self::FIRST
+            .saturating_mul(1 << self.failures.min(10))
+            .min(Self::MAX);
+        self.failures += 1;
+        self.until = Some(now + delay);
+    }
+
+    pub fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+
+    pub fn allows(&self, now: Instant) -> bool {
+        self.until.is_none_or(|until| now >= until)
+    }
+}
 
 /// What the connection needs from its link right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

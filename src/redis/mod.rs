@@ -39,6 +39,7 @@ pub use self::conn::Conn;
 pub use self::protocol::{Aggregate, DecodeError, Limits, Value};
 pub use self::url::{Endpoint, RedisUrl, Session, UrlError, DEFAULT_PORT};
 pub use crate::link::Address;
+use crate::link::Backoff;
 
 /// A Redis connection with the socket it wants.
 pub type Link = crate::link::Link<Conn>;
@@ -120,34 +121,6 @@ pub enum Refused {
     Unavailable,
     /// Its connection holds `max_in_flight` commands, or `queue_bytes` unsent.
     Busy,
-}
-
-/// The pacing of connects after consecutive failures.
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    until: Option<Instant>,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(2);
-
-    fn failed(&mut self, now: Instant) {
-        let delay = Self::FIRST
-            .saturating_mul(1 << self.failures.min(10))
-            .min(Self::MAX);
-        self.failures += 1;
-        self.until = Some(now + delay);
-    }
-
-    fn succeeded(&mut self) {
-        *self = Backoff::default();
-    }
-
-    fn allows(&self, now: Instant) -> bool {
-        self.until.is_none_or(|until| now >= until)
-    }
 }
 
 /// What a connection's events reach besides the sink: the pool's backoff.

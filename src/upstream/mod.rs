@@ -26,6 +26,7 @@ pub use self::proxy::{AuthSettings, Dyn, Proxy, ProxySettings};
 use crate::h1::client::{Forward, WriteError};
 use crate::http::{FieldLines, Status};
 pub use crate::link::Address;
+use crate::link::Backoff;
 
 /// An upstream connection with the socket it wants.
 pub type Link = crate::link::Link<Conn>;
@@ -145,34 +146,6 @@ struct Queued {
     retried: bool,
     deadline: Instant,
     bytes: Vec<u8>,
-}
-
-/// The pacing of connects after consecutive failures.
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    until: Option<Instant>,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(2);
-
-    fn failed(&mut self, now: Instant) {
-        let delay = Self::FIRST
-            .saturating_mul(1 << self.failures.min(10))
-            .min(Self::MAX);
-        self.failures += 1;
-        self.until = Some(now + delay);
-    }
-
-    fn succeeded(&mut self) {
-        *self = Backoff::default();
-    }
-
-    fn allows(&self, now: Instant) -> bool {
-        self.until.is_none_or(|until| now >= until)
-    }
 }
 
 /// What a connection's events reach besides the sink: the pool's backoff, and the requests
