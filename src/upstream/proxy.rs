@@ -43,9 +43,11 @@ pub struct Proxy {
     grants: Vec<String>,
 }
 
+/// The auth service, where it is asked and what it guards (its grants are the proxy's).
 struct Auth {
     service: Upstream,
-    settings: AuthSettings,
+    path: String,
+    prefix: String,
     held: Holding,
 }
 
@@ -112,8 +114,9 @@ impl Proxy {
                 .as_ref()
                 .map_or(Vec::new(), |(auth, _)| auth.grants.clone()),
             auth: auth.map(|(auth, settings)| Auth {
-                service: Upstream::new(auth.address.clone(), settings),
-                settings: auth,
+                service: Upstream::new(auth.address, settings),
+                path: auth.path,
+                prefix: auth.prefix,
                 held: Holding {
                     requests: Vec::new(),
                     free: Vec::new(),
@@ -161,7 +164,7 @@ impl Proxy {
                 .filter(move |(name, _)| !grants.iter().any(|grant| is_named(name, grant))),
         );
         match auth {
-            Some(auth) if request.path.starts_with(auth.settings.prefix.as_str()) => {
+            Some(auth) if request.path.starts_with(auth.prefix.as_str()) => {
                 auth.ask(token, &forward, fields, now)
             }
             _ => upstream.forward(token, &forward, fields, now),
@@ -293,7 +296,7 @@ impl Auth {
                 ];
                 let sub_request = Forward {
                     method: b"GET",
-                    target: self.settings.path.as_bytes(),
+                    target: self.path.as_bytes(),
                     body: &[],
                     ..*forward
                 };
