@@ -155,10 +155,6 @@ impl Redis {
         }
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// How many links there are.
     pub fn len(&self) -> usize {
         self.links.len()

@@ -195,10 +195,6 @@ impl Upstream {
         }
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// How many links there are.
     pub fn len(&self) -> usize {
         self.links.len()
