@@ -68,8 +68,12 @@ def add_arguments(p):
                    help="connections of the warm-up and of every query-test level (default and TFB: %(default)s)")
     p.add_argument("--rounds", type=int, help="runs of each level per server (default 1, or 4 with --baseline: "
                    "an even number lets each server go first equally often)")
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
-                   help="wrk threads; a level uses min(threads, connections) (default: nproc, %(default)s, as TFB)")
+    p.add_argument("--threads", type=int,
+                   help="wrk threads; a level uses min(threads, connections) (default: nproc, as TFB, or the "
+                   "load's CPUs with --pin)")
+    p.add_argument("--pin", metavar="SERVER_CPUS:LOAD_CPUS", type=parse_pin,
+                   help="the servers on these CPUs, the load generators (and this script) on the others, "
+                   "as on a venue's machine, e.g. 0:1 (one core each); --threads defaults to the load's CPUs")
     p.add_argument("--out", default=str(REPO / "results"),
                    help="a timestamped folder is made in it (default: %(default)s)")
     p.add_argument("--startup-timeout", type=float, default=60.0,
@@ -109,6 +113,8 @@ def settle(args):
     args.specs = server_specs(args)
     if args.rounds is None:
         args.rounds = 4 if len(args.specs) > 1 else 1
+    if args.threads is None:
+        args.threads = len(args.pin[1] if args.pin else os.sched_getaffinity(0))
     if min(args.duration, args.warmup, args.primer, args.rounds, args.threads, args.max_concurrency) < 1:
         raise ValueError("--duration, --warmup, --primer, --rounds, --threads and --max-concurrency must be >= 1")
     commands = [s for s in args.specs if s.anchor is None]
@@ -246,3 +252,26 @@ def program_name(command):
             continue
         return os.path.basename(word)
     return "server"
+
+
+def parse_pin(text):
+    """`SERVER_CPUS:LOAD_CPUS`, each a list as taskset takes it (0,2-3): two disjoint sets."""
+    try:
+        server, load = (cpu_list(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--pin takes SERVER_CPUS:LOAD_CPUS, e.g. 0:1, not {text!r}") from None
+    if server & load:
+        raise argparse.ArgumentTypeError(f"--pin {text}: the servers' and the load's CPUs overlap")
+    if not (server | load) <= os.sched_getaffinity(0):
+        raise argparse.ArgumentTypeError(f"--pin {text}: CPUs beyond this machine's {sorted(os.sched_getaffinity(0))}")
+    return server, load
+
+
+def cpu_list(text):
+    cpus = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    if not cpus:
+        raise ValueError(text)
+    return cpus

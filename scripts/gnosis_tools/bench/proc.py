@@ -7,6 +7,27 @@ from pathlib import Path
 from ..system import read_proc_stat
 
 
+# With --pin, the CPUs a server is started on (None: those this script has).
+SERVER_CPUS = None
+
+
+def pin(server_cpus, load_cpus):
+    """Keeps the servers on `server_cpus`, and this script, with every load generator it starts,
+    on `load_cpus` (a process inherits its parent's CPUs)."""
+    global SERVER_CPUS
+    SERVER_CPUS = server_cpus
+    os.sched_setaffinity(0, load_cpus)
+    # vortex starts a worker per core of the machine, each pinned by itself to its core (its
+    # affinity.rs), whatever CPUs it was given: told how many it has, its workers stay on them.
+    os.environ.setdefault("VORTEX_WORKERS", str(len(server_cpus)))
+
+
+def on_server_cpus():
+    """Run in a server's process before it execs: its CPUs."""
+    if SERVER_CPUS:
+        os.sched_setaffinity(0, SERVER_CPUS)
+
+
 def proc_stats():
     """(pid, read_proc_stat) of every process on the machine, but those that end meanwhile."""
     for entry in os.listdir("/proc"):

@@ -12,7 +12,7 @@ def render_markdown(meta, records, names):
     lines += [
         f"- Command: `{meta['command']}`",
         f"- Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), Linux {machine['kernel']}; "
-        f"{machine['wrk']}; load generator and servers on the same machine; load average "
+        f"{machine['wrk']}; load generator and servers on the same machine{pinning(meta)}; load average "
         f"{meta['load_average']['start']:.2f} at the start, {meta['load_average']['end']:.2f} at the end",
     ]
     if meta["database"]:
@@ -277,3 +277,10 @@ def loud(count):
 
 def chart_name(test_name):
     return f"chart-{test_name}.svg"
+
+
+def pinning(meta):
+    pinned = meta.get("pinned")
+    if not pinned:
+        return ""
+    return f", the servers pinned to CPUs {pinned['servers']} and the load generator to {pinned['load']}"

@@ -26,7 +26,7 @@ from .h2o import H2O_CONF, write_h2o_configs
 from .nginx import (BARS_DIR, NGINX_BROTLI_STATIC, NGINX_BROTLI_STATIC_PACKAGE, NGINX_CONF, write_json_answers,
                     write_nginx_configs)
 from .options import settle
-from .proc import cpu_model
+from .proc import cpu_model, pin
 from .report import chart_name, render_markdown
 from .schedule import run_test
 from .servers import Lineup, Server, preflight
@@ -78,6 +78,7 @@ def measure_all(args):
         "command": shlex.join(sys.argv),
         "machine": machine_info(),
         "open_files_limit": open_files,
+        "pinned": args.pin and {"servers": sorted(args.pin[0]), "load": sorted(args.pin[1])},
         "load_average": {"start": os.getloadavg()[0]},
         "database": database_settings(),
         "config": {
@@ -86,6 +87,8 @@ def measure_all(args):
                       "max_concurrency", "pause_after_warmup", "pause_between_levels")
         },  # fmt: skip
     }
+    if args.pin:
+        pin(*args.pin)
     # A database anchor cannot even start without tfb-database: then every server of the run
     # uses that database, gnosis included, over TCP as the anchors do.
     anchor_db = any(spec.anchor and spec.anchor.needs_database for spec in args.specs)

@@ -230,6 +230,27 @@ class ServerAccounting(unittest.TestCase):
             self.assertGreater(run["server_peak_rss_kib"], 1000)
             self.assertIsNotNone(server.process.poll())
 
+    def test_a_pinned_server_runs_on_its_cpus_and_the_load_on_the_others(self):
+        """--pin 0:1 on a machine of two CPUs or more: the server's process on CPU 0 alone."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        before = os.sched_getaffinity(0)
+        self.addCleanup(os.sched_setaffinity, 0, before)
+        self.addCleanup(setattr, proc, "SERVER_CPUS", None)
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ):
+            proc.pin({cpus[0]}, {cpus[1]})
+            self.assertEqual(os.sched_getaffinity(0), {cpus[1]})
+            self.assertEqual(os.environ["VORTEX_WORKERS"], "1")
+            port = free_port()
+            command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory {tmp}"
+            server = Server("http.server", command, "127.0.0.1", port, Path(tmp) / "log")
+            try:
+                server.start(timeout=20)
+                self.assertEqual(os.sched_getaffinity(server.process.pid), {cpus[0]})
+            finally:
+                server.stop()
+
     def test_refuses_a_port_already_in_use(self):
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), CountingHandler)
         try:
@@ -276,6 +297,19 @@ class ParsingAndLevels(unittest.TestCase):
         for bad in (["json=0"], ["nope=1"], ["a,b"], ["json="]):
             with self.assertRaises(ValueError):
                 options.resolve_levels(["json"], profile, bad)
+
+    def test_pin_takes_two_disjoint_cpu_lists(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        self.assertEqual(options.parse_pin(f"{cpus[0]}:{cpus[-1]}"), ({cpus[0]}, {cpus[-1]}))
+        # The load's one CPU: one wrk thread.
+        self.assertEqual(bench_args("--pin", f"{cpus[0]}:{cpus[-1]}").threads, 1)
+        self.assertEqual(bench_args().threads, len(cpus))
+        self.assertEqual(options.cpu_list("0,2-4"), {0, 2, 3, 4})
+        for bad in ("0", "0:0", "a:1", "0:", f"0:{max(cpus) + 1}"):
+            with self.assertRaises(argparse.ArgumentTypeError):
+                options.parse_pin(bad)
 
     def test_program_name(self):
         self.assertEqual(options.program_name("env PGHOST=x /opt/gnosis/bin/gnosis --port 1"), "gnosis")

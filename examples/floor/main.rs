@@ -1,12 +1,27 @@
-//! The no-parse floor (issue #28): an epoll server per core that answers every request with
-//! the same bytes without parsing it. What it spends per request is the kernel's part of
-//! serving HTTP/1.1 on this machine (accept, read, send, close, epoll), the least any server
-//! pays, so a competitor's CPU per request over the floor's bounds what any server could win
-//! on it. docs/BENCHMARKS.md ("The no-parse floor") has the command and the numbers:
+//! The no-parse floor (issues #28 and #44): a server per core that answers every request
+//! with the same bytes without parsing it. What it spends per request is the kernel's part
+//! of serving HTTP/1.1 on this machine (accept, read, send, close, and epoll's or
+//! io_uring's own cost), the least any server pays, so a competitor's CPU per request over
+//! the floor's bounds what any server could win on it. Two backends, as gnosis has:
+//!
+//! - `epoll.rs` (the default): epoll, `read` and `send`, as `gnosis` moves bytes.
+//! - `uring.rs` (`--uring`): the rings gnosis-uring sets up (`SINGLE_ISSUER |
+//!   DEFER_TASKRUN`), a multishot accept into the ring's file table, a multishot receive
+//!   per connection into provided buffers, sends queued from the completion loop and
+//!   submitted by the next wait, and nothing else; its flags turn on one io_uring lever
+//!   each, measured here first, where noise is smallest (`uring.rs` lists them).
+//!
+//! Two more levers for both (`steer.rs`): `--steer` keeps worker i on the i-th CPU and
+//! prefers its listener for the connections whose packets that CPU processes
+//! (`SO_INCOMING_CPU`), as vortex does with a program that routes by CPU; `--defer-accept`
+//! wakes an accept only once the client's first data are in (`TCP_DEFER_ACCEPT`).
+//!
+//! docs/BENCHMARKS.md ("The no-parse floor") has the commands and the numbers:
 //!
 //! ```sh
 //! cargo build --release --example floor
 //! scripts/tool bench --server "target/release/examples/floor --port {port}" --name floor ...
+//! scripts/tool bench --server "target/release/examples/floor --uring --port {port}" ...
 //! ```
 //!
 //! A request ends at its empty line (`\r\n\r\n`), except the empty line after a chunked
@@ -17,62 +32,128 @@
 //! send: the least an echo server does (HttpArena's WebSocket profiles). Not for the network:
 //! it trusts its client.
 
+mod epoll;
+mod steer;
+mod uring;
+
 use gnosis::h1::Framing;
 use gnosis::http::{Answer, HttpDate, Upgrade, Version};
-use gnosis::sys::{self, Epoll, Events, READABLE};
+use gnosis::sys;
 use gnosis::ws::frame::{self, Decoded};
 use gnosis::ws::{handshake, Opcode, MAX_MESSAGE};
 use memchr::memmem;
-use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The answer to every request: HttpArena's baseline answer, gnosis's headers.
 const ANSWER: &[u8] =
     b"HTTP/1.1 200 OK\r\nServer: floor\r\nDate: Thu, 26 Nov 2026 09:00:00 GMT\r\n\
 Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n55";
-const LISTENER: u64 = u64::MAX;
 const EMPTY_LINE: &[u8] = b"\r\n\r\n";
-/// What one read takes at most.
-const READ_SIZE: usize = 64 * 1024;
+
+const USAGE: &str = "usage: floor [--port PORT] [--threads N] [--steer] [--defer-accept] \
+[--uring [LEVER...]] (levers: uring.rs's Levers::parse)";
 
 fn main() -> std::io::Result<()> {
-    let (mut port, mut threads) = (
+    let (mut port, mut threads, mut levers) = (
         8080,
         std::thread::available_parallelism().map_or(1, usize::from),
+        None,
     );
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        match pair {
-            [flag, value] if flag == "--port" => port = value.parse().expect("--port takes a port"),
-            [flag, value] if flag == "--threads" => {
-                threads = value.parse().expect("--threads takes a count")
-            }
-            _ => panic!("usage: floor [--port PORT] [--threads N]"),
+    let (mut steered, mut defer_accept) = (false, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| panic!("{flag} takes a value; {USAGE}"))
+        };
+        match flag.as_str() {
+            "--port" => port = value().parse().expect("--port takes a port"),
+            "--threads" => threads = value().parse().expect("--threads takes a count"),
+            "--uring" => levers = Some(uring::Levers::default()),
+            "--steer" => steered = true,
+            "--defer-accept" => defer_accept = true,
+            lever => match &mut levers {
+                Some(levers) => levers.parse(lever, value),
+                None => panic!("{USAGE}"),
+            },
         }
     }
     sys::raise_open_files_limit()?;
-    let workers: Vec<_> = (0..threads)
-        .map(|_| {
-            let listener = sys::reuseport_listener(port)?;
-            Ok(std::thread::spawn(move || serve(listener)))
+    let cpus = steer::allowed_cpus()?;
+    let listeners = (0..threads)
+        .map(|_| sys::reuseport_listener(port))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    if defer_accept {
+        for listener in &listeners {
+            steer::defer_accept(listener, 1)?;
+        }
+    }
+    // Worker i on the i-th CPU, and each connection to the worker of the CPU that took it.
+    let steered = steered && cpus.len() >= threads;
+    if steered {
+        for (listener, &cpu) in listeners.iter().zip(&cpus) {
+            steer::prefer_cpu(listener, cpu)?;
+        }
+    }
+    let workers: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let cpu = cpus.get(i).copied().filter(|_| steered);
+            std::thread::spawn(move || {
+                if let Some(cpu) = cpu {
+                    steer::pin_to_cpu(cpu)?;
+                }
+                match levers {
+                    Some(levers) => uring::serve(listener, levers),
+                    None => epoll::serve(listener),
+                }
+            })
         })
-        .collect::<std::io::Result<_>>()?;
-    eprintln!("floor: serving on 0.0.0.0:{port} with {threads} threads");
+        .collect();
+    let backend = match levers {
+        Some(levers) => format!("io_uring ({levers:?})"),
+        None => "epoll".to_string(),
+    };
+    eprintln!(
+        "floor: serving on 0.0.0.0:{port} with {threads} threads, {backend}, \
+         steered by CPU: {steered}, deferred accepts: {defer_accept}"
+    );
     for worker in workers {
         worker.join().expect("a worker panicked")?;
     }
     Ok(())
 }
 
-struct Connection {
-    socket: OwnedFd,
-    phase: Phase,
-}
-
+/// What a connection speaks.
 enum Phase {
     /// HTTP/1.1 requests, answered as they end.
     Http(RequestEnds),
     /// Upgraded: WebSocket frames, with the bytes of one not all read yet.
     WebSocket(Vec<u8>),
+}
+
+impl Phase {
+    fn new() -> Phase {
+        Phase::Http(RequestEnds::default())
+    }
+
+    /// Appends to `output` the answers to what `input` completes; false once the connection
+    /// is to close after them.
+    fn on_input(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> bool {
+        match self {
+            Phase::WebSocket(pending) => echo(pending, input, output),
+            Phase::Http(_) if input.starts_with(b"GET /ws ") => {
+                *self = Phase::WebSocket(Vec::new());
+                switch(input, output)
+            }
+            Phase::Http(ends) => {
+                for _ in 0..ends.count(input) {
+                    output.extend_from_slice(ANSWER);
+                }
+                memmem::find(input, b"Connection: close").is_none()
+            }
+        }
+    }
 }
 
 /// The `101` to a `GET /ws`, as gnosis writes it, for the request's key; false without one.
@@ -162,64 +243,6 @@ impl RequestEnds {
     }
 }
 
-fn serve(listener: OwnedFd) -> std::io::Result<()> {
-    let epoll = Epoll::new()?;
-    epoll.add(&listener, sys::ACCEPTABLE, LISTENER)?;
-    let mut events = Events::with_capacity(256);
-    // Indexed by descriptor: a closed connection's slot is the next one's.
-    let mut connections: Vec<Option<Connection>> = Vec::new();
-    let mut input = Vec::with_capacity(READ_SIZE);
-    let mut output = Vec::with_capacity(READ_SIZE);
-    loop {
-        epoll.wait(&mut events, -1)?;
-        for (token, _) in events.iter() {
-            if token == LISTENER {
-                while let Some((socket, _)) = sys::accept(&listener)? {
-                    let fd = socket.as_raw_fd() as usize;
-                    epoll.add(&socket, READABLE, fd as u64)?;
-                    if connections.len() <= fd {
-                        connections.resize_with(fd + 1, || None);
-                    }
-                    connections[fd] = Some(Connection {
-                        socket,
-                        phase: Phase::Http(RequestEnds::default()),
-                    });
-                }
-                continue;
-            }
-            let slot = &mut connections[token as usize];
-            let Some(connection) = slot else { continue };
-            input.clear();
-            let open = match sys::read_into(&connection.socket, &mut input, READ_SIZE) {
-                Ok(0) | Err(_) => false,
-                Ok(_) => {
-                    output.clear();
-                    let stays = match &mut connection.phase {
-                        Phase::WebSocket(pending) => echo(pending, &mut input, &mut output),
-                        Phase::Http(_) if input.starts_with(b"GET /ws ") => {
-                            connection.phase = Phase::WebSocket(Vec::new());
-                            switch(&input, &mut output)
-                        }
-                        Phase::Http(ends) => {
-                            for _ in 0..ends.count(&input) {
-                                output.extend_from_slice(ANSWER);
-                            }
-                            memmem::find(&input, b"Connection: close").is_none()
-                        }
-                    };
-                    // The answers fit the socket's buffer: a floor's client reads them.
-                    let sent = output.is_empty() || sys::send(&connection.socket, &output).is_ok();
-                    sent && stays
-                }
-            };
-            if !open {
-                // Dropping the socket closes it and takes it out of the epoll set.
-                *slot = None;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +293,66 @@ POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r
             let counted: usize = input.chunks(step).map(|read| ends.count(read)).sum();
             assert_eq!(counted, 9, "reads of {step} bytes");
         }
+    }
+
+    /// A floor (epoll, or io_uring with `levers`) on a free port, serving from a thread of
+    /// its own.
+    fn start(levers: Option<uring::Levers>) -> u16 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|probe| probe.local_addr())
+            .expect("a free port")
+            .port();
+        let listener = sys::reuseport_listener(port).expect("listening");
+        std::thread::spawn(move || match levers {
+            Some(levers) => uring::serve(listener, levers),
+            None => epoll::serve(listener),
+        });
+        port
+    }
+
+    #[test]
+    fn every_backend_and_lever_answers_each_request_then_closes() {
+        use std::io::{Read, Write};
+        let mut setups = vec![("epoll", None)];
+        for flags in [
+            &[][..],
+            &["--oneshot"],
+            &["--poll-first"],
+            &["--bundle"],
+            &["--incremental"],
+            &["--fixed-send"],
+            &["--coop"],
+        ] {
+            let mut levers = uring::Levers::default();
+            for flag in flags {
+                levers.parse(flag, || unreachable!());
+            }
+            setups.push(("io_uring", Some(levers)));
+        }
+        for (backend, levers) in setups {
+            let port = start(levers);
+            let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            // 5,000 requests (more than a 4 KiB buffer holds), sent in pieces that split
+            // requests anywhere, then one that closes.
+            let requests = MIX.repeat(5_000 / 3 + 1);
+            for piece in requests.chunks(1_000) {
+                client.write_all(piece).expect("send");
+            }
+            client
+                .write_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                .expect("send");
+            let mut answers = Vec::new();
+            client.read_to_end(&mut answers).expect("read until closed");
+            let expected = (requests_in(&requests) + 1) * ANSWER.len();
+            assert_eq!(answers.len(), expected, "{backend} {levers:?}");
+            assert!(
+                answers.chunks(ANSWER.len()).all(|a| a == ANSWER),
+                "{backend} {levers:?}"
+            );
+        }
+    }
+
+    fn requests_in(bytes: &[u8]) -> usize {
+        RequestEnds::default().count(bytes)
     }
 }
