@@ -139,6 +139,10 @@ struct BufDescriptor {
     resv: u16,
 }
 
+/// The descriptors, page-aligned as the kernel takes them.
+#[repr(C, align(4096))]
+struct DescriptorRing([BufDescriptor; BUFFERS as usize]);
+
 /// The provided buffers, every one offered. The kernel takes them in ring order and the
 /// floor reads each at once and gives it back in the order it was taken, so buffer `id`
 /// always sits in ring slot `id`: a bundle's buffers are those after its first.
@@ -153,17 +157,18 @@ struct Buffers {
 impl Buffers {
     fn register(ring: &IoUring, incremental: bool) -> io::Result<Buffers> {
         // Leaked: the kernel may write to them for as long as the ring lives, which is the
-        // thread's life. The kernel takes the ring page-aligned.
-        let layout = std::alloc::Layout::from_size_align(
-            usize::from(BUFFERS) * std::mem::size_of::<BufDescriptor>(),
-            4096,
-        )
-        .map_err(io::Error::other)?;
-        // SAFETY: a non-zero size; checked for null.
-        let descriptors: *mut BufDescriptor = unsafe { std::alloc::alloc_zeroed(layout) }.cast();
-        if descriptors.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
+        // thread's life.
+        let ring_memory = Box::leak(Box::new(DescriptorRing(
+            [const {
+                BufDescriptor {
+                    addr: 0,
+                    len: 0,
+                    bid: 0,
+                    resv: 0,
+                }
+            }; BUFFERS as usize],
+        )));
+        let descriptors = ring_memory.0.as_mut_ptr();
         let memory = Box::leak(vec![0u8; usize::from(BUFFERS) * BUFFER_SIZE].into_boxed_slice());
         let flags = if incremental { PBUF_RING_INC } else { 0 };
         // SAFETY: the descriptors are never freed.
