@@ -169,6 +169,12 @@ impl<S: Service, K> Core<S, K> {
         self.slots.open()
     }
 
+    /// Whether the app forwards requests with their clients' addresses (X-Forwarded-For, in
+    /// edge mode): then a backend that can learn a connection's address for a cost says it.
+    pub fn wants_client_addresses(&self) -> bool {
+        self.worker.limits.upstream.is_some()
+    }
+
     /// Whether the worker holds as many connections as it may: accept no more for now.
     pub fn is_full(&self) -> bool {
         self.open_connections() >= self.worker.limits.max_conns

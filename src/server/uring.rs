@@ -12,6 +12,7 @@ mod slot;
 
 use std::collections::VecDeque;
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -107,6 +108,13 @@ impl LinkIo {
     }
 }
 
+/// Where a single-shot accept writes its client's address: leaked, since the kernel may
+/// write it until the accept completes, whenever the ring is torn down.
+struct ClientAddress {
+    address: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
 pub struct Worker<S> {
     /// Declared first so that it is dropped first.
     ring: Ring,
@@ -118,10 +126,13 @@ pub struct Worker<S> {
     /// Readable once a signal asked the worker to drain; polled from the start (held open
     /// for the poll).
     _wake: OwnedFd,
+    /// With the clients' addresses wanted (edge mode), where each listener's accept writes
+    /// its client's address (multishot accepts say none); `None` otherwise.
+    client_addresses: Option<Vec<&'static mut ClientAddress>>,
     /// Out of descriptors, or at the connection cap: no accepting until the next sweep.
     accept_paused: bool,
     /// Accepted past the cap: opened in arrival order as slots free.
-    waiting: VecDeque<(types::Fixed, Listening)>,
+    waiting: VecDeque<(types::Fixed, Listening, Option<IpAddr>)>,
     io: Vec<SlotIo>,
     links: Vec<LinkIo>,
     dirty: Vec<usize>,
@@ -151,6 +162,18 @@ impl<S: Service> Worker<S> {
         let links = (0..core.links()).map(|_| LinkIo::default()).collect();
         let (quic, listeners) = QuicSocket::take_from(listeners);
         let quic = quic.map(|quic| (quic, false));
+        let client_addresses = core.wants_client_addresses().then(|| {
+            listeners
+                .iter()
+                .map(|_| {
+                    Box::leak(Box::new(ClientAddress {
+                        // SAFETY: all-zero bytes are a valid sockaddr_storage.
+                        address: unsafe { std::mem::zeroed() },
+                        len: 0,
+                    }))
+                })
+                .collect()
+        });
         Ok(Worker {
             ring,
             buffers,
@@ -160,6 +183,7 @@ impl<S: Service> Worker<S> {
                 .map(|listener| (listener, false))
                 .collect(),
             _wake: wake,
+            client_addresses,
             accept_paused: false,
             waiting: VecDeque::new(),
             io: Vec::new(),
@@ -220,10 +244,10 @@ impl<S: Service> Worker<S> {
                     }
                 }
                 while !self.core.is_full() {
-                    let Some((socket, kind)) = self.waiting.pop_front() else {
+                    let Some((socket, kind, client)) = self.waiting.pop_front() else {
                         break;
                     };
-                    self.open(socket, kind)?;
+                    self.open(socket, kind, client)?;
                 }
                 self.accept_paused = self.core.is_full();
             }
@@ -272,17 +296,29 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    /// Arms the multishot accept of each listener that has none.
+    /// Arms the accept of each listener that has none: a multishot one, or, when the
+    /// clients' addresses are wanted, a single-shot one that writes its client's address
+    /// (the multishot accept has nowhere to write them), armed again as it completes.
     fn arm_accepts(&mut self) -> io::Result<()> {
         for (which, (listener, armed)) in self.listeners.iter_mut().enumerate() {
             if *armed {
                 continue;
             }
-            let entry = opcode::AcceptMulti::new(types::Fd(listener.socket.as_raw_fd()))
-                .allocate_file_index(true)
-                .build()
-                .user_data(user_data(ACCEPT, 0, which));
-            self.ring.push_plain(entry)?;
+            let socket = types::Fd(listener.socket.as_raw_fd());
+            let entry = match self.client_addresses.as_mut() {
+                Some(addresses) => {
+                    let slot = &mut *addresses[which];
+                    slot.len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                    opcode::Accept::new(socket, (&raw mut slot.address).cast(), &raw mut slot.len)
+                        .file_index(Some(types::DestinationSlot::auto_target()))
+                        .build()
+                }
+                None => opcode::AcceptMulti::new(socket)
+                    .allocate_file_index(true)
+                    .build(),
+            };
+            self.ring
+                .push_plain(entry.user_data(user_data(ACCEPT, 0, which)))?;
             *armed = true;
         }
         Ok(())
@@ -327,11 +363,15 @@ impl<S: Service> Worker<S> {
         if result >= 0 {
             // The new socket's entry in the file table (with TCP_NODELAY from the listener).
             let socket = types::Fixed(result as u32);
+            let client = self.client_addresses.as_ref().and_then(|addresses| {
+                let slot = &addresses[which];
+                sys::ip_of(&slot.address, slot.len)
+            });
             // Those the accept took before its cancel landed wait for a slot.
             if self.core.is_full() {
-                return self.wait_for_slot(socket, kind);
+                return self.wait_for_slot(socket, kind, client);
             }
-            return self.open(socket, kind);
+            return self.open(socket, kind, client);
         }
         let err = io::Error::from_raw_os_error(-result);
         if result == -libc::EINVAL {
@@ -360,9 +400,13 @@ impl<S: Service> Worker<S> {
         Ok(())
     }
 
-    fn open(&mut self, socket: types::Fixed, kind: Listening) -> io::Result<()> {
-        // The multishot accept says no address: X-Forwarded-For is left out at the edge.
-        let index = self.core.open(socket, kind, None);
+    fn open(
+        &mut self,
+        socket: types::Fixed,
+        kind: Listening,
+        client: Option<IpAddr>,
+    ) -> io::Result<()> {
+        let index = self.core.open(socket, kind, client);
         if index >= self.io.len() {
             self.io.resize_with(index + 1, SlotIo::default);
         }
@@ -376,9 +420,14 @@ impl<S: Service> Worker<S> {
 
     /// Holds a connection accepted past the cap until a slot frees, or closes it if too
     /// many already wait.
-    fn wait_for_slot(&mut self, socket: types::Fixed, kind: Listening) -> io::Result<()> {
+    fn wait_for_slot(
+        &mut self,
+        socket: types::Fixed,
+        kind: Listening,
+        client: Option<IpAddr>,
+    ) -> io::Result<()> {
         if self.waiting.len() < MAX_WAITING {
-            self.waiting.push_back((socket, kind));
+            self.waiting.push_back((socket, kind, client));
             return self.pause_accepting();
         }
         let entry = opcode::Close::new(socket)

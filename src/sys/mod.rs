@@ -401,9 +401,67 @@ pub fn wait_signal(signals: &[libc::c_int]) -> libc::c_int {
     }
 }
 
+/// The IP address in `address` (its first `len` bytes, as `accept` wrote them), if it is an
+/// IPv4 or IPv6 one.
+pub fn ip_of(address: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<IpAddr> {
+    let fits = |size: usize| len as usize >= size;
+    match libc::c_int::from(address.ss_family) {
+        libc::AF_INET if fits(std::mem::size_of::<libc::sockaddr_in>()) => {
+            // SAFETY: the family says it is a sockaddr_in, whose size the length covers,
+            // inside a sockaddr_storage, which is large and aligned enough for any address.
+            let v4 =
+                unsafe { &*(address as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(IpAddr::from(v4.sin_addr.s_addr.to_ne_bytes()))
+        }
+        libc::AF_INET6 if fits(std::mem::size_of::<libc::sockaddr_in6>()) => {
+            // SAFETY: as above, for a sockaddr_in6.
+            let v6 = unsafe {
+                &*(address as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            Some(IpAddr::from(v6.sin6_addr.s6_addr))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_of_reads_both_families_and_refuses_short_or_other_ones() {
+        // SAFETY: all-zero bytes are a valid sockaddr_storage, and it holds either address.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let v4 = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 8080u16.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes([10, 1, 2, 3]),
+            },
+            sin_zero: [0; 8],
+        };
+        unsafe { std::ptr::write((&raw mut storage).cast(), v4) };
+        let v4_len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(ip_of(&storage, v4_len), Some(IpAddr::from([10, 1, 2, 3])));
+        assert_eq!(ip_of(&storage, v4_len - 1), None);
+        let v6 = libc::sockaddr_in6 {
+            sin6_family: libc::AF_INET6 as libc::sa_family_t,
+            sin6_port: 0,
+            sin6_flowinfo: 0,
+            sin6_addr: libc::in6_addr {
+                s6_addr: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            },
+            sin6_scope_id: 0,
+        };
+        unsafe { std::ptr::write((&raw mut storage).cast(), v6) };
+        let v6_len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+        assert_eq!(
+            ip_of(&storage, v6_len),
+            Some("2001:db8::1".parse::<IpAddr>().unwrap())
+        );
+        storage.ss_family = libc::AF_UNIX as libc::sa_family_t;
+        assert_eq!(ip_of(&storage, v6_len), None);
+    }
     use std::net::TcpListener;
     use std::os::unix::net::UnixListener;
 
