@@ -440,6 +440,7 @@ mod tests {
             },
             sin_zero: [0; 8],
         };
+        // SAFETY: a sockaddr_storage is large and aligned enough for a sockaddr_in.
         unsafe { std::ptr::write((&raw mut storage).cast(), v4) };
         let v4_len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
         assert_eq!(ip_of(&storage, v4_len), Some(IpAddr::from([10, 1, 2, 3])));
@@ -453,6 +454,7 @@ mod tests {
             },
             sin6_scope_id: 0,
         };
+        // SAFETY: and for a sockaddr_in6.
         unsafe { std::ptr::write((&raw mut storage).cast(), v6) };
         let v6_len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
         assert_eq!(
