@@ -5,63 +5,42 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+
 /// The CPUs this thread may run on, in order.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is an empty set, which the kernel fills; CPU_ISSET reads
-    // within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect())
-    }
+    let set = sched_getaffinity(None)?;
+    Ok((0..CpuSet::MAX_CPU)
+        .filter(|&cpu| set.is_set(cpu))
+        .collect())
 }
 
 /// Keeps the calling thread on `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    Ok(sched_setaffinity(None, &set)?)
 }
 
 /// Prefers `listener`, among its `SO_REUSEPORT` group, for the connections whose packets
 /// `cpu` processes (`SO_INCOMING_CPU`; one no socket claims goes by the group's hash).
 pub fn prefer_cpu(listener: &OwnedFd, cpu: usize) -> io::Result<()> {
-    set_int(
-        listener,
-        libc::SOL_SOCKET,
-        libc::SO_INCOMING_CPU,
-        cpu as libc::c_int,
-    )
+    let cpu = u32::try_from(cpu).map_err(io::Error::other)?;
+    Ok(rustix::net::sockopt::set_socket_incoming_cpu(
+        listener, cpu,
+    )?)
 }
 
-/// Wakes an accept only once the client's first data has arrived (`TCP_DEFER_ACCEPT`).
+/// Wakes an accept only once the client's first data has arrived (`TCP_DEFER_ACCEPT`,
+/// which rustix has no call for).
 pub fn defer_accept(listener: &OwnedFd, seconds: libc::c_int) -> io::Result<()> {
-    set_int(listener, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, seconds)
-}
-
-fn set_int(
-    socket: &OwnedFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
     // SAFETY: a live descriptor and a live c_int of the size given.
     let done = unsafe {
         libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&raw const value).cast(),
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&raw const seconds).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
