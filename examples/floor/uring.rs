@@ -456,11 +456,11 @@ impl Worker {
         let socket = types::Fixed(index);
         let mut entries: [Option<squeue::Entry>; 2] = [None, None];
         if !connection.in_flight() && !connection.queued.is_empty() {
-            let answers = connection.queued.len() / ANSWER.len();
+            // HTTP/1.1's output is whole answers, all alike; a WebSocket's (its 101 too, the
+            // phase having changed as it was written) is not.
             let fixed = self.levers.fixed_send
-                && answers <= FIXED_ANSWERS
-                && connection.queued.len() % ANSWER.len() == 0
-                && connection.queued.chunks(ANSWER.len()).all(|a| a == ANSWER);
+                && matches!(connection.phase, Phase::Http(_))
+                && connection.queued.len() <= self.fixed.len();
             let send = if fixed {
                 connection.sending_fixed = connection.queued.len();
                 connection.queued.clear();
