@@ -427,6 +427,8 @@ pub fn ip_of(address: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<I
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+    use std::os::unix::net::UnixListener;
 
     #[test]
     fn ip_of_reads_both_families_and_refuses_short_or_other_ones() {
@@ -464,8 +466,6 @@ mod tests {
         storage.ss_family = libc::AF_UNIX as libc::sa_family_t;
         assert_eq!(ip_of(&storage, v6_len), None);
     }
-    use std::net::TcpListener;
-    use std::os::unix::net::UnixListener;
 
     const RDHUP: u32 = EventFlags::RDHUP.bits();
 
