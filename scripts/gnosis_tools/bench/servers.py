@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from ..system import SetupError, log_tail, port_in_use, port_open, port_owners, read_proc_stat
-from .proc import cpu_model, on_server_cpus, proc_stats, read_status_kib, thread_count
+from .proc import cpu_model, proc_stats, read_status_kib, server_preexec, thread_count
 
 
 # How long a port held by no visible process may take to be released.
@@ -91,7 +91,7 @@ class Server:
             try:
                 self.process = subprocess.Popen(
                     argv, shell=shell, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                    preexec_fn=on_server_cpus,
+                    preexec_fn=server_preexec(),
                 )
             except OSError as e:
                 raise SetupError(f"cannot start {self.name} ({command}): {e}") from None
