@@ -136,6 +136,9 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
         return Parsed::Invalid(Status::BadRequest);
     };
     let http10 = minor == 0;
+    let Ok((absolute, origin_target)) = absolute_form(target) else {
+        return Parsed::Invalid(Status::BadRequest);
+    };
 
     let mut framing = FramingFields::default();
     let mut hosts = 0;
@@ -171,9 +174,13 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
         Ok(BodyFraming::Chunked) => None,
         Err(_) => return Parsed::Invalid(Status::BadRequest),
     };
-    // HTTP/1.1 needs exactly one Host line; HTTP/1.0 at most one (RFC 9112, 3.2).
+    // HTTP/1.1 needs exactly one Host line; HTTP/1.0 at most one (RFC 9112, 3.2). An
+    // absolute-form target's authority stands for it (3.2.2).
     if hosts > 1 || (hosts == 0 && !http10) {
         return Parsed::Invalid(Status::BadRequest);
+    }
+    if let Some(target_authority) = absolute {
+        authority = target_authority;
     }
     let arrived = &buf[head_len..];
     let (body, len) = match length {
@@ -193,6 +200,8 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
         None => return Parsed::ChunkedBody { body_at: head_len },
     };
 
+    let lines = FieldLines::new(field_lines(buf, target, head_len), 0);
+    let target = origin_target;
     let path = target.split_once('?').map_or(target, |(path, _)| path);
     Parsed::Complete {
         request: Request {
@@ -206,12 +215,36 @@ pub fn parse<'a>(buf: &'a [u8], max_body: usize, chunked: &Chunked) -> Parsed<'a
             target,
             authority,
             fields,
-            field_lines: FieldLines::new(field_lines(buf, target, head_len), 0),
+            field_lines: lines,
             body,
         },
         len,
         keep_alive,
     }
+}
+
+/// A target in the absolute-form (`http://host/path?query`, RFC 9112 3.2.2), which a
+/// server must accept though clients send it to proxies only: its authority, and the
+/// origin-form target it stands for (`/` for an empty path). Any other target as it is.
+/// An absolute-form whose authority is not a host, or that has a query but no path (its
+/// origin-form, `/?query`, lies nowhere in the request), is refused.
+fn absolute_form(target: &str) -> Result<(Option<&[u8]>, &str), ()> {
+    if target.starts_with('/') {
+        return Ok((None, target));
+    }
+    let Some((scheme, rest)) = target.split_once("://") else {
+        return Ok((None, target));
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Ok((None, target));
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, origin) = rest.split_at(authority_end);
+    if authority.is_empty() || !is_host(authority.as_bytes()) || origin.starts_with('?') {
+        return Err(());
+    }
+    let origin = if origin.is_empty() { "/" } else { origin };
+    Ok((Some(authority.as_bytes()), origin))
 }
 
 /// The field lines of the head that ends `head_len` bytes into `buf`, whose request line
@@ -307,6 +340,30 @@ mod tests {
         assert!(request.field_lines.is_empty());
         assert_eq!((request.authority, request.target), (&b""[..], "/?q"));
         assert_eq!(request.query(), "q");
+    }
+
+    #[test]
+    fn an_absolute_form_target_is_its_path_and_its_authority_stands_for_hosts() {
+        let (request, _) =
+            complete(b"GET HTTP://Example.com:8080/items/7?x=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!((request.target, request.path), ("/items/7?x=1", "/items/7"));
+        assert_eq!(request.authority, b"Example.com:8080");
+        // The fields as they came.
+        assert!(request
+            .field_lines
+            .iter()
+            .eq([(&b"Host"[..], &b"other"[..])]));
+        let (request, _) = complete(b"OPTIONS https://[::1] HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!((request.target, request.authority), ("/", &b"[::1]"[..]));
+        // Host is still needed; a userinfo, no authority, or a query with no path: 400.
+        for head in [
+            &b"GET http://a/ HTTP/1.1\r\n\r\n"[..],
+            b"GET http://user@a/ HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET http://a?x HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            assert_eq!(parse(head), Parsed::Invalid(Status::BadRequest), "{head:?}");
+        }
     }
 
     #[test]

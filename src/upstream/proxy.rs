@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::{Address, Event, Failure, Link, Refused, Settings, Upstream};
 use crate::h1::client::Forward;
-use crate::http::{Origin, Request, Version};
+use crate::http::{Origin, Request};
 
 /// An auth service and what it guards.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,9 +128,11 @@ impl Proxy {
     }
 
     /// Forwards a client's `request`, whatever protocol carried it, from `origin`, its
-    /// events to come with `token`: HTTP/1.1's fields as they came; HTTP/2's and HTTP/3's
-    /// with their `:authority` as the Host field (RFC 9113 8.3.1: it stands for Host,
-    /// which it overrides). Through the auth service first if its path needs it.
+    /// events to come with `token`: its fields as they came, but Host, which is its
+    /// authority (HTTP/2's and HTTP/3's `:authority`, RFC 9113 8.3.1; HTTP/1.1's Host, or
+    /// its absolute-form target's authority, RFC 9112 3.2.2); none for an HTTP/1.0 request
+    /// without one, which cannot be forwarded. Through the auth service first if its path
+    /// needs it.
     pub fn forward_request(
         &mut self,
         token: u64,
@@ -146,10 +148,8 @@ impl Proxy {
             https: origin.https,
             body: request.body,
         };
-        let authority = match request.version {
-            Version::Http10 | Version::Http11 => None,
-            Version::Http2 | Version::Http3 => Some((&b"Host"[..], request.authority)),
-        };
+        let authority =
+            (!request.authority.is_empty()).then_some((&b"Host"[..], request.authority));
         let Proxy {
             upstream,
             auth,

@@ -239,6 +239,17 @@ fn forwards_each_protocols_requests_with_their_fields(binary: &str) {
         .iter()
         .all(|v| !v.contains("X-Hop")));
 
+    // An absolute-form target (RFC 9112 3.2.2): its path goes on, its authority as Host.
+    let (status, _, body) = exchange(
+        server.port,
+        "GET http://absolute.test/echo/abs?q=1 HTTP/1.1\r\nHost: other.test\r\n\
+         Connection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let echo: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(echo["target"], "/echo/abs?q=1");
+    assert_eq!(field(&echoed_fields(&echo), "host"), ["absolute.test"]);
+
     let url = format!("https://127.0.0.1:{}/echo/h2?x=y", server.h2_tls_port);
     let (version, status, _, body) = curl(&["--http2", "-H", "X-Custom: 1", &url]);
     assert_eq!((version.as_str(), status), ("2", 200), "{body}");
