@@ -82,6 +82,12 @@ pub trait Conn {
     fn read_low_water(&self) -> Option<Floors> {
         None
     }
+    /// Whether its socket should be read now: a connection whose reader is held back (an
+    /// upstream's body its client has not taken) says no, and the mover leaves the bytes in
+    /// the kernel, whose window then holds the peer back.
+    fn wants_input(&self) -> bool {
+        true
+    }
 }
 
 /// What a link tells its connection, with `K`, what the connection delivers its events to.
@@ -214,10 +220,17 @@ impl<C: Conn> Link<C> {
     }
 
     /// Room to read into while the socket is connected and still the connection's (else
-    /// `None`: what it delivers now is not the connection's); [`Link::filled`] says how many
-    /// bytes came.
-    pub fn read_buffer(&mut self) -> Option<&mut [u8]> {
-        self.is_current().then(|| self.conn.read_buffer())
+    /// `None`: what it delivers now is not the connection's) and the connection wants to be
+    /// read, or `anyway` (the socket hung up: what it holds is read to its end or error);
+    /// [`Link::filled`] says how many bytes came.
+    pub fn read_buffer(&mut self, anyway: bool) -> Option<&mut [u8]> {
+        let wanted = anyway || self.conn.wants_input();
+        (self.is_current() && wanted).then(|| self.conn.read_buffer())
+    }
+
+    /// Whether the mover should read the socket now (see [`Conn::wants_input`]).
+    pub fn wants_input(&self) -> bool {
+        self.is_current() && self.conn.wants_input()
     }
 
     /// `n` bytes were read into [`Link::read_buffer`]; 0 is the peer's EOF.
@@ -230,7 +243,8 @@ impl<C: Conn> Link<C> {
         }
     }
 
-    /// `bytes` arrived in a buffer of the mover's own; none is the peer's EOF.
+    /// `bytes` arrived in a buffer of the mover's own, wanted or not (a receive under way
+    /// when the connection stopped wanting them); none is the peer's EOF.
     pub fn receive<K>(&mut self, bytes: &[u8], now: Instant, sink: &mut K)
     where
         C: Driven<K>,
@@ -241,7 +255,7 @@ impl<C: Conn> Link<C> {
         let mut rest = bytes;
         while !rest.is_empty() {
             // None once the socket is no longer the connection's (what came before failed it).
-            let Some(room) = self.read_buffer() else {
+            let Some(room) = self.read_buffer(true) else {
                 return;
             };
             let n = room.len().min(rest.len());

@@ -57,13 +57,15 @@ pub trait Service {
     fn on_timer(&mut self, ticket: Ticket, token: u64) -> Option<Finished<'_>>;
 
     /// What became of the request forwarded with `token` ([`Upstream::forward`] on
-    /// `cx.upstream`): its whole response, or its failure. Returns the answer it finishes,
-    /// if any, which may borrow the response (it is written before the upstream reads on).
+    /// `cx.upstream`): its response's head (its body to come through its pipe), more of
+    /// that body, or its failure. Returns what it does to the request's answer, if
+    /// anything: the answer, which may borrow the response (it is written before the
+    /// upstream reads on), or its body's move.
     fn on_upstream_event<'a>(
         &'a mut self,
         token: u64,
         event: upstream::Event<'a>,
-    ) -> Option<Finished<'a>> {
+    ) -> Option<Passed<'a>> {
         let _ = (token, event);
         None
     }
@@ -111,6 +113,15 @@ impl Context<'_> {
 pub struct Finished<'a> {
     pub ticket: Ticket,
     pub answer: Answer<'a>,
+}
+
+/// What an upstream's event does to the answer of a request forwarded.
+pub enum Passed<'a> {
+    /// Its answer, whose body may still be arriving (`Body::Piped`).
+    Answer(Finished<'a>),
+    /// More of the piped body of the answer to `Ticket` is in (or it ended, or failed):
+    /// its protocol takes what it has room for.
+    Body(Ticket),
 }
 
 /// A service with what it answers with: what a protocol hands its requests to.

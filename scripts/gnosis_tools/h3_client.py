@@ -7,7 +7,9 @@ sends every request on one connection and prints one JSON line: the ALPN agreed,
 request its status, headers and body (latin-1), or the error the stream or the connection
 ended with. With H3_TELL_FIRST set, it prints the line `first answered` as soon as the first
 request's answer is in (the others are sent with it), and waits for the connection to close
-before the JSON line.
+before the JSON line. H3_TIMEOUT: the seconds each answer may take (10). H3_SIGNAL="PATH
+MARKER": once a body so far holds MARKER, the file PATH is made (an upstream of the test
+waits for it to send the rest).
 
     h3_client.py spread PORT CONNECTIONS [--at-once]
 
@@ -41,6 +43,8 @@ class Client(QuicConnectionProtocol):
         self.waiting = {}
         self.closed = None
         self.terminated = asyncio.get_running_loop().create_future()
+        signal = os.environ.get("H3_SIGNAL", "").split(" ", 1)
+        self.signal = (signal[0], signal[1].encode()) if len(signal) == 2 else None
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -62,7 +66,10 @@ class Client(QuicConnectionProtocol):
                 headers = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in h3_event.headers]
                 answer.setdefault("headers", []).extend(headers)
             elif isinstance(h3_event, DataReceived):
-                answer["body"] += h3_event.data.decode("latin-1")
+                answer["chunks"].append(h3_event.data)
+                if self.signal and self.signal[1] in b"".join(answer["chunks"]):
+                    open(self.signal[0], "w").close()
+                    self.signal = None
             if h3_event.stream_ended:
                 self.waiting[h3_event.stream_id].set_result(None)
 
@@ -79,17 +86,20 @@ class Client(QuicConnectionProtocol):
         self.h3.send_headers(stream_id, headers, end_stream=body is None)
         if body is not None:
             self.h3.send_data(stream_id, body.encode(), end_stream=True)
-        self.answers[stream_id] = {"body": ""}
+        # The body's pieces, joined once it is all in: a large body is not copied per piece.
+        self.answers[stream_id] = {"chunks": []}
         self.waiting[stream_id] = asyncio.get_running_loop().create_future()
         self.transmit()
         try:
-            await asyncio.wait_for(self.waiting[stream_id], 10)
+            await asyncio.wait_for(self.waiting[stream_id], float(os.environ.get("H3_TIMEOUT", 10)))
         except asyncio.TimeoutError:
-            seen = {k: {"bytes": len(v["body"]), "headers": v.get("headers")}
+            seen = {k: {"bytes": sum(map(len, v["chunks"])), "headers": v.get("headers")}
                     for k, v in self.answers.items()}
             print("unanswered stream %d; so far %r" % (stream_id, seen), file=sys.stderr)
             raise
-        return self.answers[stream_id]
+        answer = self.answers[stream_id]
+        answer["body"] = b"".join(answer.pop("chunks")).decode("latin-1")
+        return answer
 
 
 def configuration():

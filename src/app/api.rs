@@ -36,7 +36,9 @@ use serde::Deserialize;
 
 use super::arena::{self, write_json_string};
 use super::db::{DbRoute, Jobs, SELECT_ITEM, SELECT_USER, UPDATE_ITEM};
-use crate::http::{Answer, ContentType, Field, FieldLines, Method, Reply, Request, Status, Ticket};
+use crate::http::{
+    Answer, Body, ContentType, Field, FieldLines, Method, Reply, Request, Status, Ticket,
+};
 use crate::pg::{DbError, Param, Row, Statement};
 use crate::redis::{self, Redis, Value};
 use crate::service::Context;
@@ -455,7 +457,7 @@ pub fn finish<'a>(
         (None, 0, _) => Answer::error(Status::NotFound),
         // No content type and no length: a 204 says neither (RFC 9110 8.6, 8.3).
         (None, _, Query::Update(_)) => {
-            Answer::forwarded(Status::Other(204), FieldLines::default(), b"")
+            Answer::forwarded(Status::Other(204), FieldLines::default(), Body::Bytes(b""))
         }
         (None, _, Query::Read(key, generation)) => {
             let now = Instant::now();

@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::http::{Answer, ContentType, Method, Reply, Request, Status, Ticket, Version};
 use crate::pg::{self, Pool, Target};
 use crate::redis::{self, Redis};
-use crate::service::{Context, Finished, Service};
+use crate::service::{Context, Finished, Passed, Service};
 use crate::ws::{self, handshake};
 use arena::Arena;
 use cache::Cache;
@@ -399,7 +399,7 @@ impl Service for App {
         &'a mut self,
         token: u64,
         event: crate::upstream::Event<'a>,
-    ) -> Option<Finished<'a>> {
+    ) -> Option<Passed<'a>> {
         self.forwarded.answer(token, event)
     }
 

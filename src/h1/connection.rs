@@ -6,6 +6,11 @@
 //! ([`Connection::collect`], which the server calls only while the kernel is not sending
 //! from the output).
 //!
+//! A piped body (an upstream's, arriving) is written after its head once its response is
+//! at the front of the line, as it comes and as the output has room under its high-water
+//! mark (chunked unless its length is known); one that fails closes the connection short
+//! of its end, so that the client cannot take it for whole.
+//!
 //! The input and output buffers, and those of responses waiting in line, are lent by the
 //! worker's [`BufferPool`] and go back to it as soon as they are empty: an idle connection
 //! holds none.
@@ -15,15 +20,79 @@ use std::time::Instant;
 
 use super::{parse, Chunked, Framing, Parsed};
 use crate::http::{
-    lent, AltSvc, Answer, BufferPool, Handler, HttpDate, Reply, SendBuffer, Status, Ticket,
-    Timeouts, Wire,
+    lent, AltSvc, Answer, BufferPool, Flow, Handler, HttpDate, Pipe, Reply, SendBuffer, Status,
+    Ticket, Timeouts, Wire,
 };
 
-/// A response waiting in line: still in the works, or written and waiting for an earlier one.
+/// A response waiting in line: still in the works, or written and waiting for an earlier one
+/// (its head only, if its body is piped).
 struct Queued {
     framing: Framing,
     done: bool,
     bytes: Vec<u8>,
+    piped: Option<Piped>,
+}
+
+/// A piped body, written after its head as it arrives.
+struct Piped {
+    pipe: Pipe,
+    /// In chunks (its length was not known when its head went), else as it comes.
+    chunked: bool,
+}
+
+/// What writing a piped body came to.
+enum Pulled {
+    /// More is to come, or waits for room.
+    More,
+    /// It is all written (and its last chunk).
+    Ended,
+    /// The upstream failed within it.
+    Failed,
+}
+
+impl Piped {
+    /// Writes what waits of the body to `out`, at most `room` bytes of it.
+    fn write(&self, out: &mut Vec<u8>, room: usize) -> Pulled {
+        // Read before taking: what waits of an ended body is the last of it.
+        let flow = self.pipe.flow();
+        if flow == Flow::Failed {
+            return Pulled::Failed;
+        }
+        let waiting = self.pipe.waiting();
+        let taken = self.pipe.take(|bytes| {
+            let len = bytes.len().min(room);
+            if len > 0 && self.chunked {
+                let mut size = [0; 16];
+                out.extend_from_slice(hex(len, &mut size));
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(&bytes[..len]);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                out.extend_from_slice(&bytes[..len]);
+            }
+            len
+        });
+        if taken < waiting || flow == Flow::Open {
+            return Pulled::More;
+        }
+        if self.chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+        Pulled::Ended
+    }
+}
+
+/// `n` in hexadecimal digits (a chunk's size), written into `digits`.
+fn hex(mut n: usize, digits: &mut [u8; 16]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
 }
 
 /// Requests waiting for responses above which no further requests are read.
@@ -101,6 +170,9 @@ pub struct Connection {
     /// (u32: a connection's slot stays small, and the line holds far less than 4 GiB).
     queued_len: u32,
     queued_capacity: u32,
+    /// How many responses in line have a piped body (at most [`MAX_QUEUED`]; a byte, in
+    /// the padding).
+    piping: u8,
     phase: Phase,
     /// The peer sent its last byte; the requests already in `input` are still answered.
     peer_eof: bool,
@@ -129,6 +201,7 @@ impl Connection {
             front_seq: 0,
             queued_len: 0,
             queued_capacity: 0,
+            piping: 0,
             phase: Phase::Reading,
             peer_eof: false,
             chunked: Chunked::default(),
@@ -304,6 +377,7 @@ impl Connection {
             framing,
             done,
             bytes,
+            piped: None,
         });
     }
 
@@ -338,8 +412,9 @@ impl Connection {
 
     /// Writes the answer for `ticket` into its place in line, in a buffer lent from
     /// `buffers`; [`Connection::collect`] moves it to the output once every answer before
-    /// it is there too. A ticket of an earlier peer of this slot, or one already answered,
-    /// is ignored.
+    /// it is there too (and a piped body after it, as it comes). A ticket of an earlier peer
+    /// of this slot, or one already answered, is ignored. (An answer given now never has a
+    /// piped body: an upstream's comes later.)
     pub fn complete(
         &mut self,
         ticket: Ticket,
@@ -356,30 +431,84 @@ impl Connection {
             return;
         };
         let bytes = lent(&mut queued.bytes, buffers);
-        queued.framing.write(bytes, date, answer);
+        let mut closes = false;
+        match answer.body.pipe() {
+            Some(pipe) => {
+                let chunked = queued.framing.write_piped_head(bytes, date, answer);
+                closes = !queued.framing.keep_alive();
+                queued.piped = chunked.map(|chunked| Piped {
+                    pipe: pipe.clone(),
+                    chunked,
+                });
+                self.piping += u8::from(queued.piped.is_some());
+            }
+            None => queued.framing.write(bytes, date, answer),
+        }
         let (len, capacity) = (bytes.len(), bytes.capacity());
         queued.done = true;
         self.queued_len += len as u32;
         self.queued_capacity += capacity as u32;
         self.last_active = now;
+        if closes {
+            // Its body runs to the close: nothing may follow it.
+            self.drop_queue_from(index + 1, buffers);
+            self.close();
+        }
+    }
+
+    /// Drops the responses in line from `index` on, and their buffers.
+    fn drop_queue_from(&mut self, index: usize, buffers: &mut BufferPool) {
+        for queued in self.queue.drain(index.min(self.queue.len())..) {
+            self.queued_len -= queued.bytes.len() as u32;
+            self.queued_capacity -= queued.bytes.capacity() as u32;
+            self.piping -= u8::from(queued.piped.is_some());
+            buffers.give_back(queued.bytes);
+        }
     }
 
     /// Moves the finished responses at the front of the line to the output, while it is
     /// under the high-water mark (lowered to `share`, as for
-    /// [`Connection::process_within`]).
+    /// [`Connection::process_within`]); a piped body as far as it has arrived. One that
+    /// failed ends the connection there: what was written of it goes, then the close.
     pub fn collect(&mut self, buffers: &mut BufferPool, share: usize) {
         let high_water = share.min(OUTPUT_HIGH_WATER);
-        while self.queue.front().is_some_and(|queued| queued.done)
-            && self.output.unsent().len() < high_water
-        {
-            let Some(queued) = self.queue.pop_front() else {
+        while let Some(front) = self.queue.front_mut() {
+            if !front.done || self.output.unsent().len() >= high_water {
                 break;
-            };
-            self.queued_len -= queued.bytes.len() as u32;
-            self.queued_capacity -= queued.bytes.capacity() as u32;
-            self.output.append(queued.bytes, buffers);
+            }
+            if !front.bytes.is_empty() || front.piped.is_none() {
+                let bytes = std::mem::take(&mut front.bytes);
+                self.queued_len -= bytes.len() as u32;
+                self.queued_capacity -= bytes.capacity() as u32;
+                self.output.append(bytes, buffers);
+            }
+            if let Some(piped) = &front.piped {
+                let room = high_water.saturating_sub(self.output.unsent().len());
+                match piped.write(self.output.lend(buffers), room) {
+                    Pulled::More => break,
+                    Pulled::Ended => self.piping -= 1,
+                    Pulled::Failed => {
+                        self.drop_queue_from(0, buffers);
+                        self.close();
+                        break;
+                    }
+                }
+            }
+            self.queue.pop_front();
             self.front_seq = self.front_seq.wrapping_add(1);
         }
+    }
+
+    /// What the piped bodies in line hold: (the memory, the bytes waiting). Each holds a
+    /// window at most (`http::WINDOW`); a walk only while some response has one.
+    fn piped(&self) -> (usize, usize) {
+        if self.piping == 0 {
+            return (0, 0);
+        }
+        let pipes = self.queue.iter().filter_map(|queued| queued.piped.as_ref());
+        pipes.fold((0, 0), |(held, waiting), piped| {
+            (held + piped.pipe.held(), waiting + piped.pipe.waiting())
+        })
     }
 
     /// Whether the client asked for the close and sent nothing after: RFC 9112 9.6 forbids
@@ -397,7 +526,7 @@ impl Connection {
 
     /// Whether more responses may be produced now: the client is reading them.
     fn has_room(&self, high_water: usize) -> bool {
-        self.output.unsent().len() + (self.queued_len as usize) < high_water
+        self.output.unsent().len() + (self.queued_len as usize) + self.piped().1 < high_water
             && self.queue.len() < MAX_QUEUED
     }
 
@@ -482,13 +611,19 @@ impl Wire for Connection {
         self.reading() && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
     }
 
-    /// Complete requests wait in the input, or finished responses in line, for the output
-    /// to drain; or reading stopped while it was full.
+    /// Complete requests wait in the input, or finished responses in line (a piped body
+    /// with something to write), for the output to drain; or reading stopped while it was
+    /// full.
     fn has_backlog(&self) -> bool {
         let requests = !self.closing() && !self.input.is_empty() && self.owed == Owed::Nothing;
-        requests
-            || self.phase == Phase::Full
-            || self.queue.front().is_some_and(|queued| queued.done)
+        let front = self.queue.front().is_some_and(|queued| {
+            queued.done
+                && queued
+                    .piped
+                    .as_ref()
+                    .is_none_or(|piped| piped.pipe.waiting() > 0 || piped.pipe.flow() != Flow::Open)
+        });
+        requests || self.phase == Phase::Full || front
     }
 
     /// Everything is answered and sent and no more will be read.
@@ -530,9 +665,12 @@ impl Wire for Connection {
     }
 
     /// The bytes of buffer memory the connection holds: its input, its output and the
-    /// responses waiting in line.
+    /// responses waiting in line, their piped bodies too.
     fn held(&self) -> usize {
-        self.input.capacity() + self.output.capacity() + self.queued_capacity as usize
+        self.input.capacity()
+            + self.output.capacity()
+            + self.queued_capacity as usize
+            + self.piped().0
     }
 
     /// Gives back the buffers that are empty: the input once every request in it is
@@ -552,7 +690,7 @@ impl Wire for Connection {
         for queued in self.queue.drain(..) {
             buffers.give_back(queued.bytes);
         }
-        (self.queued_len, self.queued_capacity) = (0, 0);
+        (self.queued_len, self.queued_capacity, self.piping) = (0, 0, 0);
         self.chunked = Chunked::default();
     }
 }

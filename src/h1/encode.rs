@@ -13,6 +13,8 @@ pub struct Framing {
     head_only: bool,
     /// Where the connection's server also answers over HTTP/3 (a connection over TLS).
     alt_svc: Option<AltSvc>,
+    /// The body is chunked: a piped one whose length is not known when its head goes.
+    chunked: bool,
 }
 
 impl Framing {
@@ -22,6 +24,7 @@ impl Framing {
             http10: request.version == Version::Http10,
             head_only: request.method == Method::Head,
             alt_svc,
+            chunked: false,
         }
     }
 
@@ -32,6 +35,7 @@ impl Framing {
             http10: false,
             head_only: false,
             alt_svc: None,
+            chunked: false,
         }
     }
 
@@ -59,6 +63,25 @@ impl Framing {
             out.truncate(start);
             self.write(out, date, &Answer::error(status));
         }
+    }
+
+    /// Writes the head of `answer`, whose body is piped (an upstream's, arriving), and says
+    /// how its body follows, if it has one (not for a HEAD, a 204 or a 304): with its
+    /// `Content-Length` when known (the upstream's, or the whole body's once it is in);
+    /// else chunked (`true`), or to an HTTP/1.0 client, which knows no chunks, up to the
+    /// close (the framing then closes the connection after it).
+    pub fn write_piped_head(
+        &mut self,
+        out: &mut Vec<u8>,
+        date: &HttpDate,
+        answer: &Answer<'_>,
+    ) -> Option<bool> {
+        let body = !self.head_only && !answer.bodiless();
+        let known = answer.content_length(false).is_some();
+        self.chunked = body && !known && !self.http10;
+        self.keep_alive &= known || !body || !self.http10;
+        self.write_head(out, date, answer);
+        body.then_some(self.chunked)
     }
 
     /// The status line and the fields of `answer`. A `101` has no content and says
@@ -106,6 +129,8 @@ impl Framing {
         if let Some(length) = answer.content_length(self.head_only) {
             let mut digits = itoa::Buffer::new();
             FieldLines::push(out, b"Content-Length", digits.format(length).as_bytes());
+        } else if self.chunked {
+            FieldLines::push(out, b"Transfer-Encoding", b"chunked");
         }
         // The end begins each of its lines with the CRLF that ends the one before.
         out.truncate(out.len() - 2);
@@ -197,7 +222,7 @@ fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{Coding, ContentType, Encoding};
+    use crate::http::{Body, Coding, ContentType, Encoding};
 
     fn written(framing: Framing, answer: Answer<'_>) -> String {
         let mut out = Vec::new();
@@ -348,7 +373,11 @@ mod tests {
         Connection: keep-alive\r\nETag: \"x\"\r\n";
 
     fn forwarded<'a>(status: u16, fields: &'a [u8], body: &'a [u8]) -> Answer<'a> {
-        Answer::forwarded(Status::from_code(status), FieldLines::new(fields, 0), body)
+        Answer::forwarded(
+            Status::from_code(status),
+            FieldLines::new(fields, 0),
+            Body::Bytes(body),
+        )
     }
 
     #[test]

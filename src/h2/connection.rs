@@ -91,6 +91,9 @@ pub struct Connection {
     /// [`answers::MAX_WAITING`], or the connection's share of the worker's budget as
     /// [`Connection::process`] was last told, if less.
     answers_bound: u32,
+    /// How many streams' answers have a piped body (an upstream's, arriving); beside
+    /// `answers_bound`, in what was its padding.
+    piped: u32,
 }
 
 impl Connection {
@@ -118,6 +121,7 @@ impl Connection {
             window_stalled_since: None,
             answers_held: 0,
             answers_bound: answers::MAX_WAITING as u32,
+            piped: 0,
         }
     }
 
@@ -543,6 +547,9 @@ impl Connection {
         self.inflow.release(entry.body_len());
         if matches!(entry.state, State::Sending { .. }) {
             self.answers_held -= entry.held();
+            if let State::Sending { pipe: Some(_), .. } = entry.state {
+                self.piped -= 1;
+            }
         }
         if entry.body_len() > 0 {
             self.grant_windows();
@@ -586,6 +593,7 @@ impl Connection {
         self.phase = Phase::Failed;
         self.streams = VecDeque::new();
         self.answers_held = 0;
+        self.piped = 0;
         self.pending_block = None;
     }
 
@@ -688,7 +696,7 @@ impl Wire for Connection {
         let waiting = |stream: &Stream| match stream.state {
             State::Request { .. } => true,
             // An answer whose DATA stopped at the output's high-water mark, not at a window.
-            State::Sending { .. } => self.send_window > 0,
+            State::Sending { .. } => self.send_window > 0 && stream.data_left() > 0,
             _ => false,
         };
         !matches!(self.phase, Phase::Failed)
@@ -722,6 +730,7 @@ impl Wire for Connection {
                 .map_or(0, |block| block.bytes.capacity())
             + self.streams.capacity() * std::mem::size_of::<Stream>()
             + self.streams.iter().map(Stream::held).sum::<usize>()
+            + self.piped().0
             + self.decoder.held()
     }
 

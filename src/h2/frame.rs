@@ -366,6 +366,9 @@ pub fn write_encoded_headers(
 pub enum ErrorCode {
     NoError = 0x0,
     Protocol = 0x1,
+    /// An upstream's body failed after its head was passed on (RFC 9113, 8.1: a stream
+    /// reset before its end is not a whole answer).
+    Internal = 0x2,
     FlowControl = 0x3,
     StreamClosed = 0x5,
     FrameSize = 0x6,

@@ -4,7 +4,7 @@
 
 use super::frame::{self, ErrorCode, HEAD_LEN};
 use super::hpack::RequestHead;
-use crate::http::{Method, Request};
+use crate::http::{Flow, Method, Pipe, Request};
 
 /// Streams closed lately that are remembered: frames still in flight on one the server
 /// reset are ignored, and HEADERS on one closed otherwise is STREAM_CLOSED rather than a
@@ -45,16 +45,29 @@ pub enum State {
     Request { head: RequestHead, body: Vec<u8> },
     /// Handed out, waiting for its answer (which has no body if it answers a HEAD).
     Answering { head_only: bool },
-    /// The answer's HEADERS are out; its body from `at` and its trailer block wait for
+    /// The answer's HEADERS are out; its body from `at`, then what comes through its
+    /// `pipe` (an upstream's body, as it arrives), and its trailer block wait for
     /// flow-control window or room in the output. `reset_after`: the peer was still sending
     /// when the server answered (413, 431), and is told to stop (RST_STREAM NO_ERROR) once
     /// the answer is out; until then what it sends is dropped.
     Sending {
         data: Vec<u8>,
         at: usize,
+        pipe: Option<Pipe>,
         trailers: Vec<u8>,
         reset_after: bool,
     },
+}
+
+/// How much of an answer [`Stream::write_answer`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// All of it, trailers included: the stream is done.
+    All,
+    /// Some is left, waiting for window, room, or more of its piped body.
+    Waiting,
+    /// Its piped body failed: the stream is reset (INTERNAL_ERROR), not ended.
+    Failed,
 }
 
 impl Stream {
@@ -95,41 +108,77 @@ impl Stream {
 
     /// Writes what is left of the answer as the windows (the connection's,
     /// `connection_window`, and the stream's) and `room` in the output allow, in frames of
-    /// at most `max_frame`. Returns whether all of it, trailers included, is written.
+    /// at most `max_frame`: its bytes, then what its pipe holds, as far as it has arrived.
     pub fn write_answer(
         &mut self,
         out: &mut Vec<u8>,
         connection_window: &mut i64,
         max_frame: usize,
         room: usize,
-    ) -> bool {
+    ) -> Sent {
         let State::Sending {
-            data, at, trailers, ..
+            data,
+            at,
+            pipe,
+            trailers,
+            ..
         } = &mut self.state
         else {
-            return false;
+            return Sent::Waiting;
         };
-        let windows = (connection_window, &mut self.send_window);
-        let end = trailers.is_empty();
-        *at += write_data(out, self.id, &data[*at..], end, windows, max_frame, room);
+        let (id, before) = (self.id, out.len());
+        let windows = (&mut *connection_window, &mut self.send_window);
+        let end = trailers.is_empty() && pipe.is_none();
+        *at += write_data(out, id, &data[*at..], end, windows, max_frame, room);
         if *at < data.len() {
-            return false;
+            return Sent::Waiting;
+        }
+        if let Some(pipe) = pipe {
+            // Read before taking: what waits of an ended body is the last of it.
+            let flow = pipe.flow();
+            if flow == Flow::Failed {
+                return Sent::Failed;
+            }
+            let end = flow == Flow::Ended && trailers.is_empty();
+            let room = room.saturating_sub(out.len() - before);
+            let waiting = pipe.waiting();
+            let windows = (connection_window, &mut self.send_window);
+            let written =
+                pipe.take(|bytes| write_data(out, id, bytes, end, windows, max_frame, room));
+            if written < waiting || flow == Flow::Open {
+                return Sent::Waiting;
+            }
+            if waiting == 0 && end {
+                frame::write_data(out, id, &[], true);
+            }
         }
         if !trailers.is_empty() {
             frame::write_headers(out, self.id, trailers, true, max_frame);
         }
-        true
+        Sent::All
     }
 
-    /// The answer's DATA bytes still to write.
+    /// The answer's DATA bytes still to write (those its pipe holds too).
     pub fn data_left(&self) -> usize {
         match &self.state {
-            State::Sending { data, at, .. } => data.len() - at,
+            State::Sending { data, at, pipe, .. } => {
+                data.len() - at + pipe.as_ref().map_or(0, Pipe::waiting)
+            }
             _ => 0,
         }
     }
 
-    /// The bytes this stream holds in its buffers.
+    /// What its answer's pipe holds, if it has one: (the memory, the bytes waiting).
+    pub fn piped(&self) -> (usize, usize) {
+        match &self.state {
+            State::Sending {
+                pipe: Some(pipe), ..
+            } => (pipe.held(), pipe.waiting()),
+            _ => (0, 0),
+        }
+    }
+
+    /// The bytes this stream holds in its buffers (not its pipe's: [`Stream::piped`]).
     pub fn held(&self) -> usize {
         match &self.state {
             State::Receiving { head, body } | State::Request { head, body, .. } => {

@@ -10,8 +10,8 @@ use proptest::prelude::*;
 
 use super::{Connection, Limits, PREFACE};
 use crate::http::{
-    AcceptEncoding, AltSvc, Answer, BufferPool, Coding, ContentType, Encoding, Expiry, FieldLines,
-    HttpDate, Method, Status, Timeouts, Wire,
+    AcceptEncoding, AltSvc, Answer, Body, BufferPool, Coding, ContentType, Encoding, Expiry,
+    FieldLines, HttpDate, Method, Pipe, Status, Timeouts, Wire,
 };
 
 const DATA: u8 = 0;
@@ -1710,7 +1710,11 @@ fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
 fn a_forwarded_answer_is_encoded_with_its_fields_lowercased_and_its_own_length() {
     let date = HttpDate::new();
     let date_text = std::str::from_utf8(date.as_bytes()).unwrap();
-    let answer = Answer::forwarded(Status::from_code(201), FieldLines::new(UPSTREAM, 0), b"{}");
+    let answer = Answer::forwarded(
+        Status::from_code(201),
+        FieldLines::new(UPSTREAM, 0),
+        Body::Bytes(b"{}"),
+    );
     let mut block = Vec::new();
     hpack::encode_answer(
         &mut block,
@@ -1733,7 +1737,7 @@ fn a_forwarded_answer_is_encoded_with_its_fields_lowercased_and_its_own_length()
     assert_eq!(our_reading(&block), expected);
     // The upstream's Date and Server stand for ours.
     let fields = b"Date: Tue, 01 Jan 2030 00:00:00 GMT\r\nServer: upstream\r\nVary: Origin\r\n";
-    let answer = Answer::forwarded(Status::Ok, FieldLines::new(fields, 0), b"");
+    let answer = Answer::forwarded(Status::Ok, FieldLines::new(fields, 0), Body::Bytes(b""));
     let mut block = Vec::new();
     hpack::encode_answer(
         &mut block,
@@ -1762,7 +1766,11 @@ fn a_forwarded_answer_to_head_or_a_304_says_the_upstreams_length_and_ends_the_st
         client.send(&request);
         client.connection.take_request().unwrap();
         let upstream = b"ETag: \"x\"\r\nContent-Length: 1234\r\n";
-        let answer = Answer::forwarded(Status::from_code(code), FieldLines::new(upstream, 0), b"");
+        let answer = Answer::forwarded(
+            Status::from_code(code),
+            FieldLines::new(upstream, 0),
+            Body::Bytes(b""),
+        );
         let (date, buffers) = (&client.date, &mut client.buffers);
         client
             .connection
@@ -1848,4 +1856,58 @@ fn without_authority_the_host_field_is_the_authority() {
     let head = Decoder::new().request(&block, 4096, false).unwrap();
     assert_eq!(head.request(b"").authority, b"example.com:8080");
     assert!(head.request(b"").field_lines.is_empty());
+}
+
+/// `GET /` on stream 1, answered with a piped body (an upstream's, arriving).
+fn piped_answer(client: &mut Client) -> Pipe {
+    let request = client.get(1, "/");
+    client.send(&request);
+    client.connection.take_request().unwrap();
+    let pipe = Pipe::default();
+    let fields = FieldLines::new(b"Content-Type: text/plain\r\n", 0);
+    let answer = Answer::forwarded(Status::Ok, fields, Body::Piped(pipe.clone()));
+    let (date, buffers) = (&client.date, &mut client.buffers);
+    client
+        .connection
+        .answer(1, &answer, date, Instant::now(), buffers);
+    pipe
+}
+
+#[test]
+fn a_piped_body_goes_in_data_frames_as_it_comes_and_ends_the_stream_at_its_end() {
+    let mut client = Client::new(Limits::default());
+    let pipe = piped_answer(&mut client);
+    let frames = client.read();
+    assert_eq!(
+        (frames.len(), frames[0].kind, frames[0].flags),
+        (1, HEADERS, END_HEADERS)
+    );
+    pipe.push(b"hello, ");
+    client.connection.moved(1, Instant::now());
+    let frames = client.read();
+    assert_eq!((frames[0].kind, frames[0].flags), (DATA, 0));
+    assert_eq!(frames[0].payload, b"hello, ");
+    pipe.push(b"world");
+    pipe.end();
+    client.connection.moved(1, Instant::now());
+    let frames = client.read();
+    assert_eq!((frames[0].kind, frames[0].flags), (DATA, END_STREAM));
+    assert_eq!(frames[0].payload, b"world");
+}
+
+#[test]
+fn a_piped_body_that_fails_resets_its_stream_with_internal_error() {
+    let mut client = Client::new(Limits::default());
+    let pipe = piped_answer(&mut client);
+    pipe.push(b"part");
+    client.connection.moved(1, Instant::now());
+    client.read();
+    pipe.fail();
+    client.connection.moved(1, Instant::now());
+    assert_eq!(client.error(), (RST_STREAM, 1, ErrorCode::Internal as u32));
+    // The connection goes on.
+    let request = client.get(3, "/");
+    client.send(&request);
+    assert_eq!(client.answer_next(), 3);
+    assert_eq!(client.read()[1].payload, b"/");
 }

@@ -18,8 +18,9 @@ use super::qpack::Decoder;
 use super::stream::{Limits, Received, RequestStream, Written};
 use crate::http::{Answer, Handler, HttpDate, Reply, Status, Ticket};
 
-/// How many bytes of a file's body are read ahead of the transport, per stream: what a
-/// stream holds when QUIC's send window is full, so 16 KiB (1 MiB for 64 streams).
+/// How many bytes of a file's or a piped body are written ahead of the transport, per
+/// stream: what a stream holds when QUIC's send window is full, so 16 KiB (1 MiB for 64
+/// streams), beside what waits in a pipe.
 const FILE_ROOM: usize = 16 * 1024;
 
 /// Where an exchange is after a flush.
@@ -45,7 +46,8 @@ struct Exchange {
 }
 
 impl Exchange {
-    /// Hands the answer's bytes to `write`, and more of a file's body as it takes them.
+    /// Hands the answer's bytes to `write`, and more of a file's or a piped body as it
+    /// takes them (a piped body as far as it has arrived).
     fn flush(&mut self, id: u64, write: &mut impl FnMut(u64, &[u8], bool) -> usize) -> Flushed {
         while let Some(written) = &self.written {
             if *written == Written::Failed {
@@ -60,7 +62,12 @@ impl Exchange {
             if complete {
                 return Flushed::Done;
             }
-            self.written = Some(self.stream.write_more(&mut self.out, FILE_ROOM));
+            let more = self.stream.write_more(&mut self.out, FILE_ROOM);
+            let stalled = more == Written::More && self.out.is_empty();
+            self.written = Some(more);
+            if stalled {
+                break;
+            }
         }
         Flushed::Waiting
     }

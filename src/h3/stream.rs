@@ -1,13 +1,16 @@
 //! One request stream (a client's bidirectional stream, RFC 9114 4.1): its bytes in,
 //! however the transport splits them, until the whole request is (HEADERS, DATA, trailing
 //! HEADERS, the stream's end); then its answer out, as HEADERS, DATA and trailing HEADERS
-//! frames. A file's body is read as the transport has room for it, a piece at a time.
+//! frames. A file's body is read as the transport has room for it, a piece at a time; a
+//! piped body (an upstream's) is taken the same way, as it arrives.
 
 use std::io::Read;
 
 use super::frame::{self, ErrorCode, Event, Frame, FrameReader, H3Error};
 use super::qpack::{self, Decoder, SectionError};
-use crate::http::{self, Answer, Body, FileBody, HttpDate, Method, Request, RequestHead, Status};
+use crate::http::{
+    self, Answer, Body, FileBody, Flow, HttpDate, Method, Pipe, Request, RequestHead, Status,
+};
 
 /// What the server takes on a request stream, and tells the client.
 #[derive(Clone, Copy, Debug)]
@@ -89,12 +92,20 @@ pub enum Received {
 pub enum Written {
     /// All of it: the stream may end (FIN).
     Done,
-    /// A file's body is left: [`RequestStream::write_more`] writes more once the transport
-    /// has room.
+    /// A file's or a piped body is left: [`RequestStream::write_more`] writes more once the
+    /// transport has room (and, for a piped body, more of it came).
     More,
-    /// The file could not be read whole after its head was written: the stream is reset
-    /// (H3_INTERNAL_ERROR).
+    /// The file could not be read whole, or the piped body failed, after its head was
+    /// written: the stream is reset (H3_INTERNAL_ERROR).
     Failed,
+}
+
+/// Where a body written as the transport has room comes from.
+enum Source {
+    /// A file, `left` bytes of it still to read.
+    File { file: FileBody, left: usize },
+    /// An upstream's body, as it arrives.
+    Piped(Pipe),
 }
 
 enum State {
@@ -110,13 +121,9 @@ enum State {
     Answering { head_only: bool },
     /// Refused (413, 431): what still comes is dropped, the answer is the refusal.
     Refused,
-    /// The answer's head is out; a file's body is read and written as the transport has
-    /// room, `left` bytes still, then its trailer section.
-    Sending {
-        file: FileBody,
-        left: usize,
-        trailers: Vec<u8>,
-    },
+    /// The answer's head is out; a file's or a piped body is written as the transport has
+    /// room, then its trailer section.
+    Sending { source: Source, trailers: Vec<u8> },
     /// The answer is all written.
     Finished,
 }
@@ -205,7 +212,13 @@ impl RequestStream {
                 State::Body { head, body }
                 | State::Trailers { head, body }
                 | State::Complete { head, body } => head.capacity() + body.capacity(),
-                State::Sending { trailers, .. } => trailers.capacity(),
+                State::Sending { source, trailers } => {
+                    let piped = match source {
+                        Source::Piped(pipe) => pipe.held(),
+                        Source::File { .. } => 0,
+                    };
+                    trailers.capacity() + piped
+                }
                 _ => 0,
             }
     }
@@ -239,17 +252,21 @@ impl RequestStream {
         if answer.trailers().next().is_some() {
             qpack::encode_fields(&mut trailers, answer.trailers());
         }
-        match answer.body {
+        let bodiless = answer.bodiless();
+        let body = match answer.body {
             Body::File(file) if !head_only && file.len > 0 => {
                 let left = file.len;
-                self.state = State::Sending {
-                    file,
-                    left,
-                    trailers,
-                };
+                Ok(Source::File { file, left })
+            }
+            Body::Piped(pipe) if !head_only && !bodiless => Ok(Source::Piped(pipe)),
+            body => Err(body),
+        };
+        match body {
+            Ok(source) => {
+                self.state = State::Sending { source, trailers };
                 self.write_more(out, room)
             }
-            body => {
+            Err(body) => {
                 if let (Body::Bytes(bytes), false) = (body, head_only) {
                     if !bytes.is_empty() {
                         frame::write_data(out, bytes);
@@ -261,37 +278,63 @@ impl RequestStream {
         }
     }
 
-    /// Writes more of a file's body, in DATA frames of at most `room` bytes in all, each
-    /// read from the file straight into `out`; then the trailers.
-    pub fn write_more(&mut self, out: &mut Vec<u8>, mut room: usize) -> Written {
-        let State::Sending {
-            file,
-            left,
-            trailers,
-        } = &mut self.state
-        else {
+    /// Writes more of a file's or a piped body, in DATA frames of at most `room` bytes in
+    /// all (a file's read straight into `out`); then the trailers.
+    pub fn write_more(&mut self, out: &mut Vec<u8>, room: usize) -> Written {
+        let State::Sending { source, trailers } = &mut self.state else {
             return Written::Done;
         };
-        while *left > 0 && room > DATA_HEAD_LEN {
-            let chunk = (*left).min(MAX_FILE_CHUNK).min(room - DATA_HEAD_LEN);
-            let frame_at = out.len();
-            frame::write_head(out, frame::DATA, chunk);
-            let data_at = out.len();
-            let read = (&file.file).take(chunk as u64).read_to_end(out);
-            if read.ok() != Some(chunk) {
-                out.truncate(frame_at);
-                self.state = State::Finished;
-                return Written::Failed;
-            }
-            room -= out.len() - frame_at;
-            *left -= out.len() - data_at;
+        let written = match source {
+            Source::File { file, left } => write_file(file, left, out, room),
+            Source::Piped(pipe) => write_piped(pipe, out, room),
+        };
+        match written {
+            Written::More => return Written::More,
+            Written::Failed => {}
+            Written::Done => write_trailers(out, trailers),
         }
-        if *left > 0 {
-            return Written::More;
-        }
-        write_trailers(out, trailers);
         self.state = State::Finished;
-        Written::Done
+        written
+    }
+}
+
+/// Writes what `room` allows of a file's `left` bytes, read straight into `out`: `Done` once
+/// all of it is.
+fn write_file(file: &FileBody, left: &mut usize, out: &mut Vec<u8>, mut room: usize) -> Written {
+    while *left > 0 && room > DATA_HEAD_LEN {
+        let chunk = (*left).min(MAX_FILE_CHUNK).min(room - DATA_HEAD_LEN);
+        let frame_at = out.len();
+        frame::write_head(out, frame::DATA, chunk);
+        let data_at = out.len();
+        let read = (&file.file).take(chunk as u64).read_to_end(out);
+        if read.ok() != Some(chunk) {
+            out.truncate(frame_at);
+            return Written::Failed;
+        }
+        room -= out.len() - frame_at;
+        *left -= out.len() - data_at;
+    }
+    match *left {
+        0 => Written::Done,
+        _ => Written::More,
+    }
+}
+
+/// Writes what `room` allows of what waits in `pipe`, in one DATA frame: `Done` once the
+/// body ended and all of it is written.
+fn write_piped(pipe: &Pipe, out: &mut Vec<u8>, room: usize) -> Written {
+    let room = room.saturating_sub(DATA_HEAD_LEN);
+    pipe.take(|bytes| {
+        let len = bytes.len().min(room);
+        if len > 0 {
+            frame::write_data(out, &bytes[..len]);
+        }
+        len
+    });
+    match (pipe.flow(), pipe.waiting()) {
+        (Flow::Failed, _) => Written::Failed,
+        (Flow::Ended, 0) => Written::Done,
+        _ => Written::More,
     }
 }
 

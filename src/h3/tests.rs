@@ -10,7 +10,9 @@ use super::frame::{self, ErrorCode, Event, Frame, FrameReader, H3Error, Settings
 use super::qpack::{self, Decoder};
 use super::stream::{Limits, Received, RequestStream, Written};
 use super::varint;
-use crate::http::{Answer, Body, ContentType, FieldLines, FileBody, HttpDate, Method, Status};
+use crate::http::{
+    Answer, Body, ContentType, FieldLines, FileBody, HttpDate, Method, Pipe, Status,
+};
 
 fn frame_of(kind: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -481,6 +483,46 @@ fn a_file_that_shrank_fails_the_stream() {
     assert_eq!(frames_of(&out).len(), 1);
 }
 
+/// A stream answered with a piped body (an upstream's, arriving): its HEADERS written.
+fn piped_stream() -> (RequestStream, Pipe, Vec<u8>) {
+    let mut stream = RequestStream::new(Limits::default());
+    receive_on(&mut stream, &[&get("/")]).unwrap();
+    stream.take_request().unwrap();
+    let pipe = Pipe::default();
+    let fields = FieldLines::new(b"Content-Type: text/plain\r\n", 0);
+    let answer = Answer::forwarded(Status::Ok, fields, Body::Piped(pipe.clone()));
+    let mut out = Vec::new();
+    let written = stream.answer(answer, &HttpDate::new(), &mut out, 100);
+    assert_eq!((written, frames_of(&out).len()), (Written::More, 1));
+    (stream, pipe, out)
+}
+
+#[test]
+fn a_piped_body_is_written_as_it_comes_and_the_transport_has_room() {
+    let (mut stream, pipe, mut out) = piped_stream();
+    pipe.push(b"hello, world");
+    // Room for a frame's head and five bytes.
+    assert_eq!(stream.write_more(&mut out, 9 + 5), Written::More);
+    assert_eq!(stream.write_more(&mut out, 100), Written::More);
+    assert_eq!(stream.write_more(&mut out, 100), Written::More);
+    pipe.end();
+    assert_eq!(stream.write_more(&mut out, 100), Written::Done);
+    let frames = frames_of(&out);
+    assert_eq!(
+        frames[1..],
+        [Out::Data(b"hello".to_vec()), Out::Data(b", world".to_vec())]
+    );
+}
+
+#[test]
+fn a_piped_body_that_fails_fails_the_stream() {
+    let (mut stream, pipe, mut out) = piped_stream();
+    pipe.push(b"part");
+    assert_eq!(stream.write_more(&mut out, 100), Written::More);
+    pipe.fail();
+    assert_eq!(stream.write_more(&mut out, 100), Written::Failed);
+}
+
 #[test]
 fn frames_read_split_anywhere_borrow_what_is_whole() {
     let mut settings = Vec::new();
@@ -900,7 +942,11 @@ fn a_forwarded_answer_to_head_or_a_304_says_the_upstreams_length_and_a_204_none(
     let upstream = b"ETag: \"x\"\r\nContent-Length: 1234\r\n";
     let head = headers(&[(":method", "HEAD"), (":scheme", "https"), (":path", "/")]);
     for (request, code) in [(&head, 200), (&get("/"), 304), (&get("/"), 204)] {
-        let answer = Answer::forwarded(Status::from_code(code), FieldLines::new(upstream, 0), b"");
+        let answer = Answer::forwarded(
+            Status::from_code(code),
+            FieldLines::new(upstream, 0),
+            Body::Bytes(b""),
+        );
         let (written, frames) = answered(request, answer);
         assert_eq!(written, Written::Done);
         assert_eq!(frames.len(), 1, "{code}");
@@ -920,7 +966,11 @@ fn a_forwarded_answer_to_head_or_a_304_says_the_upstreams_length_and_a_204_none(
     }
     // A GET's 200 frames its own body.
     let upstream = b"Content-Type: text/plain\r\nContent-Length: 99\r\n";
-    let answer = Answer::forwarded(Status::Ok, FieldLines::new(upstream, 0), b"Hello");
+    let answer = Answer::forwarded(
+        Status::Ok,
+        FieldLines::new(upstream, 0),
+        Body::Bytes(b"Hello"),
+    );
     let (_, frames) = answered(&get("/"), answer);
     let Out::Headers(fields) = &frames[0] else {
         panic!()

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 
-use super::{Coding, FieldLines, Request, Status};
+use super::{Coding, FieldLines, Pipe, Request, Status};
 use crate::sys;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,13 +148,18 @@ pub enum Body<'a> {
     /// A file, opened and measured, that the protocol reads where the body goes (straight
     /// into its output: no copy in between).
     File(FileBody),
+    /// An upstream's body, arriving: the protocol takes it as it comes and as its transport
+    /// has room, as it reads a file's.
+    Piped(Pipe),
 }
 
 impl Body<'_> {
+    /// Its length; for a piped body, what has arrived of it so far.
     pub fn len(&self) -> usize {
         match self {
             Body::Bytes(bytes) => bytes.len(),
             Body::File(file) => file.len,
+            Body::Piped(pipe) => pipe.waiting(),
         }
     }
 
@@ -163,7 +168,8 @@ impl Body<'_> {
     }
 
     /// Appends the body to `out`. A file whose length changed since it was measured is a
-    /// 500: `out` may then hold part of it, which the caller drops.
+    /// 500: `out` may then hold part of it, which the caller drops. A piped body is taken as
+    /// it comes, by the protocol itself: nothing here.
     pub fn write_to(&self, out: &mut Vec<u8>) -> Result<(), Status> {
         match self {
             Body::Bytes(bytes) => {
@@ -171,6 +177,15 @@ impl Body<'_> {
                 Ok(())
             }
             Body::File(file) => file.read_into(out),
+            Body::Piped(_) => Ok(()),
+        }
+    }
+
+    /// The pipe of a piped body.
+    pub fn pipe(&self) -> Option<&Pipe> {
+        match self {
+            Body::Piped(pipe) => Some(pipe),
+            _ => None,
         }
     }
 }
@@ -282,19 +297,18 @@ impl<'a> Answer<'a> {
 
     /// An upstream's answer passed on: its `status`, its end-to-end `fields` (its
     /// `Content-Type`, `Cache-Control`, `Set-Cookie`s, `ETag`, `Location`...; names as the
-    /// upstream wrote them) and its whole `body` (none for a HEAD's, a 204's or a 304's).
-    /// Each protocol writes the fields but the connection-specific ones and
-    /// `Content-Length`, and frames the body itself, as for any answer; but an answer to
-    /// HEAD, or a 304, says the upstream's `Content-Length`, the representation's
+    /// upstream wrote them) and its `body` as it arrives (none for a HEAD's, a 204's or a
+    /// 304's). Each protocol writes the fields but the connection-specific ones and
+    /// `Content-Length`, and frames the body itself, as for any answer
     /// ([`Answer::content_length`]). The upstream's `Date` and `Server` stand for the
     /// protocol's own ([`Answer::adds`]).
-    pub fn forwarded(status: Status, fields: FieldLines<'a>, body: &'a [u8]) -> Self {
+    pub fn forwarded(status: Status, fields: FieldLines<'a>, body: Body<'a>) -> Self {
         Answer {
             status,
             content_type: ContentType::InFields,
             encoding: Encoding::default(),
             fields: Own::Forwarded(fields),
-            body: Body::Bytes(body),
+            body,
         }
     }
 
@@ -329,8 +343,10 @@ impl<'a> Answer<'a> {
     /// (`head_only`: the answer to a HEAD, whose content-length is the one a GET would
     /// get, as a static file's HEAD says the file's length). For an answer the app made,
     /// its body's length. For a forwarded one, none for a 1xx or a 204 (RFC 9110 8.6);
-    /// for a HEAD's or a 304, which carry no body here, the upstream's `Content-Length`,
-    /// the representation's, if it said one; else its body's length.
+    /// for a body that has all arrived, its length; else the upstream's `Content-Length`
+    /// if it said one (for a HEAD's or a 304, which carry no body here, the
+    /// representation's; for a body still arriving, what the upstream's framing holds it
+    /// to), or none: the protocol frames the body as it comes (HTTP/1.1: chunked).
     pub fn content_length(&self, head_only: bool) -> Option<u64> {
         let Own::Forwarded(lines) = self.fields else {
             return Some(self.body.len() as u64);
@@ -340,7 +356,12 @@ impl<'a> Answer<'a> {
             return None;
         }
         if !head_only && code != 304 {
-            return Some(self.body.len() as u64);
+            let Body::Piped(pipe) = &self.body else {
+                return Some(self.body.len() as u64);
+            };
+            if let Some(len) = pipe.ended_len() {
+                return Some(len);
+            }
         }
         let (_, value) = lines
             .iter()
@@ -350,6 +371,13 @@ impl<'a> Answer<'a> {
             true => digits.parse().ok(),
             false => None,
         }
+    }
+
+    /// Whether its status allows no content (1xx, 204, 304; RFC 9110 6.4.1): a piped body
+    /// then goes unwritten, whatever the protocol.
+    pub fn bodiless(&self) -> bool {
+        let code = self.status.code();
+        code < 200 || code == 204 || code == 304
     }
 
     /// The switch to WebSocket: `101` with the handshake's `accept` value; HTTP/1.1 adds
@@ -418,7 +446,7 @@ mod tests {
         let lines = b"Content-Type: text/plain\r\nCONNECTION: close\r\nContent-Length: 12\r\n\
             Set-Cookie: a=1\r\nTE: trailers\r\nServer: upstream\r\n";
         let fields = FieldLines::new(lines, 0);
-        let answer = Answer::forwarded(Status::Ok, fields, b"abc");
+        let answer = Answer::forwarded(Status::Ok, fields, Body::Bytes(b"abc"));
         assert!(answer.forwarded_fields().eq([
             (&b"Content-Type"[..], &b"text/plain"[..]),
             (b"Set-Cookie", b"a=1"),
@@ -436,12 +464,23 @@ mod tests {
         // Its body's length, but for a HEAD's or a 304 (the upstream's) and a 204's (none).
         assert_eq!(answer.content_length(false), Some(3));
         assert_eq!(answer.content_length(true), Some(12));
-        let not_modified = Answer::forwarded(Status::from_code(304), fields, b"");
+        let not_modified = Answer::forwarded(Status::from_code(304), fields, Body::Bytes(b""));
         assert_eq!(not_modified.content_length(false), Some(12));
-        let no_content = Answer::forwarded(Status::from_code(204), fields, b"");
+        let no_content = Answer::forwarded(Status::from_code(204), fields, Body::Bytes(b""));
         assert_eq!(no_content.content_length(true), None);
-        let unsaid = Answer::forwarded(Status::Ok, FieldLines::new(b"ETag: \"x\"\r\n", 0), b"");
+        let etag = FieldLines::new(b"ETag: \"x\"\r\n", 0);
+        let unsaid = Answer::forwarded(Status::Ok, etag, Body::Bytes(b""));
         assert_eq!(unsaid.content_length(true), None);
+        // A body still arriving: the upstream's length if it said one, else none (chunked);
+        // once all of it is in, its own.
+        let pipe = Pipe::default();
+        let arriving = Answer::forwarded(Status::Ok, fields, Body::Piped(pipe.clone()));
+        assert_eq!(arriving.content_length(false), Some(12));
+        let chunked = Answer::forwarded(Status::Ok, etag, Body::Piped(pipe.clone()));
+        assert_eq!(chunked.content_length(false), None);
+        pipe.push(b"abc");
+        pipe.end();
+        assert_eq!(chunked.content_length(false), Some(3));
         // The app's answers as before: their body's length, HEAD or not, and no field of
         // an upstream.
         let ok = Answer::ok(ContentType::Plain, b"12345");

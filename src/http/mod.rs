@@ -13,6 +13,7 @@ mod date;
 mod field_lines;
 mod head;
 pub mod huffman;
+mod pipe;
 pub mod prefixed;
 mod request;
 mod send_buffer;
@@ -28,6 +29,7 @@ pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;
 pub use field_lines::FieldLines;
 pub use head::{check_trailer, connection_specific, Malformed, RequestHead};
+pub use pipe::{Flow, Pipe, WINDOW};
 pub use request::{
     is_unreserved, Fields, Method, Origin, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };

@@ -105,7 +105,7 @@ impl Socket {
         }
         loop {
             // None once the socket is no longer the connection's (it failed, say).
-            let (Some(fd), Some(buffer)) = (&self.fd, link.read_buffer()) else {
+            let (Some(fd), Some(buffer)) = (&self.fd, link.read_buffer(false)) else {
                 return;
             };
             let room = buffer.len();

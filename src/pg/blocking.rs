@@ -137,7 +137,7 @@ impl Driver {
         }
         loop {
             // None once the socket is no longer the connection's (it failed, say).
-            let (Some(socket), Some(buffer)) = (&self.socket, self.link.read_buffer()) else {
+            let (Some(socket), Some(buffer)) = (&self.socket, self.link.read_buffer(false)) else {
                 return;
             };
             let room = buffer.len();

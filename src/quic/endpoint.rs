@@ -314,6 +314,20 @@ impl Endpoint {
         self.transmit(handle, now, false);
     }
 
+    /// More of the piped body answering `ticket` is in (or it ended or failed): its
+    /// stream takes what QUIC has room for.
+    pub fn moved(&mut self, ticket: Ticket, now: Instant) {
+        let handle = ConnectionHandle((ticket.slot & !QUIC_SLOT) as usize);
+        let Some(peer) = self
+            .peer(handle)
+            .filter(|p| p.generation == ticket.generation)
+        else {
+            return;
+        };
+        peer.moved(now);
+        self.transmit(handle, now, false);
+    }
+
     /// Whether the connection `ticket` names is still open.
     pub fn is_live(&self, ticket: &Ticket) -> bool {
         let index = (ticket.slot & !QUIC_SLOT) as usize;

@@ -109,6 +109,11 @@ impl Peer {
         self.flush(now);
     }
 
+    /// More of a piped body is in: the streams take what they have room for.
+    pub fn moved(&mut self, now: Instant) {
+        self.flush(now);
+    }
+
     /// Lets quinn-proto hold `window` bytes of its answers until the peer acknowledges them.
     pub fn set_send_window(&mut self, window: u64) {
         if window != self.send_window {

@@ -23,7 +23,7 @@ use crate::pg::{Event, Pool};
 use crate::protocol::Protocol;
 use crate::quic::Endpoint;
 use crate::redis::{self, Redis};
-use crate::service::{Context, Finished, Service, Serving};
+use crate::service::{Context, Finished, Passed, Service, Serving};
 use crate::timers::Wakeup;
 use crate::transport::{Listening, TlsConfig, TlsSession, Transport};
 use crate::upstream::{self, Proxy, ProxySettings};
@@ -626,7 +626,7 @@ impl<S: Service, K> Deliverer<'_, S, K> {
     }
 
     fn upstream_event(&mut self, token: u64, event: upstream::Event<'_>) {
-        self.finish(|service| service.on_upstream_event(token, event));
+        self.pass(|service| service.on_upstream_event(token, event));
     }
 
     fn timer(&mut self, Wakeup { ticket, token }: Wakeup) {
@@ -638,8 +638,20 @@ impl<S: Service, K> Deliverer<'_, S, K> {
     /// Writes the answer that `finished` gives, if any, into its connection's line, and
     /// notes the connection for the backend to send it.
     fn finish<'f>(&'f mut self, finished: impl FnOnce(&'f mut S) -> Option<Finished<'f>>) {
-        let Some(Finished { ticket, answer }) = finished(&mut *self.service) else {
-            return;
+        self.pass(|service| finished(service).map(Passed::Answer));
+    }
+
+    /// Does what `passed` gives, if anything: an answer goes into its connection's line;
+    /// a piped body's move has its protocol take what it has room for. Either way the
+    /// connection is noted for the backend to send what it wrote.
+    fn pass<'f>(&'f mut self, passed: impl FnOnce(&'f mut S) -> Option<Passed<'f>>) {
+        let (ticket, answer) = match passed(&mut *self.service) {
+            None => return,
+            Some(Passed::Answer(Finished { ticket, answer })) => (ticket, answer),
+            Some(Passed::Body(ticket)) => {
+                let (slots, budget) = (&mut *self.slots, &mut *self.budget);
+                return moved(slots, self.quic.as_deref_mut(), budget, self.now, ticket);
+            }
         };
         if datagrams::is_quic(&ticket) {
             if let Some(quic) = &mut self.quic {
@@ -669,6 +681,40 @@ impl<S: Service, K> Deliverer<'_, S, K> {
         slot.recount(self.budget);
         self.slots.completed.push(index);
     }
+}
+
+/// More of the piped body answering `ticket` is in, or it ended or failed: HTTP/2 and HTTP/3
+/// write what their windows allow now, HTTP/1.1 when the backend advances it.
+fn moved<K>(
+    slots: &mut Slots<K>,
+    quic: Option<&mut Endpoint>,
+    budget: &mut Budget,
+    now: Instant,
+    ticket: Ticket,
+) {
+    if datagrams::is_quic(&ticket) {
+        if let Some(quic) = quic {
+            quic.moved(ticket, now);
+            budget.recount_quic(quic.held());
+        }
+        return;
+    }
+    let index = ticket.slot as usize;
+    let Some(slot) = slots.all.get_mut(index) else {
+        return;
+    };
+    if slot.socket.is_none() {
+        return;
+    }
+    match &mut slot.protocol {
+        Protocol::Http1(_) => {}
+        Protocol::Http2(conn, generation) if *generation == ticket.generation => {
+            conn.moved(ticket.seq, now)
+        }
+        _ => return,
+    }
+    slot.recount(budget);
+    slots.completed.push(index);
 }
 
 /// An HTTP/2 connection's limits: the defaults, with the app's largest body and whether

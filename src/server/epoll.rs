@@ -58,8 +58,9 @@ struct LinkSocket {
     socket: Option<OwnedFd>,
     /// Its connect is under way.
     connecting: bool,
-    /// The events registered for it (0: not registered).
-    interest: u32,
+    /// The events registered for it (`None`: not registered; 0, none while its connection
+    /// wants neither to read nor to send).
+    interest: Option<u32>,
 }
 
 impl<S: Service> Worker<S> {
@@ -362,22 +363,25 @@ impl<S: Service> Worker<S> {
             }
             return;
         }
+        // A hang-up is reported whatever the interest: read it to its error or end, wanted
+        // or not, else it would be reported again at every wait.
         if events & (READABLE | HANGUP) != 0 {
-            self.read_link(index);
+            self.read_link(index, events & HANGUP != 0);
         }
         if events & WRITABLE != 0 {
             self.send_link(index);
         }
     }
 
-    /// Reads until the socket is empty, handing every answer to the core as it comes.
-    fn read_link(&mut self, index: usize) {
+    /// Reads until the socket is empty, or its connection wants no more unless `anyway`,
+    /// handing every answer to the core as it comes.
+    fn read_link(&mut self, index: usize, anyway: bool) {
         let Some(socket) = self.links[index].socket.as_ref() else {
             return;
         };
         loop {
             // None once the socket is no longer its connection's (it failed, say).
-            let Some(room) = self.core.link_read_buffer(index) else {
+            let Some(room) = self.core.link_read_buffer(index, anyway) else {
                 return;
             };
             let wanted = room.len();
@@ -431,7 +435,7 @@ impl<S: Service> Worker<S> {
                             self.links[index] = LinkSocket {
                                 socket: Some(socket),
                                 connecting: true,
-                                interest: 0,
+                                interest: None,
                             }
                         }
                         Err(err) => self.core.link_connected(index, Err(err)),
@@ -450,16 +454,24 @@ impl<S: Service> Worker<S> {
             };
             let interest = match link.connecting {
                 true => WRITABLE,
-                false if !self.core.link_has_unsent(index) => READABLE,
-                false => READABLE | WRITABLE,
+                false => {
+                    let read = match self.core.link_wants_input(index) {
+                        true => READABLE,
+                        false => 0,
+                    };
+                    match self.core.link_has_unsent(index) {
+                        true => read | WRITABLE,
+                        false => read,
+                    }
+                }
             };
             let token = DATABASE + index as u64;
             match link.interest {
-                current if current == interest => {}
-                0 => self.epoll.add(socket, interest, token)?,
-                _ => self.epoll.modify(socket, interest, token)?,
+                Some(current) if current == interest => {}
+                None => self.epoll.add(socket, interest, token)?,
+                Some(_) => self.epoll.modify(socket, interest, token)?,
             }
-            link.interest = interest;
+            link.interest = Some(interest);
             if !link.connecting {
                 if let Some(bytes) = self.core.link_low_water(index) {
                     if let Err(err) = sys::set_receive_low_water(socket, bytes) {

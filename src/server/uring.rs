@@ -90,6 +90,8 @@ struct LinkIo {
     /// Waiting for the connect to end (a poll for writability).
     connecting: bool,
     recv_armed: bool,
+    /// Its receive is being cancelled: the connection wants no input for now.
+    recv_cancelling: bool,
     /// The kernel is sending from the core's link output.
     sending: bool,
     cancelling: bool,
@@ -728,12 +730,29 @@ impl<S: Service> Worker<S> {
         self.link_op_ended(index)
     }
 
+    /// Arms the link's multishot receive while its connection wants input, and cancels it
+    /// while it does not (what the kernel had delivered before the cancel took effect is
+    /// still taken: at most a batch of completions).
     fn arm_link_recv(&mut self, index: usize) -> io::Result<()> {
+        let wanted = self.core.link_wants_input(index);
         let link = &mut self.links[index];
         let Some(fd) = link.fd() else {
             return Ok(());
         };
-        if link.recv_armed || link.connecting || link.closing {
+        if link.connecting || link.closing {
+            return Ok(());
+        }
+        if !wanted {
+            if link.recv_armed && !link.recv_cancelling {
+                link.recv_cancelling = true;
+                let entry = opcode::AsyncCancel::new(user_data(LINK_RECV, 0, index))
+                    .build()
+                    .user_data(user_data(CANCEL, 0, index));
+                self.ring.push_plain(entry)?;
+            }
+            return Ok(());
+        }
+        if link.recv_armed {
             return Ok(());
         }
         let entry = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP)
@@ -750,12 +769,17 @@ impl<S: Service> Worker<S> {
         };
         if !cqueue::more(flags) {
             link.recv_armed = false;
+            link.recv_cancelling = false;
         }
         if !link.closing {
             match (buffer, result) {
                 (Some(id), 1..) => {
                     let data = self.buffers.filled(id, result as usize);
                     self.core.link_received(index, data);
+                    // Stopped at once if it should be: fewer bytes past the bound.
+                    if self.links[index].recv_armed && !self.core.link_wants_input(index) {
+                        self.arm_link_recv(index)?;
+                    }
                 }
                 (_, 0) => self.core.link_received(index, &[]),
                 // Out of buffers (re-armed at the next round of sends, when they are back).

@@ -1,6 +1,7 @@
 //! One keep-alive HTTP/1.1 connection to the upstream, without I/O: the requests written for
-//! it and not yet answered, its responses read into whole ones, and what its failure does to
-//! its requests. Its link (`crate::link::Link`) moves its bytes; the pool (`super::Upstream`)
+//! it and not yet answered, its responses read and passed on as they arrive (the head, then
+//! the body through its pipe, read no further while the pipe is full), and what its failure
+//! does to its requests. Its link (`crate::link::Link`) moves its bytes; the pool (`super::Upstream`)
 //! chooses it for requests and places again those it hands back.
 
 use std::collections::VecDeque;
@@ -8,16 +9,14 @@ use std::io;
 use std::time::Instant;
 
 use super::{Around, Event, Failure, Queued, Response, Settings, Sink};
-use crate::h1::client::{Awaited, BodyLength, Event as Read, ResponseReader};
-use crate::http::FieldLines;
+use crate::h1::client::{Awaited, Event as Read, ResponseReader};
+use crate::http::{FieldLines, Pipe};
 use crate::link::{self, Address, Driven, Step};
 
 /// The input's first size; a response's head (at most `h1::MAX_HEAD`) and a read fit.
 const INPUT_INITIAL: usize = 16 * 1024;
 /// `read_buffer` offers at least this much room, moving or growing the input.
 const MIN_READ_ROOM: usize = 4 * 1024;
-/// The capacity a response's body buffer keeps between responses; a larger one is freed.
-const BODY_KEPT: usize = 64 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -49,10 +48,9 @@ struct InFlight {
 
 /// What an event of the reader asks of the connection once it is read.
 enum Next {
-    More,
     Begun,
+    Body,
     Ended { keep_alive: bool },
-    TooLarge,
 }
 
 pub struct Conn {
@@ -71,10 +69,16 @@ pub struct Conn {
     start: usize,
     end: usize,
     reader: ResponseReader,
-    /// The response being read: its status, fields and body so far.
+    /// The response being read: its status and fields, and its body's pipe.
     status: u16,
     fields: Vec<u8>,
-    body: Vec<u8>,
+    pipe: Option<Pipe>,
+    /// Its head was handed out: its body streams to the client.
+    passed: bool,
+    /// Bytes of its body came since the last [`Event::Moved`].
+    moved: bool,
+    /// What its client had taken of its body when its deadline was last looked at.
+    seen_taken: u64,
     /// The upstream closes after the response being read: no more requests here.
     retiring: bool,
 }
@@ -95,7 +99,10 @@ impl Conn {
             reader: ResponseReader::default(),
             status: 0,
             fields: Vec::new(),
-            body: Vec::new(),
+            pipe: None,
+            passed: false,
+            moved: false,
+            seen_taken: 0,
             retiring: false,
         }
     }
@@ -114,9 +121,10 @@ impl Conn {
         self.phase == Phase::Idle
     }
 
-    /// Whether it takes requests: open or opening, and not closing after a response.
+    /// Whether it takes requests: open or opening, not closing after a response, and not
+    /// streaming a body (which waits on its client: a request behind it would too).
     pub(super) fn accepting(&self) -> bool {
-        self.phase != Phase::Idle && !self.retiring
+        self.phase != Phase::Idle && !self.retiring && !self.passed
     }
 
     /// An idle connection wants a socket.
@@ -158,8 +166,21 @@ impl Conn {
 
     /// A connect past its deadline fails as a refused one would; a request past its
     /// deadline fails with [`Failure::TimedOut`], and the connection with it (its response
-    /// may still come: the line of responses would be out of step).
+    /// may still come: the line of responses would be out of step). A body passed on is
+    /// late once neither the upstream sent any of it nor its client took any for
+    /// `response_timeout`: it is cut short, and the connection fails with it.
     pub(super) fn on_timer<S: Sink>(&mut self, now: Instant, around: &mut Around<'_, S>) {
+        if let (true, Some(pipe), Some(front)) =
+            (self.passed, &self.pipe, self.in_flight.front_mut())
+        {
+            // The client's progress is seen here only, once its deadline comes: a stalled
+            // body is found between one and two timeouts after its last move.
+            let taken = pipe.taken();
+            if front.deadline <= now && taken != self.seen_taken {
+                self.seen_taken = taken;
+                front.deadline = now + self.settings.response_timeout;
+            }
+        }
         let connect_late = matches!(self.phase, Phase::Connecting { deadline } if deadline <= now);
         let request_late = self.in_flight.iter().any(|r| r.deadline <= now);
         if connect_late || request_late {
@@ -171,7 +192,9 @@ impl Conn {
     /// be placed again (`Around::resend`): all of them when the connection never connected
     /// (nothing was sent), else those not begun that are idempotent and were not sent
     /// again before. The one whose response had begun gets `begun`; one past its deadline
-    /// [`Failure::TimedOut`]. A connect that failed makes the pool back off.
+    /// [`Failure::TimedOut`]; one whose head was passed on, its body's failure (its client
+    /// must not take what it got for the whole). A connect that failed makes the pool back
+    /// off.
     fn give_up<S: Sink>(&mut self, begun: Failure, now: Instant, around: &mut Around<'_, S>) {
         if self.phase == Phase::Idle {
             return;
@@ -183,6 +206,12 @@ impl Conn {
         // Bytes of the front response in: it began.
         if self.end > self.start {
             self.begin_front();
+        }
+        if self.passed {
+            if let (Some(pipe), Some(front)) = (self.pipe.take(), self.in_flight.pop_front()) {
+                pipe.fail();
+                (around.sink)(front.token, Event::Moved { last: true });
+            }
         }
         let mut offset = 0;
         for request in self.in_flight.drain(..) {
@@ -226,12 +255,16 @@ impl Conn {
         self.end = 0;
         self.reader = ResponseReader::default();
         self.fields.clear();
-        self.body.clear();
-        self.body.shrink_to(BODY_KEPT);
+        self.pipe = None;
+        self.passed = false;
+        self.moved = false;
         self.retiring = false;
     }
 
-    /// Reads every event the input holds; `eof`: the upstream closed.
+    /// Reads every event the input holds; `eof`: the upstream closed. A response's head is
+    /// handed out once the read that brought it is taken (with what came of its body), so
+    /// that a small response goes out whole, its length known; the body that follows goes
+    /// through its pipe.
     fn read<S: Sink>(&mut self, eof: bool, now: Instant, around: &mut Around<'_, S>) {
         loop {
             let awaited = match self.in_flight.front() {
@@ -239,51 +272,53 @@ impl Conn {
                 Some(request) if request.head => Awaited::HeadResponse,
                 Some(_) => Awaited::Response,
             };
+            // A body its client left is read (the responses behind it follow) and dropped.
+            let dropped = self.abandoned();
             let input = &mut self.input[self.start..self.end];
             let read = match self.reader.read(input, awaited, eof) {
                 Ok(read) => read,
                 // Closed before the response began (retried if it may be), malformed,
-                // smuggling-shaped, unsolicited, cut short: never passed on.
+                // smuggling-shaped, unsolicited, cut short: never passed on as whole.
                 Err(_) => return self.give_up(Failure::Unavailable, now, around),
             };
-            let max_body = self.settings.max_body;
             let next = match read.event {
                 None => None,
                 Some(Read::Interim(_)) => Some(Next::Begun),
                 Some(Read::Head(head)) => {
                     self.status = head.status;
                     self.fields.clear();
-                    self.body.clear();
                     for (name, value) in head.fields.iter() {
                         FieldLines::push(&mut self.fields, name, value);
                     }
                     self.retiring |= !head.keep_alive;
-                    match head.body {
-                        BodyLength::Known(length) if length > max_body => Some(Next::TooLarge),
-                        _ => Some(Next::Begun),
-                    }
-                }
-                Some(Read::Body(bytes)) if self.body.len() + bytes.len() > max_body => {
-                    Some(Next::TooLarge)
+                    self.pipe = Some(Pipe::default());
+                    Some(Next::Begun)
                 }
                 Some(Read::Body(bytes)) => {
-                    self.body.extend_from_slice(bytes);
-                    Some(Next::More)
+                    if let Some(pipe) = self.pipe.as_ref().filter(|_| !dropped) {
+                        pipe.push(bytes);
+                        self.moved = true;
+                    }
+                    Some(Next::Body)
                 }
                 Some(Read::End { keep_alive }) => Some(Next::Ended { keep_alive }),
             };
             self.start += read.used;
             match next {
                 None => break,
-                Some(Next::More) => {}
                 Some(Next::Begun) => self.begin_front(),
-                Some(Next::TooLarge) => {
-                    self.begin_front();
-                    return self.give_up(Failure::TooLarge, now, around);
+                Some(Next::Body) => {
+                    if let Some(front) = self.in_flight.front_mut() {
+                        front.deadline = now + self.settings.response_timeout;
+                    }
+                    // A window's worth: the client may start taking it.
+                    if self.pipe.as_ref().is_some_and(Pipe::is_full) {
+                        self.pass_head(around);
+                    }
                 }
                 Some(Next::Ended { keep_alive }) => {
                     self.retiring |= !keep_alive;
-                    self.deliver(around);
+                    self.finish_front(around);
                     if self.retiring {
                         // What was sent after it is not answered here.
                         return self.give_up(Failure::Unavailable, now, around);
@@ -291,10 +326,64 @@ impl Conn {
                 }
             }
         }
+        self.pass_head(around);
+        self.report_moved(false, around);
         if eof && self.phase != Phase::Idle {
             // Nothing awaited (else the reader said NoResponse): an idle close.
             self.close();
         }
+    }
+
+    /// Whether the body being read was passed on and its client left it.
+    fn abandoned(&self) -> bool {
+        self.passed && self.pipe.as_ref().is_some_and(Pipe::abandoned)
+    }
+
+    /// Hands out the head of the response being read, once, with its body's pipe.
+    fn pass_head<S: Sink>(&mut self, around: &mut Around<'_, S>) {
+        let (Some(pipe), false, Some(front)) = (&self.pipe, self.passed, self.in_flight.front())
+        else {
+            return;
+        };
+        let response = Response {
+            status: self.status,
+            fields: FieldLines::new(&self.fields, 0),
+            body: pipe.clone(),
+        };
+        (around.sink)(front.token, Event::Response(response));
+        self.passed = true;
+        self.moved = false;
+        self.seen_taken = 0;
+    }
+
+    /// Tells the client of the body being read that more of it is in its pipe, or that it
+    /// is `last`; nothing while its client has left it, but its last word.
+    fn report_moved<S: Sink>(&mut self, last: bool, around: &mut Around<'_, S>) {
+        let Some(front) = self.in_flight.front().filter(|_| self.passed) else {
+            return;
+        };
+        if last || (self.moved && !self.abandoned()) {
+            (around.sink)(front.token, Event::Moved { last });
+        }
+        self.moved = false;
+    }
+
+    /// The front request's response is all in: its head goes with its whole body if it has
+    /// not gone yet, else its client is told the body ended.
+    fn finish_front<S: Sink>(&mut self, around: &mut Around<'_, S>) {
+        self.begin_front();
+        if let Some(pipe) = &self.pipe {
+            pipe.end();
+        }
+        match self.passed {
+            true => self.report_moved(true, around),
+            false => self.pass_head(around),
+        }
+        self.in_flight.pop_front();
+        self.fields.clear();
+        self.pipe = None;
+        self.passed = false;
+        self.moved = false;
     }
 
     /// The front request's response began: it cannot be sent again, and its bytes go.
@@ -313,23 +402,6 @@ impl Conn {
         }
         self.requests.drain(..len);
         self.given = self.given.saturating_sub(len);
-    }
-
-    /// The front request's response is whole: delivered.
-    fn deliver<S: Sink>(&mut self, around: &mut Around<'_, S>) {
-        self.begin_front();
-        let Some(front) = self.in_flight.pop_front() else {
-            return;
-        };
-        let response = Response {
-            status: self.status,
-            fields: FieldLines::new(&self.fields, 0),
-            body: &self.body,
-        };
-        (around.sink)(front.token, Event::Response(response));
-        self.fields.clear();
-        self.body.clear();
-        self.body.shrink_to(BODY_KEPT);
     }
 }
 
@@ -373,6 +445,15 @@ impl link::Conn for Conn {
 
     fn has_output(&self) -> bool {
         self.given < self.requests.len()
+    }
+
+    /// Not while the body being streamed holds a window its client has not taken.
+    fn wants_input(&self) -> bool {
+        !(self.passed
+            && self
+                .pipe
+                .as_ref()
+                .is_some_and(|pipe| pipe.is_full() && !pipe.abandoned()))
     }
 }
 

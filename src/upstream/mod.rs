@@ -1,6 +1,7 @@
 //! A worker's keep-alive HTTP/1.1 connections to the upstream of the edge (reverse-proxy)
-//! mode, without I/O: requests in (`Upstream::forward`), whole responses or failures out as
-//! events by token (`Sink`), the way `pg`'s pool hands out database answers. Each
+//! mode, without I/O: requests in (`Upstream::forward`), responses (a head, then a body
+//! through its pipe as it arrives) or failures out as events by token (`Sink`), the way
+//! `pg`'s pool hands out database answers. Each
 //! connection (`conn.rs`) is a link (`crate::link`) that the worker's backend moves the bytes
 //! of, beside the PostgreSQL ones.
 //!
@@ -10,8 +11,21 @@
 //! response had not begun and that are idempotent, to be sent once more on another (the
 //! keep-alive race: the upstream closed an idle connection as a request went out); the
 //! others fail. Connect failures back off (100 ms doubling to 2 s) for the whole upstream:
-//! while none is open and the backoff runs, requests are refused at once. A response is
-//! buffered whole (at most `Settings::max_body`) and handed out at its end.
+//! while none is open and the backoff runs, requests are refused at once.
+//!
+//! A response's head is handed out as soon as it is read, with an `http::Pipe` its body
+//! goes through as it arrives: no body is held whole. Each connection streams one body at
+//! a time (its front response's) and stops reading once that body's pipe holds
+//! `http::WINDOW` bytes its client has not taken, so a slow client holds at most a window
+//! per response. The connection then waits on that client: requests pipelined behind its
+//! response wait too, which is why a connection streaming a body takes no new request, and
+//! why that wait is bounded. A body that neither arrives nor is taken for
+//! `Settings::response_timeout` is abandoned (the connection closes, the client's answer is
+//! cut short), and a request pipelined behind it past its own deadline fails the connection
+//! as a late response always did: those behind it are sent again if they may be, else 502.
+//! So a slow client holds the others on its connection for at most `response_timeout`, as
+//! a slow upstream response could (nginx, which does not pipeline, times out a stalled
+//! client's transfer the same way, `proxy_send_timeout`).
 
 mod conn;
 mod proxy;
@@ -24,7 +38,7 @@ use std::time::{Duration, Instant};
 pub use self::conn::Conn;
 pub use self::proxy::{AuthSettings, Dyn, Proxy, ProxySettings};
 use crate::h1::client::{Forward, WriteError};
-use crate::http::{FieldLines, Status};
+use crate::http::{FieldLines, Pipe, Status};
 pub use crate::link::Address;
 use crate::link::Backoff;
 
@@ -42,12 +56,12 @@ pub struct Settings {
     /// past it, refused. It bounds the memory they hold, not their number: every request a
     /// client may have in flight waits its turn.
     pub queue_bytes: usize,
-    /// A request not answered within it fails with [`Failure::TimedOut`].
+    /// A request whose response has not begun within it fails with
+    /// [`Failure::TimedOut`]; a body passed on that neither arrives nor is taken by its
+    /// client for as long is cut short.
     pub response_timeout: Duration,
     /// A connect not done within it fails as a refused one.
     pub connect_timeout: Duration,
-    /// The largest response body buffered; a larger one fails with [`Failure::TooLarge`].
-    pub max_body: usize,
 }
 
 impl Default for Settings {
@@ -58,17 +72,17 @@ impl Default for Settings {
             queue_bytes: 16 * 1024 * 1024,
             response_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(2),
-            max_body: 8 * 1024 * 1024,
         }
     }
 }
 
-/// A whole response of the upstream, its fields end-to-end only (hop-by-hop ones left out).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A response of the upstream, its fields end-to-end only (hop-by-hop ones left out), and
+/// its body as it arrives: [`Event::Moved`] follows whenever more of it is in its pipe.
+#[derive(Clone, Debug)]
 pub struct Response<'a> {
     pub status: u16,
     pub fields: FieldLines<'a>,
-    pub body: &'a [u8],
+    pub body: Pipe,
 }
 
 /// Why a forwarded request has no response.
@@ -79,8 +93,6 @@ pub enum Failure {
     Unavailable,
     /// No response within `Settings::response_timeout`: 504.
     TimedOut,
-    /// The response's body is over `Settings::max_body`: 502.
-    TooLarge,
     /// The auth service said no, with this status (401 or 403): the client's answer.
     Denied(u16),
     /// The auth service could not be asked, or answered neither yes nor no: 503.
@@ -93,7 +105,7 @@ impl Failure {
     /// The status a client is answered with.
     pub fn status(self) -> Status {
         match self {
-            Failure::Unavailable | Failure::TooLarge => Status::BadGateway,
+            Failure::Unavailable => Status::BadGateway,
             Failure::TimedOut => Status::GatewayTimeout,
             Failure::Denied(code) => Status::from_code(code),
             Failure::AuthUnavailable | Failure::Busy => Status::ServiceUnavailable,
@@ -101,10 +113,17 @@ impl Failure {
     }
 }
 
-/// What becomes of a forwarded request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What becomes of a forwarded request: a response and then its body's moves, the last
+/// saying so; or a failure before any response. Every request taken gets exactly one
+/// `Failed` or one `Moved { last: true }`, its last event.
+#[derive(Clone, Debug)]
 pub enum Event<'a> {
     Response(Response<'a>),
+    /// More of the response's body is in its pipe, or the pipe ended or failed. `last`:
+    /// nothing more comes for this request (its body ended or failed, or its client left it).
+    Moved {
+        last: bool,
+    },
     Failed(Failure),
 }
 

@@ -329,10 +329,17 @@ impl Auth {
         upstream: &mut Upstream,
         now: Instant,
     ) -> Option<(u64, Failure)> {
+        // Its body is not read (dropped with its pipe): only its head answers. What comes
+        // after the head is not the request's, whose slot may be another's by then.
+        if let Event::Moved { .. } = event {
+            return None;
+        }
         let request = held.take(slot)?;
         let response = match event {
             Event::Response(response) => response,
-            Event::Failed(_) => return Some((request.token, Failure::AuthUnavailable)),
+            Event::Moved { .. } | Event::Failed(_) => {
+                return Some((request.token, Failure::AuthUnavailable))
+            }
         };
         match response.status {
             200..=299 => {}

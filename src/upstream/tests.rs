@@ -6,32 +6,103 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::http::{FieldLines, Origin, Request, Version};
+use crate::http::{FieldLines, Flow, Origin, Request, Version, WINDOW};
 use crate::link::Order;
 
-/// What the sink saw: a response's status and body, or a failure, by token.
+/// What the sink saw, by token: a response whose body came whole with its head, its status
+/// and body; the head of one whose body goes on arriving; the end of that body, whole or cut
+/// short (what was taken of it); or a failure.
 #[derive(Debug, PartialEq, Eq)]
 enum Seen {
     Response(u64, u16, Vec<u8>),
+    Began(u64, u16),
+    Cut(u64, Vec<u8>),
+    /// The last word on a body its client had left.
+    Ended(u64),
     Failed(u64, Failure),
 }
 
-/// A sink that notes what it is given in `seen`.
-fn recorder(seen: &mut Vec<Seen>) -> impl FnMut(u64, Event<'_>) + '_ {
-    |token, event| {
-        seen.push(match event {
-            Event::Response(response) => {
-                Seen::Response(token, response.status, response.body.to_vec())
+/// A client of the upstream's responses: it notes what it is given, and takes the bodies
+/// as they arrive unless `stalled`.
+#[derive(Default)]
+struct Client {
+    seen: Vec<Seen>,
+    /// The bodies arriving: token, status, pipe, what was taken of it.
+    arriving: Vec<(u64, u16, Pipe, Vec<u8>)>,
+    stalled: bool,
+}
+
+impl Client {
+    fn event(&mut self, token: u64, event: Event<'_>) {
+        match event {
+            Event::Response(response) if response.body.flow() != Flow::Open => {
+                let body = taken(&response.body);
+                self.seen.push(Seen::Response(token, response.status, body));
             }
-            Event::Failed(failure) => Seen::Failed(token, failure),
-        })
+            Event::Response(response) => {
+                self.seen.push(Seen::Began(token, response.status));
+                self.arriving
+                    .push((token, response.status, response.body, Vec::new()));
+                self.take(token);
+            }
+            Event::Moved { last } => {
+                self.take(token);
+                if !last {
+                    return;
+                }
+                let Some(at) = self.arriving.iter().position(|a| a.0 == token) else {
+                    return self.seen.push(Seen::Ended(token));
+                };
+                let (_, status, pipe, mut body) = self.arriving.remove(at);
+                match pipe.flow() {
+                    Flow::Ended => {
+                        body.extend(taken(&pipe));
+                        self.seen.push(Seen::Response(token, status, body));
+                    }
+                    _ => self.seen.push(Seen::Cut(token, body)),
+                }
+            }
+            Event::Failed(failure) => self.seen.push(Seen::Failed(token, failure)),
+        }
     }
+
+    /// Takes what waits of `token`'s body, unless stalled.
+    fn take(&mut self, token: u64) {
+        if self.stalled {
+            return;
+        }
+        if let Some((_, _, pipe, body)) = self.arriving.iter_mut().find(|a| a.0 == token) {
+            body.extend(taken(pipe));
+        }
+    }
+
+    /// Takes what waits of every body arriving.
+    fn take_all(&mut self) {
+        for (_, _, pipe, body) in &mut self.arriving {
+            body.extend(taken(pipe));
+        }
+    }
+}
+
+/// What waits in `pipe`, taken.
+fn taken(pipe: &Pipe) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    pipe.take(|waiting| {
+        bytes.extend_from_slice(waiting);
+        waiting.len()
+    });
+    bytes
+}
+
+/// A sink that hands what it is given to `client`.
+fn recorder(client: &mut Client) -> impl FnMut(u64, Event<'_>) + '_ {
+    |token, event| client.event(token, event)
 }
 
 struct Bench {
     upstream: Upstream,
     now: Instant,
-    seen: Vec<Seen>,
+    client: Client,
 }
 
 fn address() -> Address {
@@ -56,7 +127,7 @@ impl Bench {
         Bench {
             upstream: Upstream::new(address(), settings),
             now: Instant::now(),
-            seen: Vec::new(),
+            client: Client::default(),
         }
     }
 
@@ -70,7 +141,7 @@ impl Bench {
         index: usize,
         f: impl FnOnce(&mut Link, &mut Around<'_, Dyn<'_>>) -> T,
     ) -> T {
-        let mut sink = recorder(&mut self.seen);
+        let mut sink = recorder(&mut self.client);
         let mut sink: Dyn<'_> = &mut sink;
         self.upstream.on_link(index, self.now, &mut sink, f)
     }
@@ -112,17 +183,12 @@ impl Bench {
     }
 
     fn timers(&mut self) {
-        let seen = &mut self.seen;
-        let mut sink = |token, event: Event<'_>| {
-            if let Event::Failed(failure) = event {
-                seen.push(Seen::Failed(token, failure));
-            }
-        };
-        self.upstream.on_timers(self.now, &mut sink);
+        self.upstream
+            .on_timers(self.now, &mut recorder(&mut self.client));
     }
 
     fn take(&mut self) -> Vec<Seen> {
-        std::mem::take(&mut self.seen)
+        std::mem::take(&mut self.client.seen)
     }
 }
 
@@ -173,8 +239,8 @@ fn a_response_hands_out_its_fields() {
     let mut sink = |token, event: Event<'_>| {
         if let Event::Response(response) = event {
             assert_eq!(
-                (token, response.status, response.body),
-                (1, 201, &b"hi"[..])
+                (token, response.status, taken(&response.body)),
+                (1, 201, b"hi".to_vec())
             );
             fields = response
                 .fields
@@ -197,7 +263,7 @@ fn a_response_hands_out_its_fields() {
 }
 
 #[test]
-fn chunked_close_delimited_and_interim_responses_are_whole_once_ended() {
+fn chunked_close_delimited_and_interim_responses_are_passed_on_as_they_arrive() {
     let mut bench = Bench::new(one_connection());
     bench.forward(1, b"GET").unwrap();
     bench.forward(2, b"HEAD").unwrap();
@@ -209,7 +275,9 @@ fn chunked_close_delimited_and_interim_responses_are_whole_once_ended() {
         b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n\
           HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",
     );
-    assert_eq!(bench.take(), []);
+    // The interim one dropped, the head passed on with what came of the body.
+    assert_eq!(bench.take(), [Seen::Began(1, 200)]);
+    assert_eq!(bench.client.arriving[0].3, b"abc");
     bench.receive(0, b"2\r\nde\r\n0\r\n\r\n");
     assert_eq!(bench.take(), [ok(1, "abcde")]);
     // HEAD: no body whatever Content-Length says; then a body to the close.
@@ -217,7 +285,7 @@ fn chunked_close_delimited_and_interim_responses_are_whole_once_ended() {
         0,
         b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nHTTP/1.1 200 OK\r\n\r\nto the end",
     );
-    assert_eq!(bench.take(), [ok(2, "")]);
+    assert_eq!(bench.take(), [ok(2, ""), Seen::Began(3, 200)]);
     bench.receive(0, b"");
     assert_eq!(bench.take(), [ok(3, "to the end")]);
     // Closed quietly: the next request opens it again.
@@ -282,7 +350,7 @@ fn the_upstreams_close_resends_idempotent_requests_once_and_fails_a_post() {
 }
 
 #[test]
-fn a_reset_after_a_response_began_fails_it_and_resends_the_rest() {
+fn a_reset_within_a_body_passed_on_cuts_it_short_and_resends_the_rest() {
     let mut bench = Bench::new(one_connection());
     bench.forward(1, b"GET").unwrap();
     bench.forward(2, b"GET").unwrap();
@@ -292,7 +360,10 @@ fn a_reset_after_a_response_began_fails_it_and_resends_the_rest() {
     let now = bench.now;
     let reset = io::Error::from(io::ErrorKind::ConnectionReset);
     bench.on_link(0, |link, around| link.failed(reset, now, around));
-    assert_eq!(bench.take(), [Seen::Failed(1, Failure::Unavailable)]);
+    assert_eq!(
+        bench.take(),
+        [Seen::Began(1, 200), Seen::Cut(1, b"ab".to_vec())]
+    );
     bench.sync(0, Ok(()));
     assert_eq!(bench.sent(0).matches("GET /x").count(), 1);
 }
@@ -357,25 +428,100 @@ fn a_request_unanswered_in_time_fails_with_504_via_the_timers() {
     assert_eq!(bench.upstream.deadline(), None);
 }
 
-#[test]
-fn a_body_over_the_limit_fails_too_large() {
-    let settings = Settings {
-        max_body: 4,
-        ..one_connection()
-    };
+/// The GETs of `tokens` pipelined on connection 0 of a bench with `settings`, and the head
+/// of the first's response, with `len` bytes of body announced.
+fn streaming(settings: Settings, len: usize, tokens: &[u64]) -> Bench {
     let mut bench = Bench::new(settings);
-    bench.forward(1, b"GET").unwrap();
-    bench.forward(2, b"GET").unwrap();
+    for &token in tokens {
+        bench.forward(token, b"GET").unwrap();
+    }
     bench.connect(0);
     bench.sent(0);
-    bench.receive(
-        0,
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n",
+    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n");
+    bench.receive(0, head.as_bytes());
+    bench
+}
+
+/// Hands link 0 `piece` while it wants to be read; returns how much it took.
+fn feed(bench: &mut Bench, piece: &[u8], most: usize) -> usize {
+    let mut given = 0;
+    while given < most && bench.upstream.link(0).wants_input() {
+        bench.receive(0, piece);
+        given += piece.len();
+    }
+    given
+}
+
+#[test]
+fn a_body_is_passed_on_as_it_arrives_and_not_read_past_a_window_its_client_leaves() {
+    let len = 4 * WINDOW;
+    let mut bench = streaming(one_connection(), len, &[1, 2]);
+    assert_eq!(bench.take(), [Seen::Began(1, 200)]);
+    bench.client.stalled = true;
+    let piece = [7u8; 16 * 1024];
+    // Read up to a window (the read that reaches it taken whole), then no more.
+    let given = feed(&mut bench, &piece, len);
+    assert_eq!(given, WINDOW);
+    assert!(!bench.upstream.link(0).wants_input());
+    assert!(bench.upstream.link_mut(0).read_buffer(false).is_none());
+    // Streaming, it takes no new request: the next opens no pipelining behind it.
+    assert!(!bench.upstream.link(0).conn().accepting());
+    // The client takes it: read again, to the end.
+    bench.client.take_all();
+    assert!(bench.upstream.link(0).wants_input());
+    bench.client.stalled = false;
+    let rest = feed(&mut bench, &piece, len - given);
+    assert_eq!(given + rest, len);
+    let seen = bench.take();
+    assert!(matches!(&seen[..], [Seen::Response(1, 200, body)] if body.len() == len));
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+    assert_eq!(bench.take(), [ok(2, "b")]);
+}
+
+#[test]
+fn a_body_neither_sent_nor_taken_for_the_timeout_is_cut_and_those_behind_it_resent() {
+    let settings = Settings {
+        response_timeout: Duration::from_secs(1),
+        ..one_connection()
+    };
+    let mut bench = streaming(settings, 4 * WINDOW, &[1]);
+    bench.client.stalled = true;
+    feed(&mut bench, &[7u8; 16 * 1024], 4 * WINDOW);
+    bench.take();
+    // Taken by its deadline: it moves, and its deadline with it.
+    bench.now += Duration::from_secs(1);
+    bench.client.take_all();
+    bench.timers();
+    assert_eq!(bench.take(), []);
+    // A request meanwhile waits in the queue, not behind the body.
+    bench.now += Duration::from_millis(500);
+    bench.forward(2, b"GET").unwrap();
+    assert_eq!(bench.upstream.queued(), 1);
+    // Then nothing moves either way: cut short, the connection closed, the GET sent on the
+    // next one.
+    bench.now += Duration::from_millis(500);
+    bench.timers();
+    let seen = bench.take();
+    assert!(matches!(&seen[..], [Seen::Cut(1, body)] if body.len() == WINDOW));
+    assert_eq!(
+        bench.sync(0, Ok(())),
+        [Order::Close, Order::Connect(address())]
     );
-    assert_eq!(bench.take(), [Seen::Failed(1, Failure::TooLarge)]);
-    bench.sync(0, Ok(()));
-    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
-    assert_eq!(bench.take(), [Seen::Failed(2, Failure::TooLarge)]);
+    assert_eq!(bench.sent(0).matches("GET /x").count(), 1);
+    assert_eq!(bench.upstream.queued(), 0);
+}
+
+#[test]
+fn a_body_its_client_left_is_read_and_dropped_and_the_next_response_follows() {
+    let mut bench = streaming(one_connection(), 2 * WINDOW, &[1, 2]);
+    bench.take();
+    // The client goes away: its end of the pipe with it.
+    bench.client.arriving.clear();
+    let given = feed(&mut bench, &[7u8; 64 * 1024], 2 * WINDOW);
+    assert_eq!(given, 2 * WINDOW, "read past what its pipe would hold");
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+    // Its last word comes all the same (its token is free again), then the next answer.
+    assert_eq!(bench.take(), [Seen::Ended(1), ok(2, "b")]);
 }
 
 #[test]
@@ -495,7 +641,7 @@ fn a_queued_request_past_its_deadline_times_out() {
 struct Gate {
     proxy: Proxy,
     now: Instant,
-    seen: Vec<Seen>,
+    client: Client,
 }
 
 impl Gate {
@@ -514,7 +660,7 @@ impl Gate {
                 auth: Some((auth, settings)),
             }),
             now: Instant::now(),
-            seen: Vec::new(),
+            client: Client::default(),
         }
     }
 
@@ -545,7 +691,7 @@ impl Gate {
         f: impl FnOnce(&mut Link, &mut Around<'_, Dyn<'_>>) -> T,
     ) -> T {
         self.proxy
-            .on_link(index, self.now, &mut recorder(&mut self.seen), f)
+            .on_link(index, self.now, &mut recorder(&mut self.client), f)
     }
 
     /// Link `index` connected, and all it has to send, reported sent.
@@ -588,7 +734,7 @@ fn a_held_request_goes_on_with_the_granted_fields_only_after_the_services_yes() 
         1,
         b"HTTP/1.1 200 OK\r\nX-User-Id: 42\r\nContent-Length: 0\r\n\r\n",
     );
-    assert_eq!(gate.seen, []);
+    assert_eq!(gate.client.seen, []);
     let forwarded = gate.sent(0);
     assert!(forwarded.starts_with("POST /api/x HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\n"));
     assert_eq!(forwarded.matches("X-User-Id").count(), 1);
@@ -607,7 +753,7 @@ fn a_held_request_goes_on_with_the_granted_fields_only_after_the_services_yes() 
           HTTP/1.1 302 Found\r\nLocation: /login\r\nContent-Length: 0\r\n\r\n",
     );
     assert_eq!(
-        gate.seen,
+        gate.client.seen,
         [
             Seen::Failed(8, Failure::Denied(401)),
             Seen::Failed(9, Failure::AuthUnavailable)

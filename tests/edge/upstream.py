@@ -20,11 +20,23 @@ Paths:
     /smuggle           a 200 with a second response behind it in the same write
     /count             200, how many requests this process has read so far
     /deny?status=N     N, no body (an auth service that says no, or fails)
+    /big?bytes=N       200, N bytes (a multiple of 16) with a Content-Length, in lines of 16 bytes
+                       each naming its own index in hexadecimal (a byte out of place shows)
+    /big-chunked?bytes=N  the same body, chunked (64 KiB chunks)
+    /zeros?bytes=N     200, N zero bytes with a Content-Length; notes whether its client (the
+                       edge) stopped taking them: a send found no room for a second
+    /stalled           200, "yes" once a /zeros found no room for a second, else "no"
+    /gate?file=PATH    200, chunked: "first part" at once, then, once PATH exists (the test
+                       makes it when it has seen the first part), "the rest" and the end
+    /gate-reset?file=PATH  200 with a Content-Length of 100000: "first part", then, once PATH
+                       exists, a reset
     anything else      200 "hello from upstream"
 A leading /api is left out (/api/echo is /echo), for the paths an auth service guards.
 """
 
 import json
+import os
+import select
 import socket
 import struct
 import sys
@@ -34,6 +46,27 @@ from urllib.parse import parse_qs, urlsplit
 
 served = 0
 served_lock = threading.Lock()
+stalled = threading.Event()
+
+
+def lines(start, count):
+    """`count` 16-byte lines from line `start`, each its own index in hexadecimal."""
+    return b"".join(b"%015x\n" % i for i in range(start, start + count))
+
+
+def blocks(total, block):
+    """The body of /big in pieces of `block` bytes (multiples of 16)."""
+    for start in range(0, total, block):
+        size = min(block, total - start)
+        yield lines(start // 16, size // 16)
+
+
+def wait_for(path):
+    """Returns once `path` exists (the test makes it), or after a minute."""
+    for _ in range(6000):
+        if os.path.exists(path):
+            return
+        time.sleep(0.01)
 
 
 def read_request(conn, buffer):
@@ -122,6 +155,45 @@ def serve(conn):
             elif path == "/deny":
                 status = int(parse_qs(urlsplit(target).query)["status"][0])
                 conn.sendall(answer(f"{status} No", [("Content-Length", "0")], b""))
+            elif path in ("/big", "/big-chunked"):
+                total = int(parse_qs(urlsplit(target).query)["bytes"][0])
+                if path == "/big":
+                    conn.sendall(answer("200 OK", [("Content-Type", "text/plain"),
+                                                   ("Content-Length", str(total))], b""))
+                    for block in blocks(total, 1 << 20):
+                        conn.sendall(block)
+                else:
+                    conn.sendall(answer("200 OK", [("Content-Type", "text/plain"),
+                                                   ("Transfer-Encoding", "chunked")], b""))
+                    for block in blocks(total, 1 << 16):
+                        conn.sendall(b"%x\r\n" % len(block) + block + b"\r\n")
+                    conn.sendall(b"0\r\n\r\n")
+            elif path == "/zeros":
+                total = int(parse_qs(urlsplit(target).query)["bytes"][0])
+                conn.sendall(answer("200 OK", [("Content-Length", str(total))], b""))
+                block = bytes(1 << 16)
+                for start in range(0, total, len(block)):
+                    _, writable, _ = select.select([], [conn], [], 1.0)
+                    if not writable:
+                        stalled.set()
+                    conn.sendall(block[:total - start])
+            elif path == "/stalled":
+                data = b"yes" if stalled.is_set() else b"no"
+                conn.sendall(answer("200 OK", [("Content-Type", "text/plain")] + length(data), data))
+            elif path in ("/gate", "/gate-reset"):
+                gate = parse_qs(urlsplit(target).query)["file"][0]
+                if path == "/gate":
+                    conn.sendall(answer("200 OK", [("Content-Type", "text/plain"),
+                                                   ("Transfer-Encoding", "chunked")],
+                                        b"b\r\nfirst part\n\r\n"))
+                    wait_for(gate)
+                    conn.sendall(b"9\r\nthe rest\n\r\n0\r\n\r\n")
+                else:
+                    conn.sendall(answer("200 OK", [("Content-Type", "text/plain"),
+                                                   ("Content-Length", "100000")], b"first part\n"))
+                    wait_for(gate)
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
             elif path == "/count":
                 data = str(served).encode()
                 conn.sendall(answer("200 OK", [("Content-Type", "text/plain")] + length(data), data))

@@ -1,6 +1,6 @@
 use super::*;
 
-use crate::http::{ContentType, Request};
+use crate::http::{ContentType, Pipe, Request};
 
 /// Answers `/later` through a ticket, anything else at once with `now` and the body.
 #[derive(Default)]
@@ -358,4 +358,84 @@ fn a_draining_connection_says_close_on_its_last_answer() {
         "{sent}"
     );
     assert!(arriving.is_finished());
+}
+
+/// Two requests answered later, the first with a piped body (an upstream's, arriving): its
+/// head at once, its body in chunks as it comes, the second answer only after its end.
+fn piping(now: Instant) -> (Connection, Tickets, BufferPool, Pipe) {
+    let (date, mut buffers) = (HttpDate::new(), BufferPool::default());
+    let mut handler = Tickets::default();
+    let mut conn = Connection::new(0, now);
+    let request = b"GET /later HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\nHost: a\r\n\r\n";
+    conn.input(&mut buffers).extend_from_slice(request);
+    conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
+    let pipe = Pipe::default();
+    let fields = crate::http::FieldLines::new(b"Content-Type: text/plain\r\n", 0);
+    let body = crate::http::Body::Piped(pipe.clone());
+    let answer = Answer::forwarded(Status::Ok, fields, body);
+    conn.complete(handler.0[0], &answer, &date, now, &mut buffers);
+    (conn, handler, buffers, pipe)
+}
+
+#[test]
+fn a_piped_body_goes_in_chunks_as_it_comes_and_what_follows_waits_for_its_end() {
+    let (date, now) = (HttpDate::new(), Instant::now());
+    let (mut conn, handler, mut buffers, pipe) = piping(now);
+    conn.complete(
+        handler.0[1],
+        &Answer::ok(ContentType::Plain, b"second"),
+        &date,
+        now,
+        &mut buffers,
+    );
+    conn.collect(&mut buffers, usize::MAX);
+    let head = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
+    assert!(
+        head.ends_with("Transfer-Encoding: chunked\r\n\r\n"),
+        "{head}"
+    );
+    assert!(!head.contains("Content-Length"), "{head}");
+    pipe.push(b"hello, ");
+    assert!(conn.has_backlog());
+    conn.collect(&mut buffers, usize::MAX);
+    assert_eq!(send_all(&mut conn, &mut buffers, now), b"7\r\nhello, \r\n");
+    // Nothing more yet: nothing to do, and the answer behind waits.
+    assert!(!conn.has_backlog());
+    pipe.push(b"world");
+    pipe.end();
+    conn.collect(&mut buffers, usize::MAX);
+    let rest = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
+    assert!(
+        rest.starts_with("5\r\nworld\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n"),
+        "{rest}"
+    );
+    assert!(rest.ends_with("second"));
+    assert!(conn.queue.is_empty() && !conn.is_finished());
+}
+
+#[test]
+fn a_piped_body_that_fails_closes_the_connection_without_its_last_chunk() {
+    let now = Instant::now();
+    let (mut conn, _, mut buffers, pipe) = piping(now);
+    pipe.push(b"part");
+    conn.collect(&mut buffers, usize::MAX);
+    pipe.fail();
+    conn.collect(&mut buffers, usize::MAX);
+    let sent = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
+    assert!(sent.ends_with("\r\n\r\n4\r\npart\r\n"), "{sent}");
+    // The request behind is dropped with the connection, which is done.
+    assert!(conn.is_finished());
+}
+
+#[test]
+fn a_piped_body_waiting_counts_toward_the_connections_mark() {
+    let now = Instant::now();
+    let (mut conn, _, mut buffers, pipe) = piping(now);
+    let held = conn.held();
+    pipe.push(&vec![0; OUTPUT_HIGH_WATER]);
+    assert!(conn.held() >= held + OUTPUT_HIGH_WATER);
+    assert!(!conn.has_room(OUTPUT_HIGH_WATER));
+    // Taken up to the mark, the rest waits in the pipe.
+    conn.collect(&mut buffers, usize::MAX);
+    assert!(pipe.waiting() > 0 && pipe.waiting() < OUTPUT_HIGH_WATER);
 }

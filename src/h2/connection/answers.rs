@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::Connection;
 use crate::h2::frame::{self, ErrorCode};
 use crate::h2::hpack;
-use crate::h2::stream::{write_data, State};
+use crate::h2::stream::{write_data, Sent, State, Stream};
 use crate::http::{Answer, Body, BufferPool, HttpDate, Method, Status};
 
 /// What the answers waiting for the peer's window or the output's room may hold before the
@@ -23,7 +23,8 @@ impl Connection {
     /// Called last by whatever may write; DATA written for an answer stops it first
     /// ([`Connection::answers_moved`]), so only their progress restarts it.
     pub(super) fn watch_window(&mut self, now: Instant) {
-        self.window_stalled_since = match self.answers_held > 0 {
+        let waiting = self.answers_held > 0 || self.piped().1 > 0;
+        self.window_stalled_since = match waiting {
             true => self.window_stalled_since.or(Some(now)),
             false => None,
         };
@@ -37,7 +38,30 @@ impl Connection {
     /// Whether the answers waiting hold their bound, [`MAX_WAITING`] or the connection's
     /// share of the worker's budget if less: no further request is taken until they go.
     pub(super) fn answers_full(&self) -> bool {
-        self.answers_held > self.answers_bound as usize
+        self.answers_held + self.piped().1 > self.answers_bound as usize
+    }
+
+    /// What the pipes of its streams' answers hold: (the memory, the bytes waiting). Each
+    /// holds a window at most (`http::WINDOW`); a walk only while some stream has one.
+    pub(super) fn piped(&self) -> (usize, usize) {
+        if self.piped == 0 {
+            return (0, 0);
+        }
+        let piped = self.streams.iter().map(Stream::piped);
+        piped.fold((0, 0), |(held, waiting), (h, w)| (held + h, waiting + w))
+    }
+
+    /// More of the piped body answering `stream` is in (or it ended, or failed): written
+    /// as far as the windows and the output's room allow.
+    pub fn moved(&mut self, stream: u32, now: Instant) {
+        let Some(index) = self.index(stream) else {
+            return;
+        };
+        if matches!(self.streams[index].state, State::Sending { .. }) {
+            self.flush_stream(index);
+            self.output.owe_progress(now);
+            self.watch_window(now);
+        }
     }
 
     /// Answers the request of `stream`: its HEADERS now, its body as flow control allows,
@@ -119,11 +143,12 @@ impl Connection {
             Status::SwitchingProtocols => &internal_error,
             _ => answer,
         };
-        let body = match (&answer.body, head_only) {
-            (Body::Bytes(bytes), false) => *bytes,
-            _ => &[][..],
+        let (body, pipe) = match (&answer.body, head_only) {
+            (Body::Bytes(bytes), false) => (*bytes, None),
+            (Body::Piped(pipe), false) if !answer.bodiless() => (&[][..], Some(pipe.clone())),
+            _ => (&[][..], None),
         };
-        let end_stream = body.is_empty() && answer.trailers().next().is_none();
+        let end_stream = body.is_empty() && answer.trailers().next().is_none() && pipe.is_none();
         // Once per connection: a client remembers it for the origin (`ma`), and on answers
         // this small it would cost a tenth of the CPU per request.
         let alt_svc = self.limits.alt_svc.take();
@@ -145,12 +170,14 @@ impl Connection {
         let out = self.output.frames();
         let entry = &mut self.streams[index];
         let windows = (&mut self.send_window, &mut entry.send_window);
-        let end = trailers.is_empty();
+        let end = trailers.is_empty() && pipe.is_none();
         let written = write_data(out, id, body, end, windows, self.peer.max_frame, room);
         data.extend_from_slice(&body[written..]);
+        self.piped += u32::from(pipe.is_some());
         entry.state = State::Sending {
             data,
             at: 0,
+            pipe,
             trailers,
             reset_after,
         };
@@ -174,22 +201,29 @@ impl Connection {
         }
     }
 
-    /// Writes what the answer of the stream at `index` may send now; returns whether it
-    /// is all written (and the stream closed).
+    /// Writes what the answer of the stream at `index` may send now; returns whether the
+    /// stream closed: its answer all written, or reset (INTERNAL_ERROR) as its piped body
+    /// failed.
     pub(super) fn flush_stream(&mut self, index: usize) -> bool {
         let room = self.output.room();
         let out = self.output.frames();
         let window = &mut self.send_window;
         let entry = &mut self.streams[index];
         let left = entry.data_left();
-        let done = entry.write_answer(out, window, self.peer.max_frame, room);
+        let sent = entry.write_answer(out, window, self.peer.max_frame, room);
         if entry.data_left() < left {
             self.answers_moved();
         }
-        if done {
-            self.finish(index);
+        match sent {
+            Sent::All => self.finish(index),
+            Sent::Waiting => return false,
+            Sent::Failed => {
+                if let Some(entry) = self.remove(index, true) {
+                    self.write_reset(entry.id, ErrorCode::Internal);
+                }
+            }
         }
-        done
+        true
     }
 
     /// The answer of the stream at `index` is all written: the stream closes.

@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::http::huffman::hex;
-use crate::http::{Encoding, FieldLines, Method, Status};
+use crate::http::{Body, Encoding, FieldLines, Method, Status};
 
 type FieldList = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -400,7 +400,11 @@ fn a_forwarded_answer_is_encoded_with_its_fields_lowercased_and_its_own_length()
         Set-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\n\
         Connection: keep-alive\r\nTransfer-Encoding: chunked\r\nETag: \"x\"\r\n\
         X-A-Name-Longer-Than-Any-In-The-Static-Table: 1\r\n";
-    let answer = Answer::forwarded(Status::from_code(201), FieldLines::new(upstream, 0), b"{}");
+    let answer = Answer::forwarded(
+        Status::from_code(201),
+        FieldLines::new(upstream, 0),
+        Body::Bytes(b"{}"),
+    );
     let mut section = Vec::new();
     encode_answer(&mut section, &answer, answer.content_length(false), &date());
     let date_text = String::from_utf8(date().as_bytes().to_vec()).unwrap();
@@ -421,7 +425,7 @@ fn a_forwarded_answer_is_encoded_with_its_fields_lowercased_and_its_own_length()
     // The upstream's Date and Server stand for ours; a HEAD's length is the upstream's.
     let upstream = b"date: Tue, 01 Jan 2030 00:00:00 GMT\r\nServer: upstream\r\n\
         content-length: 1234\r\n";
-    let answer = Answer::forwarded(Status::Ok, FieldLines::new(upstream, 0), b"");
+    let answer = Answer::forwarded(Status::Ok, FieldLines::new(upstream, 0), Body::Bytes(b""));
     let mut section = Vec::new();
     encode_answer(&mut section, &answer, answer.content_length(true), &date());
     let expected = owned(&[

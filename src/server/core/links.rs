@@ -120,15 +120,34 @@ impl<S: Service, K> Core<S, K> {
     }
 
     /// Room to read the link's bytes into, while its socket is connected and still its
-    /// connection's; [`Core::link_filled`] says how many came.
-    pub fn link_read_buffer(&mut self, index: usize) -> Option<&mut [u8]> {
+    /// connection's, and the connection wants them or `anyway` (the socket hung up);
+    /// [`Core::link_filled`] says how many came.
+    pub fn link_read_buffer(&mut self, index: usize, anyway: bool) -> Option<&mut [u8]> {
         match self.which(index) {
-            Which::Pg(i) => self.worker.pool.link_mut(i).read_buffer(),
+            Which::Pg(i) => self.worker.pool.link_mut(i).read_buffer(anyway),
             Which::Upstream(i) => {
                 let upstream = self.worker.upstream.as_mut()?;
-                upstream.link_mut(i).read_buffer()
+                upstream.link_mut(i).read_buffer(anyway)
             }
-            Which::Redis(i) => self.worker.redis.as_mut()?.link_mut(i).read_buffer(),
+            Which::Redis(i) => self.worker.redis.as_mut()?.link_mut(i).read_buffer(anyway),
+        }
+    }
+
+    /// Whether the link's socket should be read now: an upstream link streaming a body its
+    /// client has not taken says no (`Link::wants_input`), until the client takes some.
+    pub fn link_wants_input(&self, index: usize) -> bool {
+        match self.which(index) {
+            Which::Pg(i) => self.worker.pool.link(i).wants_input(),
+            Which::Upstream(i) => self
+                .worker
+                .upstream
+                .as_ref()
+                .is_some_and(|upstream| upstream.link(i).wants_input()),
+            Which::Redis(i) => self
+                .worker
+                .redis
+                .as_ref()
+                .is_some_and(|redis| redis.link(i).wants_input()),
         }
     }
 
