@@ -280,7 +280,9 @@ const OPTIONS: &[Opt] = &[
     Opt {
         flag: "--upstream-timeout",
         value: "MS",
-        help: "a forwarded request the upstream has not answered within this is answered 504",
+        help: "a forwarded request the upstream has not begun to answer within this is \
+               answered 504; an answer passed on whose body neither arrives nor is taken by its \
+               client for as long is cut short",
         set: |config, text| assign(&mut config.upstream_timeout, millis(text)),
         default: |config| config.upstream_timeout.as_millis().to_string(),
     },
