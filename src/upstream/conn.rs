@@ -1,8 +1,8 @@
 //! One keep-alive HTTP/1.1 connection to the upstream, without I/O: the requests written for
 //! it and not yet answered, its responses read and passed on as they arrive (the head, then
 //! the body through its pipe, read no further while the pipe is full), and what its failure
-//! does to its requests. Its link (`crate::link::Link`) moves its bytes; the pool (`super::Upstream`)
-//! chooses it for requests and places again those it hands back.
+//! does to its requests. Its link (`crate::link::Link`) moves its bytes; the pool
+//! (`super::Upstream`) chooses it for requests and places again those it hands back.
 
 use std::collections::VecDeque;
 use std::io;
@@ -48,9 +48,14 @@ struct InFlight {
 
 /// What an event of the reader asks of the connection once it is read.
 enum Next {
+    /// An interim response.
     Begun,
+    /// The final response's head.
+    Head,
     Body,
-    Ended { keep_alive: bool },
+    Ended {
+        keep_alive: bool,
+    },
 }
 
 pub struct Conn {
@@ -292,7 +297,7 @@ impl Conn {
                     }
                     self.retiring |= !head.keep_alive;
                     self.pipe = Some(Pipe::default());
-                    Some(Next::Begun)
+                    Some(Next::Head)
                 }
                 Some(Read::Body(bytes)) => {
                     if let Some(pipe) = self.pipe.as_ref().filter(|_| !dropped) {
@@ -307,7 +312,9 @@ impl Conn {
             match next {
                 None => break,
                 Some(Next::Begun) => self.begin_front(),
-                Some(Next::Body) => {
+                Some(Next::Head | Next::Body) => {
+                    self.begin_front();
+                    // The body has its own deadline, from its last move.
                     if let Some(front) = self.in_flight.front_mut() {
                         front.deadline = now + self.settings.response_timeout;
                     }
