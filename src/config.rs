@@ -59,6 +59,8 @@ pub struct Config {
     pub upstream: Option<Address>,
     /// Keep-alive connections per thread to the upstream.
     pub upstream_conns: usize,
+    /// Connections per thread beyond those while answers stream to slow clients.
+    pub upstream_streams: usize,
     /// A forwarded request the upstream has not answered within this gets 504.
     pub upstream_timeout: Duration,
     /// At the edge: the auth service asked about every request under `auth_prefix`, and
@@ -278,6 +280,18 @@ const OPTIONS: &[Opt] = &[
         default: |config| config.upstream_conns.to_string(),
     },
     Opt {
+        flag: "--upstream-streams",
+        value: "N",
+        help: "connections per thread the edge may open beyond those: one streaming an answer \
+               its client reads slowly takes no request, so another opens in its place",
+        set: |config, text| {
+            let streams = text.parse();
+            let streams = streams.map_err(|_| format!("a whole number, not '{text}'"));
+            assign(&mut config.upstream_streams, streams)
+        },
+        default: |config| config.upstream_streams.to_string(),
+    },
+    Opt {
         flag: "--upstream-timeout",
         value: "MS",
         help: "a forwarded request the upstream has not begun to answer within this is \
@@ -385,6 +399,7 @@ impl Default for Config {
             drain_timeout: Limits::DRAIN_TIMEOUT,
             upstream: None,
             upstream_conns: upstream::Settings::default().connections,
+            upstream_streams: upstream::Settings::default().streams,
             upstream_timeout: upstream::Settings::default().response_timeout,
             auth: None,
             auth_prefix: "/".to_string(),
@@ -515,6 +530,7 @@ impl Config {
             upstream: self.upstream.clone().map(|address| {
                 let settings = upstream::Settings {
                     connections: self.upstream_conns,
+                    streams: self.upstream_streams,
                     response_timeout: self.upstream_timeout,
                     ..upstream::Settings::default()
                 };
@@ -525,7 +541,14 @@ impl Config {
                         prefix: self.auth_prefix.clone(),
                         grants: self.auth_fields.clone(),
                     };
-                    (auth, settings)
+                    // Its answers are heads: none streams.
+                    (
+                        auth,
+                        upstream::Settings {
+                            streams: 0,
+                            ..settings
+                        },
+                    )
                 });
                 upstream::ProxySettings {
                     address,
@@ -700,6 +723,7 @@ mod tests {
                 "--upstream=127.0.0.1:9090",
                 "--upstream-conns",
                 "2",
+                "--upstream-streams=9",
                 "--upstream-timeout=700",
                 "--auth=127.0.0.1:9091/_auth",
                 "--auth-prefix",
@@ -731,6 +755,7 @@ mod tests {
                 drain_timeout: Duration::from_millis(2500),
                 upstream: Some(Address::Tcp("127.0.0.1:9090".parse().unwrap())),
                 upstream_conns: 2,
+                upstream_streams: 9,
                 upstream_timeout: Duration::from_millis(700),
                 auth: Some((
                     Address::Tcp("127.0.0.1:9091".parse().unwrap()),

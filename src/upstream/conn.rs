@@ -86,6 +86,9 @@ pub struct Conn {
     seen_taken: u64,
     /// The upstream closes after the response being read: no more requests here.
     retiring: bool,
+    /// It streamed a body (taking no request meanwhile, so that another may have opened in
+    /// its place) and the pool has not looked since whether it needs it still.
+    streamed: bool,
 }
 
 impl Conn {
@@ -109,6 +112,7 @@ impl Conn {
             moved: false,
             seen_taken: 0,
             retiring: false,
+            streamed: false,
         }
     }
 
@@ -249,13 +253,22 @@ impl Conn {
         self.close();
     }
 
+    /// Whether it streamed a body and has nothing in flight since: the moment the pool
+    /// looks whether it needs it still (once).
+    pub(super) fn done_streaming(&mut self) -> bool {
+        let done = self.streamed && self.in_flight.is_empty();
+        self.streamed &= !done;
+        done
+    }
+
     /// Gives the socket up with nothing in flight (the upstream closed an idle connection,
-    /// or the last response said it would), ready to open again.
-    fn close(&mut self) {
+    /// the last response said it would, or the pool has no use for it), ready to open again.
+    pub(super) fn close(&mut self) {
         self.generation += 1;
         self.phase = Phase::Idle;
         self.requests.clear();
         self.given = 0;
+        self.input = Vec::new();
         self.start = 0;
         self.end = 0;
         self.reader = ResponseReader::default();
@@ -264,6 +277,7 @@ impl Conn {
         self.passed = false;
         self.moved = false;
         self.retiring = false;
+        self.streamed = false;
     }
 
     /// Reads every event the input holds; `eof`: the upstream closed. A response's head is
@@ -386,6 +400,7 @@ impl Conn {
             true => self.report_moved(true, around),
             false => self.pass_head(around),
         }
+        self.streamed |= self.passed;
         self.in_flight.pop_front();
         self.fields.clear();
         self.pipe = None;

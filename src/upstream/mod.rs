@@ -19,7 +19,11 @@
 //! `http::WINDOW` bytes its client has not taken, so a slow client holds at most a window
 //! per response. The connection then waits on that client: requests pipelined behind its
 //! response wait too, which is why a connection streaming a body takes no new request, and
-//! why that wait is bounded. A body that neither arrives nor is taken for
+//! why that wait is bounded. Another connection opens in its place (up to
+//! `Settings::streams` beyond `Settings::connections`), so that slow clients reading large
+//! bodies never leave the others without a connection; it closes once it has nothing in
+//! flight and the pool takes requests on enough without it. A body that neither arrives
+//! nor is taken for
 //! `Settings::response_timeout` is abandoned (the connection closes, the client's answer is
 //! cut short), and a request pipelined behind it past its own deadline fails the connection
 //! as a late response always did: those behind it are sent again if they may be, else 502.
@@ -48,8 +52,12 @@ pub type Link = crate::link::Link<Conn>;
 /// How a worker talks to its upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// Connections per worker.
+    /// Connections per worker taking requests.
     pub connections: usize,
+    /// Connections a worker may open beyond `connections` while some stream bodies to
+    /// their clients (which takes them out of the pool's turn), one per such body; past
+    /// them, requests wait for a connection as when every one is at its depth.
+    pub streams: usize,
     /// Requests in flight on one connection at most (pipelined).
     pub depth: usize,
     /// The bytes of the requests waiting for room while every connection is at `depth`;
@@ -68,6 +76,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             connections: 4,
+            streams: 60,
             depth: 16,
             queue_bytes: 16 * 1024 * 1024,
             response_timeout: Duration::from_secs(30),
@@ -198,10 +207,11 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// `settings.connections` connections to `address`; the first opens at once, the
-    /// others when requests need them.
+    /// `settings.connections` connections to `address` and `settings.streams` more; the
+    /// first opens at once, the others when requests need them.
     pub fn new(address: Address, settings: Settings) -> Upstream {
-        let mut links: Vec<Link> = (0..settings.connections.max(1))
+        let count = settings.connections.max(1) + settings.streams;
+        let mut links: Vec<Link> = (0..count)
             .map(|_| Link::with_capacity(Conn::new(address.clone(), settings), 0))
             .collect();
         links[0].conn_mut().start();
@@ -290,15 +300,16 @@ impl Upstream {
     }
 
     /// Where a request goes now: the live connection (open or opening) with the fewest in
-    /// flight if it has none, else an idle one opened for it, else the live one with the
-    /// fewest under its depth.
+    /// flight if it has none, else an idle one opened for it while fewer than
+    /// `Settings::connections` take requests, else the live one with the fewest under its
+    /// depth.
     fn choose(&self, now: Instant) -> Choice {
         let depth = self.settings.depth.max(1);
         let conns = || self.links.iter().map(Link::conn).enumerate();
         let least = conns()
             .filter(|(_, conn)| conn.accepting() && conn.in_flight() < depth)
             .min_by_key(|(_, conn)| (conn.in_flight(), !conn.is_open()));
-        let idle = match self.backoff.allows(now) {
+        let idle = match self.backoff.allows(now) && self.taking() < self.settings.connections {
             true => conns().find(|(_, conn)| conn.is_idle()),
             false => None,
         };
@@ -308,6 +319,22 @@ impl Upstream {
             (Some((index, _)), None) => Choice::Conn(index),
             (None, None) if conns().any(|(_, conn)| !conn.is_idle()) => Choice::Wait,
             (None, None) => Choice::Unavailable,
+        }
+    }
+
+    /// How many connections take requests (live, and not streaming a body nor closing).
+    fn taking(&self) -> usize {
+        self.links
+            .iter()
+            .filter(|link| link.conn().accepting())
+            .count()
+    }
+
+    /// Closes connection `index`, which has nothing in flight, if the pool takes requests
+    /// on enough others: it or another opened while bodies streamed.
+    fn close_if_surplus(&mut self, index: usize) {
+        if self.links[index].conn().is_open() && self.taking() > self.settings.connections {
+            self.links[index].conn_mut().close();
         }
     }
 
@@ -367,6 +394,9 @@ impl Upstream {
         };
         let result = f(&mut self.links[index], &mut around);
         self.dispatch(now, sink);
+        if self.links[index].conn_mut().done_streaming() {
+            self.close_if_surplus(index);
+        }
         result
     }
 

@@ -196,9 +196,11 @@ fn ok(token: u64, body: &str) -> Seen {
     Seen::Response(token, 200, body.as_bytes().to_vec())
 }
 
+/// One connection, and none opened beside it while it streams a body.
 fn one_connection() -> Settings {
     Settings {
         connections: 1,
+        streams: 0,
         ..Settings::default()
     }
 }
@@ -509,6 +511,51 @@ fn a_body_neither_sent_nor_taken_for_the_timeout_is_cut_and_those_behind_it_rese
     );
     assert_eq!(bench.sent(0).matches("GET /x").count(), 1);
     assert_eq!(bench.upstream.queued(), 0);
+}
+
+#[test]
+fn a_connection_streaming_to_a_slow_client_has_another_open_in_its_place_until_it_ends() {
+    let settings = Settings {
+        streams: 2,
+        ..one_connection()
+    };
+    let mut bench = streaming(settings, 2 * WINDOW, &[1]);
+    bench.client.stalled = true;
+    feed(&mut bench, &[7u8; 16 * 1024], 2 * WINDOW);
+    // The next request opens connection 1, not waiting behind the body.
+    bench.forward(2, b"GET").unwrap();
+    assert_eq!(bench.upstream.queued(), 0);
+    bench.connect(1);
+    bench.sent(1);
+    // That one streams too: connection 2 opens in its place, and takes requests.
+    bench.receive(
+        1,
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 2 * WINDOW).as_bytes(),
+    );
+    while bench.upstream.link(1).wants_input() {
+        bench.receive(1, &[8u8; 16 * 1024]);
+    }
+    bench.forward(3, b"GET").unwrap();
+    bench.connect(2);
+    bench.sent(2);
+    bench.receive(2, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nc");
+    bench.forward(4, b"GET").unwrap();
+    bench.sent(2);
+    assert_eq!(bench.upstream.link(2).conn().in_flight(), 1);
+    bench.receive(2, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nd");
+    let seen = bench.take();
+    assert_eq!(seen[2..], [ok(3, "c"), ok(4, "d")]);
+    // The first body ends: its connection takes requests again, one too many with
+    // connection 2, and closes, having nothing in flight; connection 2 stays.
+    bench.client.stalled = false;
+    bench.client.take_all();
+    feed(&mut bench, &[7u8; 16 * 1024], WINDOW);
+    assert!(
+        matches!(&bench.take()[..], [Seen::Response(1, 200, body)] if body.len() == 2 * WINDOW)
+    );
+    assert_eq!(bench.sync(0, Ok(())), [Order::Close]);
+    assert!(bench.upstream.link(0).conn().is_idle());
+    assert!(bench.upstream.link(2).conn().is_open());
 }
 
 #[test]

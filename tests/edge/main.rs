@@ -843,13 +843,23 @@ fn the_first_bytes_of_a_slow_body_reach_the_client_before_its_end(binary: &str) 
 
 /// A client that does not read a 256 MiB answer: the edge stops reading the upstream once a
 /// window of it waits (upstream.py notes when its sends find no room), holding a few MiB, not
-/// the body; other clients are served meanwhile, a large answer too (on another upstream
-/// connection); and the client gets the whole body once it reads.
+/// the body; other clients are served meanwhile, a large answer too, though the one worker
+/// keeps a single upstream connection (another opens beside the one held); and the client
+/// gets the whole body once it reads.
 fn a_client_that_does_not_read_holds_a_bounded_part_of_its_answer(binary: &str) {
     let upstream = Upstream::start();
     let statics = BigFile::new("edge-slow");
     // Deadlines far off: the test waits on the upstream's state, however long that takes.
-    let far = ["--send-timeout", "600000", "--upstream-timeout", "600000"];
+    let far = [
+        "--send-timeout",
+        "600000",
+        "--upstream-timeout",
+        "600000",
+        "--threads",
+        "1",
+        "--upstream-conns",
+        "1",
+    ];
     let server = edge(binary, &upstream.address(), &statics, &far);
     assert_eq!(get(server.port, "/other").0, 200);
     let before = rss_kib(server.pid());
