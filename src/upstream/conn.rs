@@ -44,6 +44,10 @@ struct InFlight {
     len: usize,
     /// Its response has begun: it cannot be sent again.
     begun: bool,
+    /// Its client has its answer, or its failure, from elsewhere: it waited behind a body
+    /// streaming to a slow client (sent again on another connection, or timed out). Its
+    /// response here is read and dropped.
+    dropped: bool,
 }
 
 /// What an event of the reader asks of the connection once it is read.
@@ -159,6 +163,7 @@ impl Conn {
             deadline: request.deadline,
             len: self.requests.len() - before,
             begun: false,
+            dropped: false,
         });
         Ok(())
     }
@@ -169,15 +174,22 @@ impl Conn {
             Phase::Connecting { deadline } => Some(deadline),
             _ => None,
         };
-        let requests = self.in_flight.iter().map(|request| request.deadline).min();
+        let requests = self.waiting().map(|request| request.deadline).min();
         connect.into_iter().chain(requests).min()
+    }
+
+    /// The requests in flight whose clients wait on this connection.
+    fn waiting(&self) -> impl Iterator<Item = &InFlight> {
+        self.in_flight.iter().filter(|request| !request.dropped)
     }
 
     /// A connect past its deadline fails as a refused one would; a request past its
     /// deadline fails with [`Failure::TimedOut`], and the connection with it (its response
     /// may still come: the line of responses would be out of step). A body passed on is
     /// late once neither the upstream sent any of it nor its client took any for
-    /// `response_timeout`: it is cut short, and the connection fails with it.
+    /// `response_timeout`: it is cut short, and the connection fails with it. While that
+    /// body moves, a request behind it past its deadline fails alone: the body goes on,
+    /// and the request's response is dropped when it comes.
     pub(super) fn on_timer<S: Sink>(&mut self, now: Instant, around: &mut Around<'_, S>) {
         if let (true, Some(pipe), Some(front)) =
             (self.passed, &self.pipe, self.in_flight.front_mut())
@@ -190,10 +202,43 @@ impl Conn {
                 front.deadline = now + self.settings.response_timeout;
             }
         }
+        let streaming = self.passed && self.in_flight.front().is_some_and(|f| f.deadline > now);
+        if streaming {
+            for request in self.in_flight.iter_mut().skip(1) {
+                if !request.dropped && request.deadline <= now {
+                    request.dropped = true;
+                    (around.sink)(request.token, Event::Failed(Failure::TimedOut));
+                }
+            }
+        }
         let connect_late = matches!(self.phase, Phase::Connecting { deadline } if deadline <= now);
-        let request_late = self.in_flight.iter().any(|r| r.deadline <= now);
+        let request_late = self.waiting().any(|r| r.deadline <= now);
         if connect_late || request_late {
             self.give_up(Failure::Unavailable, now, around);
+        }
+    }
+
+    /// The body streaming filled its pipe: its client reads slower than the upstream
+    /// sends, and the responses behind it wait on that client. Those of requests that may
+    /// be sent again (idempotent, not sent again before) are: to another connection, and
+    /// dropped here when they come. The others wait their turn, or their deadline.
+    fn release_behind<S: Sink>(&mut self, around: &mut Around<'_, S>) {
+        let mut offset = 0;
+        for request in &mut self.in_flight {
+            let bytes = &self.requests[offset..offset + request.len];
+            offset += request.len;
+            if request.begun || request.dropped || !request.idempotent || request.retried {
+                continue;
+            }
+            request.dropped = true;
+            around.resend.push(Queued {
+                token: request.token,
+                head: request.head,
+                idempotent: true,
+                retried: true,
+                deadline: request.deadline,
+                bytes: bytes.to_vec(),
+            });
         }
     }
 
@@ -229,6 +274,9 @@ impl Conn {
                 false => &self.requests[offset..offset + request.len],
             };
             offset += bytes.len();
+            if request.dropped {
+                continue;
+            }
             let failure = if request.deadline <= now {
                 Some(Failure::TimedOut)
             } else if request.begun {
@@ -310,7 +358,9 @@ impl Conn {
                         FieldLines::push(&mut self.fields, name, value);
                     }
                     self.retiring |= !head.keep_alive;
-                    self.pipe = Some(Pipe::default());
+                    // None for a request answered elsewhere: its response goes nowhere.
+                    let wanted = self.in_flight.front().is_some_and(|front| !front.dropped);
+                    self.pipe = wanted.then(Pipe::default);
                     Some(Next::Head)
                 }
                 Some(Read::Body(bytes)) => {
@@ -332,9 +382,11 @@ impl Conn {
                     if let Some(front) = self.in_flight.front_mut() {
                         front.deadline = now + self.settings.response_timeout;
                     }
-                    // A window's worth: the client may start taking it.
+                    // A window's worth: the client may start taking it; the responses
+                    // behind it may have to come from elsewhere.
                     if self.pipe.as_ref().is_some_and(Pipe::is_full) {
                         self.pass_head(around);
+                        self.release_behind(around);
                     }
                 }
                 Some(Next::Ended { keep_alive }) => {

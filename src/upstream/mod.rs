@@ -17,19 +17,17 @@
 //! goes through as it arrives: no body is held whole. Each connection streams one body at
 //! a time (its front response's) and stops reading once that body's pipe holds
 //! `http::WINDOW` bytes its client has not taken, so a slow client holds at most a window
-//! per response. The connection then waits on that client: requests pipelined behind its
-//! response wait too, which is why a connection streaming a body takes no new request, and
-//! why that wait is bounded. Another connection opens in its place (up to
-//! `Settings::streams` beyond `Settings::connections`), so that slow clients reading large
-//! bodies never leave the others without a connection; it closes once it has nothing in
-//! flight and the pool takes requests on enough without it. A body that neither arrives
-//! nor is taken for
-//! `Settings::response_timeout` is abandoned (the connection closes, the client's answer is
-//! cut short), and a request pipelined behind it past its own deadline fails the connection
-//! as a late response always did: those behind it are sent again if they may be, else 502.
-//! So a slow client holds the others on its connection for at most `response_timeout`, as
-//! a slow upstream response could (nginx, which does not pipeline, times out a stalled
-//! client's transfer the same way, `proxy_send_timeout`).
+//! per response. The connection then waits on that client, so it takes no new request
+//! while it streams, and another opens in its place (up to `Settings::streams` beyond
+//! `Settings::connections`): slow clients reading large bodies never leave the others
+//! without a connection. It closes once it has nothing in flight and the pool takes
+//! requests on enough without it. Requests pipelined behind the body before its head came
+//! would wait on its client too: once its pipe is full, those that may be sent again are,
+//! on another connection (their responses here are dropped), and the others fail alone at
+//! their deadline (504) while the body goes on. A body that neither arrives nor is taken
+//! for `Settings::response_timeout` is abandoned: the connection closes, the client's
+//! answer is cut short (nginx, which does not pipeline, times out a stalled client's
+//! transfer the same way, `proxy_send_timeout`).
 
 mod conn;
 mod proxy;

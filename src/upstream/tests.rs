@@ -476,6 +476,11 @@ fn a_body_is_passed_on_as_it_arrives_and_not_read_past_a_window_its_client_leave
     assert_eq!(given + rest, len);
     let seen = bench.take();
     assert!(matches!(&seen[..], [Seen::Response(1, 200, body)] if body.len() == len));
+    // The GET behind it was sent again once the pipe was full, here for want of another
+    // connection: the first answer is dropped, the second is its client's.
+    assert_eq!(bench.sent(0).matches("GET /x").count(), 1);
+    bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na");
+    assert_eq!(bench.take(), []);
     bench.receive(0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
     assert_eq!(bench.take(), [ok(2, "b")]);
 }
@@ -556,6 +561,46 @@ fn a_connection_streaming_to_a_slow_client_has_another_open_in_its_place_until_i
     assert_eq!(bench.sync(0, Ok(())), [Order::Close]);
     assert!(bench.upstream.link(0).conn().is_idle());
     assert!(bench.upstream.link(2).conn().is_open());
+}
+
+#[test]
+fn requests_behind_a_body_its_client_reads_slowly_go_elsewhere_or_time_out_alone() {
+    let settings = Settings {
+        response_timeout: Duration::from_secs(1),
+        streams: 1,
+        ..one_connection()
+    };
+    let mut bench = streaming(settings, 2 * WINDOW, &[1]);
+    // Pipelined behind the body's request before its head came.
+    bench.forward(2, b"GET").unwrap();
+    bench.forward(3, b"POST").unwrap();
+    bench.sent(0);
+    bench.client.stalled = true;
+    let given = feed(&mut bench, &[7u8; 16 * 1024], 2 * WINDOW);
+    // Its pipe full, the GET is sent again on another connection and answered there; the
+    // POST, which may not be sent twice, waits.
+    bench.connect(1);
+    assert_eq!(bench.sent(1).matches("GET /x").count(), 1);
+    bench.receive(1, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+    assert_eq!(bench.take(), [Seen::Began(1, 200), ok(2, "b")]);
+    // The client takes some in time: its body goes on, the POST past its deadline fails
+    // alone.
+    bench.now += Duration::from_secs(1);
+    bench.client.take_all();
+    bench.timers();
+    assert_eq!(bench.take(), [Seen::Failed(3, Failure::TimedOut)]);
+    assert!(bench.upstream.link(0).conn().is_open());
+    // The body ends whole; the responses behind it are read and dropped.
+    bench.client.stalled = false;
+    feed(&mut bench, &[7u8; 16 * 1024], 2 * WINDOW - given);
+    bench.receive(
+        0,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx\
+          HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\ny",
+    );
+    let seen = bench.take();
+    assert!(matches!(&seen[..], [Seen::Response(1, 200, body)] if body.len() == 2 * WINDOW));
+    assert_eq!(bench.upstream.link(0).conn().in_flight(), 0);
 }
 
 #[test]
