@@ -90,8 +90,8 @@ pub struct Conn {
     seen_taken: u64,
     /// The upstream closes after the response being read: no more requests here.
     retiring: bool,
-    /// It streamed a body (taking no request meanwhile, so that another may have opened in
-    /// its place) and the pool has not looked since whether it needs it still.
+    /// It streamed a body (held by its client meanwhile, so that another may have opened
+    /// in its place) and the pool has not looked since whether it needs it still.
     streamed: bool,
 }
 
@@ -138,6 +138,20 @@ impl Conn {
     /// streaming a body (which waits on its client: a request behind it would too).
     pub(super) fn accepting(&self) -> bool {
         self.phase != Phase::Idle && !self.retiring && !self.passed
+    }
+
+    /// Whether it waits on a slow client: the body it streams fills its pipe.
+    pub(super) fn held(&self) -> bool {
+        self.passed
+            && self
+                .pipe
+                .as_ref()
+                .is_some_and(|pipe| pipe.is_full() && !pipe.abandoned())
+    }
+
+    /// Whether it counts in the pool: live, not closing, and not held by a slow client.
+    pub(super) fn pooled(&self) -> bool {
+        self.phase != Phase::Idle && !self.retiring && !self.held()
     }
 
     /// An idle connection wants a socket.
@@ -523,11 +537,7 @@ impl link::Conn for Conn {
 
     /// Not while the body being streamed holds a window its client has not taken.
     fn wants_input(&self) -> bool {
-        !(self.passed
-            && self
-                .pipe
-                .as_ref()
-                .is_some_and(|pipe| pipe.is_full() && !pipe.abandoned()))
+        !self.held()
     }
 }
 

@@ -17,11 +17,12 @@
 //! goes through as it arrives: no body is held whole. Each connection streams one body at
 //! a time (its front response's) and stops reading once that body's pipe holds
 //! `http::WINDOW` bytes its client has not taken, so a slow client holds at most a window
-//! per response. The connection then waits on that client, so it takes no new request
-//! while it streams, and another opens in its place (up to `Settings::streams` beyond
-//! `Settings::connections`): slow clients reading large bodies never leave the others
-//! without a connection. It closes once it has nothing in flight and the pool takes
-//! requests on enough without it. Requests pipelined behind the body before its head came
+//! per response. A connection takes no new request while it streams a body (one behind
+//! it could wait on that body's client). Once the pipe is full, its client reads slower
+//! than the upstream sends, and the connection is held: another opens in its place (up to
+//! `Settings::streams` beyond `Settings::connections`), so that slow clients reading large
+//! bodies never leave the others without a connection. One closes once it has nothing in
+//! flight and the pool has enough without it. Requests pipelined behind the body before its head came
 //! would wait on its client too: once its pipe is full, those that may be sent again are,
 //! on another connection (their responses here are dropped), and the others fail alone at
 //! their deadline (504) while the body goes on. A body that neither arrives nor is taken
@@ -50,11 +51,12 @@ pub type Link = crate::link::Link<Conn>;
 /// How a worker talks to its upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// Connections per worker taking requests.
+    /// Connections per worker, those held by slow clients not counted (`streams`).
     pub connections: usize,
-    /// Connections a worker may open beyond `connections` while some stream bodies to
-    /// their clients (which takes them out of the pool's turn), one per such body; past
-    /// them, requests wait for a connection as when every one is at its depth.
+    /// Connections a worker may open beyond `connections` while some are held: each
+    /// streams a body whose client reads slower than the upstream sends, takes no request
+    /// meanwhile, and has another open in its place. Past them, requests wait for a
+    /// connection as when every one is at its depth.
     pub streams: usize,
     /// Requests in flight on one connection at most (pipelined).
     pub depth: usize,
@@ -197,6 +199,9 @@ enum Choice {
 /// One worker's connections to its upstream.
 pub struct Upstream {
     links: Vec<Link>,
+    /// The links in use are among the first `live`: those past it are idle spares
+    /// (`Settings::streams`), which choosing a connection and the timers need not look at.
+    live: usize,
     settings: Settings,
     queue: Queue,
     /// Handed back by a failed connection; placed before the queue.
@@ -215,6 +220,7 @@ impl Upstream {
         links[0].conn_mut().start();
         Upstream {
             links,
+            live: settings.connections.max(1),
             settings,
             queue: Queue::default(),
             resend: Vec::new(),
@@ -281,9 +287,8 @@ impl Upstream {
         match self.choose(now) {
             Choice::Conn(index) => self.links[index].conn_mut().push(queued, write),
             Choice::Start(index) => {
-                let conn = self.links[index].conn_mut();
-                conn.push(queued, write)?;
-                conn.start();
+                self.links[index].conn_mut().push(queued, write)?;
+                self.start(index);
                 Ok(())
             }
             Choice::Wait if self.queue.bytes >= self.settings.queue_bytes => Err(Refused::Busy),
@@ -299,39 +304,56 @@ impl Upstream {
 
     /// Where a request goes now: the live connection (open or opening) with the fewest in
     /// flight if it has none, else an idle one opened for it while fewer than
-    /// `Settings::connections` take requests, else the live one with the fewest under its
-    /// depth.
+    /// `Settings::connections` count in the pool, else the live one with the fewest under
+    /// its depth.
     fn choose(&self, now: Instant) -> Choice {
         let depth = self.settings.depth.max(1);
-        let conns = || self.links.iter().map(Link::conn).enumerate();
+        let conns = || self.links[..self.live].iter().map(Link::conn).enumerate();
         let least = conns()
             .filter(|(_, conn)| conn.accepting() && conn.in_flight() < depth)
             .min_by_key(|(_, conn)| (conn.in_flight(), !conn.is_open()));
-        let idle = match self.backoff.allows(now) && self.taking() < self.settings.connections {
-            true => conns().find(|(_, conn)| conn.is_idle()),
+        let idle = match self.backoff.allows(now) && self.pooled() < self.settings.connections {
+            true => conns()
+                .find(|(_, conn)| conn.is_idle())
+                .map(|(index, _)| index)
+                .or((self.live < self.links.len()).then_some(self.live)),
             false => None,
         };
         match (least, idle) {
             (Some((index, conn)), _) if conn.in_flight() == 0 => Choice::Conn(index),
-            (_, Some((index, _))) => Choice::Start(index),
+            (_, Some(index)) => Choice::Start(index),
             (Some((index, _)), None) => Choice::Conn(index),
             (None, None) if conns().any(|(_, conn)| !conn.is_idle()) => Choice::Wait,
             (None, None) => Choice::Unavailable,
         }
     }
 
-    /// How many connections take requests (live, and not streaming a body nor closing).
-    fn taking(&self) -> usize {
-        self.links
+    /// Opens idle link `index` for a request.
+    fn start(&mut self, index: usize) {
+        self.links[index].conn_mut().start();
+        self.live = self.live.max(index + 1);
+    }
+
+    /// Leaves out of `live` the idle spares at its end.
+    fn shrink_live(&mut self) {
+        let pool = self.settings.connections.max(1);
+        while self.live > pool && self.links[self.live - 1].conn().is_idle() {
+            self.live -= 1;
+        }
+    }
+
+    /// How many connections count in the pool (live, not closing, not held).
+    fn pooled(&self) -> usize {
+        self.links[..self.live]
             .iter()
-            .filter(|link| link.conn().accepting())
+            .filter(|link| link.conn().pooled())
             .count()
     }
 
-    /// Closes connection `index`, which has nothing in flight, if the pool takes requests
-    /// on enough others: it or another opened while bodies streamed.
+    /// Closes connection `index`, which has nothing in flight, if the pool has enough
+    /// without it: it or another opened while it was held.
     fn close_if_surplus(&mut self, index: usize) {
-        if self.links[index].conn().is_open() && self.taking() > self.settings.connections {
+        if self.links[index].conn().is_open() && self.pooled() > self.settings.connections {
             self.links[index].conn_mut().close();
         }
     }
@@ -352,7 +374,7 @@ impl Upstream {
             let index = match self.choose(now) {
                 Choice::Conn(index) => index,
                 Choice::Start(index) => {
-                    self.links[index].conn_mut().start();
+                    self.start(index);
                     index
                 }
                 Choice::Wait => break,
@@ -395,12 +417,15 @@ impl Upstream {
         if self.links[index].conn_mut().done_streaming() {
             self.close_if_surplus(index);
         }
+        self.shrink_live();
         result
     }
 
     /// When [`Upstream::on_timers`] must run next.
     pub fn deadline(&self) -> Option<Instant> {
-        let conns = self.links.iter().filter_map(|link| link.conn().deadline());
+        let conns = self.links[..self.live]
+            .iter()
+            .filter_map(|link| link.conn().deadline());
         // The queue's oldest has the earliest deadline: each gets the same timeout, and a
         // request handed back goes before those that came after it.
         let queue = self.queue.front().map(|request| request.deadline);
@@ -415,7 +440,7 @@ impl Upstream {
             resend: &mut self.resend,
             backoff: &mut self.backoff,
         };
-        for link in &mut self.links {
+        for link in &mut self.links[..self.live] {
             if link
                 .conn()
                 .deadline()
@@ -425,6 +450,7 @@ impl Upstream {
             }
         }
         self.dispatch(now, sink);
+        self.shrink_live();
     }
 }
 

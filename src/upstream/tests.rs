@@ -525,10 +525,13 @@ fn a_connection_streaming_to_a_slow_client_has_another_open_in_its_place_until_i
         ..one_connection()
     };
     let mut bench = streaming(settings, 2 * WINDOW, &[1]);
+    // While its client keeps up, a body holds its connection briefly: the next request
+    // waits for it.
+    bench.forward(2, b"GET").unwrap();
+    assert_eq!(bench.upstream.queued(), 1);
+    // Its client falls behind, its pipe fills: the request opens connection 1.
     bench.client.stalled = true;
     feed(&mut bench, &[7u8; 16 * 1024], 2 * WINDOW);
-    // The next request opens connection 1, not waiting behind the body.
-    bench.forward(2, b"GET").unwrap();
     assert_eq!(bench.upstream.queued(), 0);
     bench.connect(1);
     bench.sent(1);
