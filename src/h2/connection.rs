@@ -94,6 +94,8 @@ pub struct Connection {
     /// How many streams' answers have a piped body (an upstream's, arriving); beside
     /// `answers_bound`, in what was its padding.
     piped: u32,
+    /// Some piped body moved since the last [`Connection::process`], which writes it.
+    pipes_moved: bool,
 }
 
 impl Connection {
@@ -122,6 +124,7 @@ impl Connection {
             answers_held: 0,
             answers_bound: answers::MAX_WAITING as u32,
             piped: 0,
+            pipes_moved: false,
         }
     }
 
@@ -153,6 +156,9 @@ impl Connection {
         if self.output.room() > room {
             // Room came back with the worker's budget: answers it held back may go on.
             self.flush();
+        }
+        if std::mem::take(&mut self.pipes_moved) {
+            self.flush_pipes();
         }
         self.decoder.lend(buffers);
         let input = std::mem::take(&mut self.input);

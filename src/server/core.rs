@@ -683,8 +683,10 @@ impl<S: Service, K> Deliverer<'_, S, K> {
     }
 }
 
-/// More of the piped body answering `ticket` is in, or it ended or failed: HTTP/2 and HTTP/3
-/// write what their windows allow now, HTTP/1.1 when the backend advances it.
+/// More of the piped body answering `ticket` is in, or it ended or failed: HTTP/3 writes
+/// what QUIC has room for now (its datagrams go out of buffers of their own); HTTP/1.1 and
+/// HTTP/2 once the backend advances the connection, where the core may write its output
+/// (not while the kernel sends from it, io_uring). Its pipe grew: counted now.
 fn moved<K>(
     slots: &mut Slots<K>,
     quic: Option<&mut Endpoint>,
@@ -709,7 +711,7 @@ fn moved<K>(
     match &mut slot.protocol {
         Protocol::Http1(_) => {}
         Protocol::Http2(conn, generation) if *generation == ticket.generation => {
-            conn.moved(ticket.seq, now)
+            conn.moved(ticket.seq)
         }
         _ => return,
     }

@@ -51,16 +51,29 @@ impl Connection {
         piped.fold((0, 0), |(held, waiting), (h, w)| (held + h, waiting + w))
     }
 
-    /// More of the piped body answering `stream` is in (or it ended, or failed): written
-    /// as far as the windows and the output's room allow.
-    pub fn moved(&mut self, stream: u32, now: Instant) {
-        let Some(index) = self.index(stream) else {
-            return;
-        };
-        if matches!(self.streams[index].state, State::Sending { .. }) {
-            self.flush_stream(index);
-            self.output.owe_progress(now);
-            self.watch_window(now);
+    /// More of the piped body answering `stream` is in (or it ended, or failed): noted
+    /// only, for the next [`Connection::process`] to write. The upstream's event comes
+    /// whenever, and the kernel may be sending from the output then (io_uring): it must not
+    /// move.
+    pub fn moved(&mut self, stream: u32) {
+        let sending = |index| matches!(self.streams[index].state, State::Sending { .. });
+        if self.index(stream).is_some_and(sending) {
+            self.pipes_moved = true;
+        }
+    }
+
+    /// Writes what the piped bodies hold, as far as the windows and the output's room
+    /// allow; one that failed resets its stream.
+    pub(super) fn flush_pipes(&mut self) {
+        let mut index = 0;
+        while index < self.streams.len() {
+            let piped = matches!(
+                self.streams[index].state,
+                State::Sending { pipe: Some(_), .. }
+            );
+            if !(piped && self.flush_stream(index)) {
+                index += 1;
+            }
         }
     }
 
