@@ -145,6 +145,7 @@ impl Connection {
         buffers: &mut BufferPool,
         share: usize,
     ) {
+        self.output.take_aside();
         if matches!(self.phase, Phase::Failed) {
             return;
         }
@@ -564,6 +565,17 @@ impl Connection {
         Some(entry)
     }
 
+    /// Runs `write` for an event, outside the server's passes (an answer given later, the
+    /// sweep's deadlines): the kernel may be sending from the output then (io_uring), so what
+    /// it writes waits aside while the output has bytes unsent, for the next pass or the
+    /// send's end to append.
+    pub fn for_event<T>(&mut self, write: impl FnOnce(&mut Self) -> T) -> T {
+        self.output.for_event(true);
+        let written = write(self);
+        self.output.for_event(false);
+        written
+    }
+
     fn index(&self, stream: u32) -> Option<usize> {
         self.streams
             .binary_search_by_key(&stream, |entry| entry.id)
@@ -638,13 +650,14 @@ impl Wire for Connection {
         self.deadline_passed(now, limits)
     }
 
-    /// See [`Connection::act_on_deadlines`].
+    /// See [`Connection::act_on_deadlines`]; the sweep's, outside the server's passes.
     fn expire(&mut self, now: Instant, limits: &Timeouts) -> Expiry {
-        self.act_on_deadlines(now, limits)
+        self.for_event(|connection| connection.act_on_deadlines(now, limits))
     }
 
     /// See [`Connection::shutdown`].
     fn drain(&mut self, buffers: &mut BufferPool) {
+        self.output.take_aside();
         self.output.lend(buffers);
         self.shutdown();
     }
@@ -677,6 +690,8 @@ impl Wire for Connection {
     /// `len` bytes of [`Connection::unsent`] went; answers waiting for room follow them.
     fn mark_sent(&mut self, len: usize, now: Instant) {
         self.output.sent(len, now);
+        // The send ended: what an event wrote aside meanwhile may join the output.
+        self.output.take_aside();
         if len > 0 {
             self.last_active = now;
         }
@@ -717,7 +732,7 @@ impl Wire for Connection {
             let owed = |stream: &Stream| !matches!(stream.state, State::Receiving { .. });
             !self.streams.iter().any(owed)
         };
-        self.unsent().is_empty()
+        self.output.is_empty()
             && match self.phase {
                 Phase::Failed => true,
                 Phase::Draining { .. } => self.streams.is_empty(),

@@ -674,7 +674,9 @@ impl<S: Service, K> Deliverer<'_, S, K> {
                 conn.complete(ticket, &answer, self.date, self.now, self.buffers)
             }
             Protocol::Http2(conn, generation) if *generation == ticket.generation => {
-                conn.answer(ticket.seq, &answer, self.date, self.now, self.buffers)
+                // Not in a pass: the kernel may be sending from its output (io_uring).
+                let (date, now, buffers) = (self.date, self.now, &mut *self.buffers);
+                conn.for_event(|conn| conn.answer(ticket.seq, &answer, date, now, buffers))
             }
             _ => return,
         }

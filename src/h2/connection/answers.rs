@@ -81,7 +81,8 @@ impl Connection {
     /// then its trailers. A stream that is gone (reset by the client) is not answered. A
     /// file is read into a spare buffer, which the frames are written from (what the
     /// windows hold back is copied, to wait); one that cannot be read is answered with the
-    /// error instead.
+    /// error instead. An answer given later, for an event, is given within
+    /// [`Connection::for_event`].
     pub fn answer(
         &mut self,
         stream: u32,
