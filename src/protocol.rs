@@ -147,8 +147,11 @@ impl Protocol {
         matches!(self, Protocol::Http2(..))
     }
 
-    /// What a connection paused for the budget still takes in: HTTP/2's frames (windows,
-    /// resets, pings), with no new request answered.
+    /// What a connection paused for the budget still does, with no new request answered:
+    /// HTTP/2 takes its frames in (windows, resets, pings) and writes its piped bodies;
+    /// HTTP/1.1 moves the answers in its line, a piped body as it arrives, to its output
+    /// under its lowered mark. What its pipes hold counts toward its share: left there,
+    /// nothing would move until the upstream's stall timer cut the body.
     pub fn process_while_paused(
         &mut self,
         date: &HttpDate,
@@ -156,8 +159,10 @@ impl Protocol {
         buffers: &mut BufferPool,
         share: usize,
     ) {
-        if let Protocol::Http2(h2, _) = self {
-            h2.process(date, now, buffers, share);
+        match self {
+            Protocol::Http1(conn) => conn.collect(buffers, share),
+            Protocol::Http2(h2, _) => h2.process(date, now, buffers, share),
+            Protocol::ReadVersion(_) | Protocol::WebSocket(_) => {}
         }
     }
 

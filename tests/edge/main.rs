@@ -894,6 +894,34 @@ fn a_client_that_does_not_read_holds_a_bounded_part_of_its_answer(binary: &str) 
     assert!(answer[at..].iter().all(|&byte| byte == 0));
 }
 
+/// A worker over its budget (`--max-buffered` 64 KiB, less than one pipe holds) pauses
+/// the connection that holds the most: its piped body still moves to its output under its
+/// lowered mark, so the answer comes whole, over HTTP/1.1 and HTTP/2, rather than stalling
+/// until the upstream's stall timer (2 s here) cuts it.
+fn a_connection_paused_for_the_budget_still_streams_its_body(binary: &str) {
+    let upstream = Upstream::start();
+    let statics = BigFile::new("edge-paused");
+    let extra = [
+        "--max-buffered",
+        "65536",
+        "--upstream-timeout",
+        "2000",
+        "--threads",
+        "1",
+    ];
+    let server = edge(binary, &upstream.address(), &statics, &extra);
+    let len = 8 << 20;
+    let expected = big_body(len);
+    let target = format!("/big?bytes={len}");
+    let (status, head, body) = get(server.port, &target);
+    assert_eq!(status, 200, "{head}");
+    assert!(body == expected, "over HTTP/1.1: {} bytes", body.len());
+    let url = format!("https://127.0.0.1:{}{target}", server.h2_tls_port);
+    let (version, status, _, body) = curl(&["--http2", &url]);
+    assert_eq!((version.as_str(), status), ("2", 200));
+    assert!(body == expected, "over HTTP/2: {} bytes", body.len());
+}
+
 /// The upstream resets its connection within a body whose head was passed on (upstream.py's
 /// /gate-reset resets once the client has seen its first part): the client never gets what
 /// looks like a whole answer. HTTP/1.1 closes short of the Content-Length, HTTP/2 resets the
@@ -966,4 +994,5 @@ test_both_binaries!(gnosis, gnosis_uring;
     the_first_bytes_of_a_slow_body_reach_the_client_before_its_end,
     a_client_that_does_not_read_holds_a_bounded_part_of_its_answer,
     an_upstream_reset_within_a_body_is_never_a_whole_answer,
+    a_connection_paused_for_the_budget_still_streams_its_body,
 );
