@@ -61,13 +61,26 @@ impl Pipe {
         if inner.flow != Flow::Open {
             return;
         }
-        // What was taken goes once it is most of the buffer: each byte moves once at most.
-        if inner.at > 0 && inner.at * 2 >= inner.bytes.len() {
-            let at = inner.at;
-            inner.bytes.drain(..at);
-            inner.at = 0;
+        let Inner {
+            bytes: buffer, at, ..
+        } = &mut *inner;
+        // What was taken goes once it is most of the buffer (each byte moves once at most
+        // then), or when the piece would not fit after it.
+        let fits = buffer.len() + bytes.len() <= buffer.capacity();
+        if *at > 0 && (*at * 2 >= buffer.len() || !fits) {
+            buffer.drain(..*at);
+            *at = 0;
         }
-        inner.bytes.extend_from_slice(bytes);
+        let needed = buffer.len() + bytes.len();
+        if needed > buffer.capacity() {
+            // Doubling as a `Vec` grows, but no further than a window and this piece: the
+            // writer reads no more once a window waits, so the rest would never be used.
+            let capacity = (buffer.capacity() * 2)
+                .min(WINDOW + bytes.len())
+                .max(needed);
+            buffer.reserve_exact(capacity - buffer.len());
+        }
+        buffer.extend_from_slice(bytes);
     }
 
     /// The body is all pushed.
@@ -186,6 +199,26 @@ mod tests {
         assert_eq!((reader.flow(), reader.waiting()), (Flow::Failed, 0));
         writer.end();
         assert_eq!(reader.flow(), Flow::Failed);
+    }
+
+    /// A slow reader: a window waits, a read's worth beyond it comes, then the reader
+    /// takes a read's worth and the writer pushes as much, again and again. The buffer
+    /// holds a window and a read, not twice that (a `Vec` doubles).
+    #[test]
+    fn the_buffer_holds_a_window_and_a_read_at_most() {
+        const READ: usize = 16 * 1024;
+        let writer = Pipe::default();
+        let reader = writer.clone();
+        while !writer.is_full() {
+            writer.push(&[1; READ]);
+        }
+        writer.push(&[2; READ]);
+        for _ in 0..100 {
+            assert_eq!(reader.take(|_| READ), READ);
+            writer.push(&[3; READ]);
+            assert!(writer.held() <= WINDOW + READ, "{}", writer.held());
+        }
+        assert_eq!(reader.waiting(), WINDOW + READ);
     }
 
     #[test]
