@@ -611,17 +611,15 @@ impl Wire for Connection {
         self.reading() && !self.peer_eof && self.has_room(OUTPUT_HIGH_WATER)
     }
 
-    /// Complete requests wait in the input, or finished responses in line (a piped body
-    /// with something to write), for the output to drain; or reading stopped while it was
-    /// full.
+    /// Complete requests wait in the input, or finished responses in line (a piped body's
+    /// head not yet in the output, or its body with something to write), for the output to
+    /// drain; or reading stopped while it was full.
     fn has_backlog(&self) -> bool {
         let requests = !self.closing() && !self.input.is_empty() && self.owed == Owed::Nothing;
         let front = self.queue.front().is_some_and(|queued| {
-            queued.done
-                && queued
-                    .piped
-                    .as_ref()
-                    .is_none_or(|piped| piped.pipe.waiting() > 0 || piped.pipe.flow() != Flow::Open)
+            let to_write =
+                |piped: &Piped| piped.pipe.waiting() > 0 || piped.pipe.flow() != Flow::Open;
+            queued.done && (!queued.bytes.is_empty() || queued.piped.as_ref().is_none_or(to_write))
         });
         requests || self.phase == Phase::Full || front
     }

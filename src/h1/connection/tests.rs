@@ -363,11 +363,16 @@ fn a_draining_connection_says_close_on_its_last_answer() {
 /// Two requests answered later, the first with a piped body (an upstream's, arriving): its
 /// head at once, its body in chunks as it comes, the second answer only after its end.
 fn piping(now: Instant) -> (Connection, Tickets, BufferPool, Pipe) {
+    let requests = b"GET /later HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\nHost: a\r\n\r\n";
+    piping_after(requests, now)
+}
+
+/// `requests` taken; the first of them answered later gets a piped body.
+fn piping_after(requests: &[u8], now: Instant) -> (Connection, Tickets, BufferPool, Pipe) {
     let (date, mut buffers) = (HttpDate::new(), BufferPool::default());
     let mut handler = Tickets::default();
     let mut conn = Connection::new(0, now);
-    let request = b"GET /later HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\nHost: a\r\n\r\n";
-    conn.input(&mut buffers).extend_from_slice(request);
+    conn.input(&mut buffers).extend_from_slice(requests);
     conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     let pipe = Pipe::default();
     let fields = crate::http::FieldLines::new(b"Content-Type: text/plain\r\n", 0);
@@ -438,4 +443,24 @@ fn a_piped_body_waiting_counts_toward_the_connections_mark() {
     // Taken up to the mark, the rest waits in the pipe.
     conn.collect(&mut buffers, usize::MAX);
     assert!(pipe.waiting() > 0 && pipe.waiting() < OUTPUT_HIGH_WATER);
+}
+
+/// A piped answer reaches the front of the line while the output is at its mark: its head
+/// waits there, and must go once the output drains, whether or not more of its body came
+/// (a long poll's may not come for minutes).
+#[test]
+fn a_piped_answers_head_held_at_the_mark_goes_once_the_output_drains() {
+    let now = Instant::now();
+    let requests = b"GET /big HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\nHost: a\r\n\r\n";
+    let (mut conn, _, mut buffers, _pipe) = piping_after(requests, now);
+    conn.collect(&mut buffers, BIG);
+    assert!(
+        conn.unsent().ends_with(&BIG_BODY),
+        "the head waits behind /big"
+    );
+    send_all(&mut conn, &mut buffers, now);
+    assert!(conn.has_backlog());
+    conn.collect(&mut buffers, BIG);
+    let head = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
 }
