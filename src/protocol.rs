@@ -160,7 +160,7 @@ impl Protocol {
         share: usize,
     ) {
         match self {
-            Protocol::Http1(conn) => conn.collect(buffers, share),
+            Protocol::Http1(conn) => conn.collect(date, buffers, share),
             Protocol::Http2(h2, _) => h2.process(date, now, buffers, share),
             Protocol::ReadVersion(_) | Protocol::WebSocket(_) => {}
         }

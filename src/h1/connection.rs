@@ -9,7 +9,8 @@
 //! A piped body (an upstream's, arriving) is written after its head once its response is
 //! at the front of the line, as it comes and as the output has room under its high-water
 //! mark (chunked unless its length is known); one that fails closes the connection short
-//! of its end, so that the client cannot take it for whole.
+//! of its end, so that the client cannot take it for whole (or, if its head is still in
+//! line, is answered 502 instead).
 //!
 //! The input and output buffers, and those of responses waiting in line, are lent by the
 //! worker's [`BufferPool`] and go back to it as soon as they are empty: an idle connection
@@ -469,17 +470,25 @@ impl Connection {
     /// Moves the finished responses at the front of the line to the output, while it is
     /// under the high-water mark (lowered to `share`, as for
     /// [`Connection::process_within`]); a piped body as far as it has arrived. One that
-    /// failed ends the connection there: what was written of it goes, then the close.
-    pub fn collect(&mut self, buffers: &mut BufferPool, share: usize) {
+    /// failed before its head went is answered 502 instead, as a failure before the head
+    /// is; after, it ends the connection there: what was written of it goes, then the close.
+    pub fn collect(&mut self, date: &HttpDate, buffers: &mut BufferPool, share: usize) {
         let high_water = share.min(OUTPUT_HIGH_WATER);
         while let Some(front) = self.queue.front_mut() {
             if !front.done || self.output.unsent().len() >= high_water {
                 break;
             }
             if !front.bytes.is_empty() || front.piped.is_none() {
-                let bytes = std::mem::take(&mut front.bytes);
+                let mut bytes = std::mem::take(&mut front.bytes);
                 self.queued_len -= bytes.len() as u32;
                 self.queued_capacity -= bytes.capacity() as u32;
+                let failed = |piped: &Piped| piped.pipe.flow() == Flow::Failed;
+                if front.piped.take_if(|piped| failed(piped)).is_some() {
+                    self.piping -= 1;
+                    bytes.clear();
+                    let answer = Answer::error(Status::BadGateway);
+                    front.framing.write(&mut bytes, date, &answer);
+                }
                 self.output.append(bytes, buffers);
             }
             if let Some(piped) = &front.piped {

@@ -485,7 +485,7 @@ impl<S: Service, K> Core<S, K> {
                 cx: &mut cx,
             };
             if let Protocol::Http1(conn) = &mut slot.protocol {
-                conn.collect(buffers, share);
+                conn.collect(date, buffers, share);
                 conn.process_within(&mut serving, max_body, date, *now, buffers, share);
                 // A 101 hands what came after it to the session, answered in this pass.
                 slot.protocol.switch_when_ready(*now);

@@ -70,7 +70,7 @@ fn buffers_are_held_only_while_bytes_are_in_flight() {
     let ticket = handler.0.pop().unwrap();
     let answer = Answer::ok(ContentType::Plain, b"later");
     conn.complete(ticket, &answer, &date, now, &mut buffers);
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"later"));
     assert!(!holds_buffers(&conn));
     // Every buffer lent came back: the input's and the output's, the second of which
@@ -105,7 +105,7 @@ fn serve(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
             &mut buffers,
         );
     }
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(date, &mut buffers, usize::MAX);
     conn.process(&mut handler, TEST_MAX_BODY, date, now, &mut buffers);
     sent.extend(send_all(&mut conn, &mut buffers, now));
     (sent, conn.is_finished())
@@ -214,7 +214,7 @@ fn responses_in_line_count_toward_the_high_water_mark() {
         now,
         &mut buffers,
     );
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     assert!(conn.unsent().len() < bound, "{}", conn.unsent().len());
     assert!(conn.output.unsent().len() + (conn.queued_len as usize) < 2 * bound);
@@ -222,7 +222,7 @@ fn responses_in_line_count_toward_the_high_water_mark() {
     let mut sent = Vec::new();
     while !conn.unsent().is_empty() {
         sent.extend(send_all(&mut conn, &mut buffers, now));
-        conn.collect(&mut buffers, usize::MAX);
+        conn.collect(&date, &mut buffers, usize::MAX);
         conn.process(&mut handler, TEST_MAX_BODY, &date, now, &mut buffers);
     }
     let big = format!("[200]{}", "b".repeat(BIG));
@@ -303,7 +303,7 @@ fn a_connection_owed_an_answer_is_not_idle() {
         answered,
         &mut buffers,
     );
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     send_all(&mut conn, &mut buffers, answered);
     assert!(!conn.timed_out(answered + second, &limits));
     assert!(conn.timed_out(answered + 3 * second, &limits));
@@ -332,7 +332,7 @@ fn a_draining_connection_says_close_on_its_last_answer() {
     assert!(!busy.is_finished() && !busy.close_asked());
     let answer = Answer::ok(ContentType::Plain, b"later");
     busy.complete(handler.0.pop().unwrap(), &answer, &date, now, &mut buffers);
-    busy.collect(&mut buffers, usize::MAX);
+    busy.collect(&date, &mut buffers, usize::MAX);
     let sent = String::from_utf8(send_all(&mut busy, &mut buffers, now)).unwrap();
     assert!(
         sent.contains("Connection: close\r\n") && sent.ends_with("later"),
@@ -393,7 +393,7 @@ fn a_piped_body_goes_in_chunks_as_it_comes_and_what_follows_waits_for_its_end() 
         now,
         &mut buffers,
     );
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     let head = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
     assert!(
         head.ends_with("Transfer-Encoding: chunked\r\n\r\n"),
@@ -402,13 +402,13 @@ fn a_piped_body_goes_in_chunks_as_it_comes_and_what_follows_waits_for_its_end() 
     assert!(!head.contains("Content-Length"), "{head}");
     pipe.push(b"hello, ");
     assert!(conn.has_backlog());
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     assert_eq!(send_all(&mut conn, &mut buffers, now), b"7\r\nhello, \r\n");
     // Nothing more yet: nothing to do, and the answer behind waits.
     assert!(!conn.has_backlog());
     pipe.push(b"world");
     pipe.end();
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     let rest = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
     assert!(
         rest.starts_with("5\r\nworld\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n"),
@@ -420,28 +420,50 @@ fn a_piped_body_goes_in_chunks_as_it_comes_and_what_follows_waits_for_its_end() 
 
 #[test]
 fn a_piped_body_that_fails_closes_the_connection_without_its_last_chunk() {
-    let now = Instant::now();
+    let (date, now) = (HttpDate::new(), Instant::now());
     let (mut conn, _, mut buffers, pipe) = piping(now);
     pipe.push(b"part");
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     pipe.fail();
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     let sent = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
     assert!(sent.ends_with("\r\n\r\n4\r\npart\r\n"), "{sent}");
     // The request behind is dropped with the connection, which is done.
     assert!(conn.is_finished());
 }
 
+/// The upstream fails within a body whose head is still in line (the output was at its
+/// mark): nothing of the answer went, so it is a 502, whole, as when the upstream fails
+/// before its head; the connection goes on.
+#[test]
+fn a_piped_body_that_fails_before_its_head_went_is_a_502() {
+    let (date, now) = (HttpDate::new(), Instant::now());
+    let (mut conn, handler, mut buffers, pipe) = piping(now);
+    pipe.push(b"part");
+    conn.collect(&date, &mut buffers, 0);
+    assert!(conn.unsent().is_empty(), "held at the mark");
+    pipe.fail();
+    conn.collect(&date, &mut buffers, usize::MAX);
+    let sent = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
+    assert!(sent.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{sent}");
+    assert!(!sent.contains("200 OK") && !sent.contains("part"), "{sent}");
+    let answer = Answer::ok(ContentType::Plain, b"second");
+    conn.complete(handler.0[1], &answer, &date, now, &mut buffers);
+    conn.collect(&date, &mut buffers, usize::MAX);
+    assert!(send_all(&mut conn, &mut buffers, now).ends_with(b"second"));
+    assert!(!conn.is_finished());
+}
+
 #[test]
 fn a_piped_body_waiting_counts_toward_the_connections_mark() {
-    let now = Instant::now();
+    let (date, now) = (HttpDate::new(), Instant::now());
     let (mut conn, _, mut buffers, pipe) = piping(now);
     let held = conn.held();
     pipe.push(&vec![0; OUTPUT_HIGH_WATER]);
     assert!(conn.held() >= held + OUTPUT_HIGH_WATER);
     assert!(!conn.has_room(OUTPUT_HIGH_WATER));
     // Taken up to the mark, the rest waits in the pipe.
-    conn.collect(&mut buffers, usize::MAX);
+    conn.collect(&date, &mut buffers, usize::MAX);
     assert!(pipe.waiting() > 0 && pipe.waiting() < OUTPUT_HIGH_WATER);
 }
 
@@ -450,17 +472,17 @@ fn a_piped_body_waiting_counts_toward_the_connections_mark() {
 /// (a long poll's may not come for minutes).
 #[test]
 fn a_piped_answers_head_held_at_the_mark_goes_once_the_output_drains() {
-    let now = Instant::now();
+    let (date, now) = (HttpDate::new(), Instant::now());
     let requests = b"GET /big HTTP/1.1\r\nHost: a\r\n\r\nGET /later HTTP/1.1\r\nHost: a\r\n\r\n";
     let (mut conn, _, mut buffers, _pipe) = piping_after(requests, now);
-    conn.collect(&mut buffers, BIG);
+    conn.collect(&date, &mut buffers, BIG);
     assert!(
         conn.unsent().ends_with(&BIG_BODY),
         "the head waits behind /big"
     );
     send_all(&mut conn, &mut buffers, now);
     assert!(conn.has_backlog());
-    conn.collect(&mut buffers, BIG);
+    conn.collect(&date, &mut buffers, BIG);
     let head = String::from_utf8(send_all(&mut conn, &mut buffers, now)).unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
 }
