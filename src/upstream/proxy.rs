@@ -335,11 +335,8 @@ impl Auth {
             return None;
         }
         let request = held.take(slot)?;
-        let response = match event {
-            Event::Response(response) => response,
-            Event::Moved { .. } | Event::Failed(_) => {
-                return Some((request.token, Failure::AuthUnavailable))
-            }
+        let Event::Response(response) = event else {
+            return Some((request.token, Failure::AuthUnavailable));
         };
         match response.status {
             200..=299 => {}
