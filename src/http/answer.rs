@@ -154,7 +154,7 @@ pub enum Body<'a> {
 }
 
 impl Body<'_> {
-    /// Its length; for a piped body, what has arrived of it so far.
+    /// Its length; for a piped body, what waits in its pipe (what arrived and is not taken).
     pub fn len(&self) -> usize {
         match self {
             Body::Bytes(bytes) => bytes.len(),
