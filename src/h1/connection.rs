@@ -21,8 +21,8 @@ use std::time::Instant;
 
 use super::{parse, Chunked, Framing, Parsed};
 use crate::http::{
-    lent, AltSvc, Answer, BufferPool, Flow, Handler, HttpDate, Pipe, Reply, SendBuffer, Status,
-    Ticket, Timeouts, Wire,
+    lent, AltSvc, Answer, BufferPool, Flow, Handler, HttpDate, Pipe, Progress, Reply, SendBuffer,
+    Status, Ticket, Timeouts, Wire,
 };
 
 /// A response waiting in line: still in the works, or written and waiting for an earlier one
@@ -41,26 +41,11 @@ struct Piped {
     chunked: bool,
 }
 
-/// What writing a piped body came to.
-enum Pulled {
-    /// More is to come, or waits for room.
-    More,
-    /// It is all written (and its last chunk).
-    Ended,
-    /// The upstream failed within it.
-    Failed,
-}
-
 impl Piped {
-    /// Writes what waits of the body to `out`, at most `room` bytes of it.
-    fn write(&self, out: &mut Vec<u8>, room: usize) -> Pulled {
-        // Read before taking: what waits of an ended body is the last of it.
-        let flow = self.pipe.flow();
-        if flow == Flow::Failed {
-            return Pulled::Failed;
-        }
-        let waiting = self.pipe.waiting();
-        let taken = self.pipe.take(|bytes| {
+    /// Writes what waits of the body to `out`, at most `room` bytes of it; its last chunk
+    /// once it is all written.
+    fn write(&self, out: &mut Vec<u8>, room: usize) -> Progress {
+        self.pipe.take_body(|bytes, last| {
             let len = bytes.len().min(room);
             if len > 0 && self.chunked {
                 let mut size = [0; 16];
@@ -71,15 +56,11 @@ impl Piped {
             } else {
                 out.extend_from_slice(&bytes[..len]);
             }
+            if last && len == bytes.len() && self.chunked {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
             len
-        });
-        if taken < waiting || flow == Flow::Open {
-            return Pulled::More;
-        }
-        if self.chunked {
-            out.extend_from_slice(b"0\r\n\r\n");
-        }
-        Pulled::Ended
+        })
     }
 }
 
@@ -494,9 +475,9 @@ impl Connection {
             if let Some(piped) = &front.piped {
                 let room = high_water.saturating_sub(self.output.unsent().len());
                 match piped.write(self.output.lend(buffers), room) {
-                    Pulled::More => break,
-                    Pulled::Ended => self.piping -= 1,
-                    Pulled::Failed => {
+                    Progress::More => break,
+                    Progress::Whole => self.piping -= 1,
+                    Progress::Failed => {
                         self.drop_queue_from(0, buffers);
                         self.close();
                         break;

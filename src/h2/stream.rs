@@ -4,7 +4,7 @@
 
 use super::frame::{self, ErrorCode, HEAD_LEN};
 use super::hpack::RequestHead;
-use crate::http::{Flow, Method, Pipe, Request};
+use crate::http::{Method, Pipe, Progress, Request};
 
 /// Streams closed lately that are remembered: frames still in flight on one the server
 /// reset are ignored, and HEADERS on one closed otherwise is STREAM_CLOSED rather than a
@@ -134,22 +134,20 @@ impl Stream {
             return Sent::Waiting;
         }
         if let Some(pipe) = pipe {
-            // Read before taking: what waits of an ended body is the last of it.
-            let flow = pipe.flow();
-            if flow == Flow::Failed {
-                return Sent::Failed;
-            }
-            let end = flow == Flow::Ended && trailers.is_empty();
             let room = room.saturating_sub(out.len() - before);
-            let waiting = pipe.waiting();
             let windows = (connection_window, &mut self.send_window);
-            let written =
-                pipe.take(|bytes| write_data(out, id, bytes, end, windows, max_frame, room));
-            if written < waiting || flow == Flow::Open {
-                return Sent::Waiting;
-            }
-            if waiting == 0 && end {
-                frame::write_data(out, id, &[], true);
+            let progress = pipe.take_body(|bytes, last| {
+                let end = last && trailers.is_empty();
+                if end && bytes.is_empty() {
+                    // Nothing left but the end: an empty DATA frame says it.
+                    frame::write_data(out, id, &[], true);
+                }
+                write_data(out, id, bytes, end, windows, max_frame, room)
+            });
+            match progress {
+                Progress::More => return Sent::Waiting,
+                Progress::Failed => return Sent::Failed,
+                Progress::Whole => {}
             }
         }
         if !trailers.is_empty() {

@@ -9,7 +9,7 @@ use std::io::Read;
 use super::frame::{self, ErrorCode, Event, Frame, FrameReader, H3Error};
 use super::qpack::{self, Decoder, SectionError};
 use crate::http::{
-    self, Answer, Body, FileBody, Flow, HttpDate, Method, Pipe, Request, RequestHead, Status,
+    self, Answer, Body, FileBody, HttpDate, Method, Pipe, Progress, Request, RequestHead, Status,
 };
 
 /// What the server takes on a request stream, and tells the client.
@@ -324,17 +324,17 @@ fn write_file(file: &FileBody, left: &mut usize, out: &mut Vec<u8>, mut room: us
 /// body ended and all of it is written.
 fn write_piped(pipe: &Pipe, out: &mut Vec<u8>, room: usize) -> Written {
     let room = room.saturating_sub(DATA_HEAD_LEN);
-    pipe.take(|bytes| {
+    let progress = pipe.take_body(|bytes, _| {
         let len = bytes.len().min(room);
         if len > 0 {
             frame::write_data(out, &bytes[..len]);
         }
         len
     });
-    match (pipe.flow(), pipe.waiting()) {
-        (Flow::Failed, _) => Written::Failed,
-        (Flow::Ended, 0) => Written::Done,
-        _ => Written::More,
+    match progress {
+        Progress::More => Written::More,
+        Progress::Whole => Written::Done,
+        Progress::Failed => Written::Failed,
     }
 }
 

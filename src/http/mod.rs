@@ -29,7 +29,7 @@ pub use buffers::{lent, BufferPool};
 pub use date::HttpDate;
 pub use field_lines::FieldLines;
 pub use head::{check_trailer, connection_specific, Malformed, RequestHead};
-pub use pipe::{Flow, Pipe, WINDOW};
+pub use pipe::{Flow, Pipe, Progress, WINDOW};
 pub use request::{
     is_unreserved, Fields, Method, Origin, Request, Upgrade, Version, LARGEST_MAX_BODY, MAX_BODY,
 };

@@ -27,6 +27,17 @@ pub enum Flow {
     Failed,
 }
 
+/// Where a body stands once its reader took what it could ([`Pipe::take_body`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// More may come, or some of what waits was left: the body goes on.
+    More,
+    /// Its last byte is taken: it is whole.
+    Whole,
+    /// The upstream failed within it: nothing was taken, and it is not whole.
+    Failed,
+}
+
 #[derive(Debug)]
 struct Inner {
     /// `bytes[at..]` waits to be taken.
@@ -149,6 +160,24 @@ impl Pipe {
         taken
     }
 
+    /// Hands what waits to `take`, with whether it is the last of the body (the body
+    /// ended), which returns how many bytes it took; says where the body stands then. What
+    /// the body came to is read before the taking, as each reader frames its end by it: a
+    /// failed body is never taken, nor told to end.
+    pub fn take_body(&self, take: impl FnOnce(&[u8], bool) -> usize) -> Progress {
+        let flow = self.flow();
+        if flow == Flow::Failed {
+            return Progress::Failed;
+        }
+        let waiting = self.waiting();
+        let last = flow == Flow::Ended;
+        let taken = self.take(|bytes| take(bytes, last));
+        match last && taken == waiting {
+            true => Progress::Whole,
+            false => Progress::More,
+        }
+    }
+
     /// The body's whole length, once it has ended.
     pub fn ended_len(&self) -> Option<u64> {
         let inner = self.0.borrow();
@@ -182,6 +211,31 @@ mod tests {
         writer.end();
         assert_eq!((reader.flow(), reader.ended_len()), (Flow::Ended, Some(11)));
         assert_eq!(writer.taken(), 11);
+    }
+
+    #[test]
+    fn a_body_is_whole_once_its_last_byte_is_taken_and_a_failed_one_never_is() {
+        let writer = Pipe::default();
+        let reader = writer.clone();
+        writer.push(b"hello");
+        let more = reader.take_body(|bytes, last| bytes.len() - usize::from(last));
+        assert_eq!((more, reader.waiting()), (Progress::More, 0));
+        writer.push(b" world");
+        writer.end();
+        let some = reader.take_body(|bytes, last| bytes.len() - usize::from(last));
+        assert_eq!(
+            (some, reader.waiting()),
+            (Progress::More, 1),
+            "the last left"
+        );
+        assert_eq!(reader.take_body(|bytes, _| bytes.len()), Progress::Whole);
+
+        let writer = Pipe::default();
+        let reader = writer.clone();
+        writer.push(b"part");
+        writer.fail();
+        let failed = reader.take_body(|_, _| panic!("a failed body is not taken"));
+        assert_eq!(failed, Progress::Failed);
     }
 
     #[test]
