@@ -93,7 +93,7 @@ pub struct Connection {
     answers_bound: u32,
     /// How many streams' answers have a piped body (an upstream's, arriving); beside
     /// `answers_bound`, in what was its padding.
-    piped: u32,
+    piped_streams: u32,
     /// Some piped body moved since the last [`Connection::process`], which writes it.
     pipes_moved: bool,
 }
@@ -123,7 +123,7 @@ impl Connection {
             window_stalled_since: None,
             answers_held: 0,
             answers_bound: answers::MAX_WAITING as u32,
-            piped: 0,
+            piped_streams: 0,
             pipes_moved: false,
         }
     }
@@ -555,7 +555,7 @@ impl Connection {
         if matches!(entry.state, State::Sending { .. }) {
             self.answers_held -= entry.held();
             if let State::Sending { pipe: Some(_), .. } = entry.state {
-                self.piped -= 1;
+                self.piped_streams -= 1;
             }
         }
         if entry.body_len() > 0 {
@@ -611,7 +611,7 @@ impl Connection {
         self.phase = Phase::Failed;
         self.streams = VecDeque::new();
         self.answers_held = 0;
-        self.piped = 0;
+        self.piped_streams = 0;
         self.pending_block = None;
     }
 

@@ -44,7 +44,7 @@ impl Connection {
     /// What the pipes of its streams' answers hold: (the memory, the bytes waiting). Each
     /// holds a window at most (`http::WINDOW`); a walk only while some stream has one.
     pub(super) fn piped(&self) -> (usize, usize) {
-        if self.piped == 0 {
+        if self.piped_streams == 0 {
             return (0, 0);
         }
         let piped = self.streams.iter().map(Stream::piped);
@@ -187,7 +187,7 @@ impl Connection {
         let end = trailers.is_empty() && pipe.is_none();
         let written = write_data(out, id, body, end, windows, self.peer.max_frame, room);
         data.extend_from_slice(&body[written..]);
-        self.piped += u32::from(pipe.is_some());
+        self.piped_streams += u32::from(pipe.is_some());
         entry.state = State::Sending {
             data,
             at: 0,
