@@ -79,6 +79,8 @@ impl Framing {
         let body = !self.head_only && !answer.bodiless();
         let known = answer.content_length(false).is_some();
         self.chunked = body && !known && !self.http10;
+        // To HTTP/1.0 it ends at the close, so a failure within it cannot be told from its
+        // end (nginx has the same limit).
         self.keep_alive &= known || !body || !self.http10;
         self.write_head(out, date, answer);
         body.then_some(self.chunked)
