@@ -6,6 +6,10 @@
 //! appended to the connection's input and the buffer goes straight back to the kernel;
 //! after the batch each touched connection answers all its complete requests and sends
 //! them with one send, which the next wait submits together with everything else.
+//!
+//! A link (PostgreSQL, upstream, Redis) has at most one single-shot receive in flight, into
+//! a buffer of its own, armed again after each completion only while its connection wants
+//! input: one that stops wanting it takes at most that read past its bound.
 mod quic;
 mod ring;
 mod slot;
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
 
-use self::ring::{unusable, BufferRing, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
+use self::ring::{unusable, BufferRing, LinkBuffers, Ring, BUFFER_GROUP, COMPLETION_ENTRIES};
 pub use self::ring::{RingSetup, UringOptions};
 use self::slot::{Life, RecvOp, SendOp, SlotIo};
 use super::core::{Core, LinkOrder, Next, Swept};
@@ -82,16 +86,18 @@ fn decode(user_data: u64) -> (u64, u32, usize) {
     )
 }
 
-/// The io_uring state of one PostgreSQL link (same index as the core's link): its socket,
-/// and the operations under way on it.
+/// The io_uring state of one link (same index as the core's link): its socket, and the
+/// operations under way on it.
 #[derive(Default)]
 struct LinkIo {
     socket: Option<OwnedFd>,
     /// Waiting for the connect to end (a poll for writability).
     connecting: bool,
-    recv_armed: bool,
-    /// Its receive is being cancelled: the connection wants no input for now.
-    recv_cancelling: bool,
+    /// The kernel is receiving into the link's buffer (`LinkBuffers`).
+    receiving: bool,
+    /// The last receive's completion said bytes still wait in the socket: the next tries at
+    /// once rather than waiting for readability first.
+    more_waiting: bool,
     /// The kernel is sending from the core's link output.
     sending: bool,
     cancelling: bool,
@@ -102,7 +108,7 @@ struct LinkIo {
 
 impl LinkIo {
     fn in_flight(&self) -> bool {
-        self.connecting || self.recv_armed || self.sending || self.cancelling
+        self.connecting || self.receiving || self.sending || self.cancelling
     }
 
     fn fd(&self) -> Option<RawFd> {
@@ -121,6 +127,7 @@ pub struct Worker<S> {
     /// Declared first so that it is dropped first.
     ring: Ring,
     buffers: BufferRing,
+    link_buffers: LinkBuffers,
     core: Core<S, types::Fixed>,
     /// The listeners, each with whether its multishot accept is armed; closed when the
     /// drain begins.
@@ -162,6 +169,7 @@ impl<S: Service> Worker<S> {
         ring.push_plain(poll)?;
         let buffers = BufferRing::register(&ring, options.buffers)?;
         let links = (0..core.links()).map(|_| LinkIo::default()).collect();
+        let link_buffers = LinkBuffers::new(core.links());
         let (quic, listeners) = QuicSocket::take_from(listeners);
         let quic = quic.map(|quic| (quic, false));
         let client_addresses = core.wants_client_addresses().then(|| {
@@ -179,6 +187,7 @@ impl<S: Service> Worker<S> {
         Ok(Worker {
             ring,
             buffers,
+            link_buffers,
             core,
             listeners: listeners
                 .into_iter()
@@ -730,67 +739,44 @@ impl<S: Service> Worker<S> {
         self.link_op_ended(index)
     }
 
-    /// Arms the link's multishot receive while its connection wants input, and cancels it
-    /// while it does not (what the kernel had delivered before the cancel took effect is
-    /// still taken: at most a batch of completions).
+    /// Arms the link's receive while its connection wants input and none is under way. One
+    /// at a time, armed again only after the last one's bytes were handed over: a connection
+    /// that stops wanting input (a full pipe) takes at most that one read past it.
     fn arm_link_recv(&mut self, index: usize) -> io::Result<()> {
-        let wanted = self.core.link_wants_input(index);
-        let link = &mut self.links[index];
+        let link = &self.links[index];
         let Some(fd) = link.fd() else {
             return Ok(());
         };
-        if link.connecting || link.closing {
+        if link.connecting || link.closing || link.receiving {
             return Ok(());
         }
-        if !wanted {
-            if link.recv_armed && !link.recv_cancelling {
-                link.recv_cancelling = true;
-                let entry = opcode::AsyncCancel::new(user_data(LINK_RECV, 0, index))
-                    .build()
-                    .user_data(user_data(CANCEL, 0, index));
-                self.ring.push_plain(entry)?;
-            }
+        if !self.core.link_wants_input(index) {
             return Ok(());
         }
-        if link.recv_armed {
-            return Ok(());
-        }
-        let entry = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP)
-            .build()
-            .user_data(user_data(LINK_RECV, 0, index));
-        link.recv_armed = true;
-        self.ring.push_plain(entry)
+        let poll_first = !link.more_waiting;
+        self.links[index].receiving = true;
+        let data = user_data(LINK_RECV, 0, index);
+        self.ring
+            .push_link_recv(types::Fd(fd), &self.link_buffers, index, poll_first, data)
     }
 
     fn on_link_recv(&mut self, index: usize, result: i32, flags: u32) -> io::Result<()> {
-        let buffer = cqueue::buffer_select(flags);
         let Some(link) = self.links.get_mut(index) else {
             return Ok(());
         };
-        if !cqueue::more(flags) {
-            link.recv_armed = false;
-            link.recv_cancelling = false;
-        }
+        link.receiving = false;
+        link.more_waiting = cqueue::sock_nonempty(flags);
         if !link.closing {
-            match (buffer, result) {
-                (Some(id), 1..) => {
-                    let data = self.buffers.filled(id, result as usize);
+            match result {
+                // All of it, wanted or not: 0 is the peer's EOF.
+                0.. => {
+                    let data = self.link_buffers.filled(index, result as usize);
                     self.core.link_received(index, data);
-                    // Stopped at once if it should be: fewer bytes past the bound.
-                    if self.links[index].recv_armed && !self.core.link_wants_input(index) {
-                        self.arm_link_recv(index)?;
-                    }
                 }
-                (_, 0) => self.core.link_received(index, &[]),
-                // Out of buffers (re-armed at the next round of sends, when they are back).
-                (_, _) if result == -libc::ENOBUFS || result == -libc::ECANCELED => {}
                 _ => self
                     .core
                     .link_failed(index, io::Error::from_raw_os_error(-result)),
             }
-        }
-        if let Some(id) = buffer {
-            self.buffers.give_back(id);
         }
         self.link_op_ended(index)
     }
@@ -819,8 +805,8 @@ impl<S: Service> Worker<S> {
         self.link_op_ended(index)
     }
 
-    /// Sends what each link has queued, one send in flight per link, and re-arms the
-    /// receives that ran out of buffers.
+    /// Sends what each link has queued, one send in flight per link, and arms the receive of
+    /// each that wants input and has none under way.
     fn send_links(&mut self) -> io::Result<()> {
         for index in 0..self.links.len() {
             self.arm_link_recv(index)?;

@@ -1,6 +1,7 @@
 //! The io_uring side of a worker that touches memory the kernel shares: the ring's set-up,
-//! the provided-buffer ring, and submission. Every `unsafe` of the io_uring server is here,
-//! including the one the worker's sends rest on ([`Ring::push_send`]).
+//! the provided-buffer ring, the links' receive buffers, and submission. Every `unsafe` of
+//! the io_uring server is here, including the ones the worker's sends and its links'
+//! receives rest on ([`Ring::push_send`], [`Ring::push_link_recv`]).
 
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -15,6 +16,12 @@ pub(super) const COMPLETION_ENTRIES: u32 = 16 * 1024;
 /// The size of each receive buffer: a pipelined batch of 16 TFB requests is about 2.7 KB.
 pub(super) const BUFFER_SIZE: usize = 4096;
 pub(super) const BUFFER_GROUP: u16 = 0;
+/// The most a link's receive takes at once: what its connection may hold past the point
+/// where it stops wanting input (a pipe's window, say).
+const LINK_BUFFER_SIZE: usize = 64 * 1024;
+/// `IORING_RECVSEND_POLL_FIRST`: the receive waits for the socket to be readable before it
+/// tries, sparing the attempt that would find it empty.
+const RECV_POLL_FIRST: u16 = 1;
 /// The io_uring server's own settings, from the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UringOptions {
@@ -317,6 +324,46 @@ impl BufferRing {
     }
 }
 
+/// A receive buffer per link, which its single-shot receive fills ([`Ring::push_link_recv`]).
+/// The links do not take the provided buffers: a multishot receive would go on draining the
+/// socket into them after the connection stopped wanting input, until its cancel landed,
+/// holding that much past the connection's bound and taking buffers from the clients.
+///
+/// Leaked on purpose, as the provided buffers are: the kernel may write into a link's buffer
+/// until its receive completes, whenever the link closes or the ring is torn down. A page is
+/// resident only once a receive has written to it.
+pub(super) struct LinkBuffers {
+    count: usize,
+    buffers: *mut u8,
+}
+
+impl LinkBuffers {
+    pub(super) fn new(count: usize) -> Self {
+        let buffers =
+            Box::leak(vec![0u8; count * LINK_BUFFER_SIZE].into_boxed_slice()).as_mut_ptr();
+        LinkBuffers { count, buffers }
+    }
+
+    /// The first `len` bytes of link `index`'s buffer, which the completion of its receive
+    /// says the kernel filled. The worker asks only while handling that completion, before
+    /// it arms the link's next receive.
+    pub(super) fn filled(&self, index: usize, len: usize) -> &[u8] {
+        if index >= self.count {
+            return &[];
+        }
+        // SAFETY: the buffer lies inside the leaked allocation. The kernel writes to it only
+        // while a receive into it is in flight: the worker arms one at a time per link
+        // (`LinkIo::receiving`), and the next only after handling this one's completion, by
+        // which time the bytes returned here have been copied out.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buffers.add(index * LINK_BUFFER_SIZE),
+                len.min(LINK_BUFFER_SIZE),
+            )
+        }
+    }
+}
+
 /// This thread's ring and the completions reaped from it but not handled yet.
 pub(super) struct Ring {
     ring: IoUring,
@@ -449,6 +496,37 @@ impl Ring {
         // link's unsent bytes until they are reported sent or the link closed. Neither is
         // freed early: a slot is released, and a link's socket closed, only once no
         // operation of theirs is in flight (`SlotIo::in_flight`, `LinkIo::in_flight`).
+        unsafe { self.push(entry) }
+    }
+
+    /// Queues a single-shot receive from link `index`'s socket `fd` into its buffer in
+    /// `buffers`, with user data `data`; `poll_first` when the socket was found empty last
+    /// time, so that it waits for readability before it tries.
+    ///
+    /// The caller arms at most one receive per link at a time, and reads the buffer
+    /// ([`LinkBuffers::filled`]) only on its completion: the kernel writes to it until then.
+    pub(super) fn push_link_recv(
+        &mut self,
+        fd: types::Fd,
+        buffers: &LinkBuffers,
+        index: usize,
+        poll_first: bool,
+        data: u64,
+    ) -> io::Result<()> {
+        if index >= buffers.count {
+            return Err(io::Error::other(format!(
+                "no receive buffer for link {index}"
+            )));
+        }
+        let buffer = buffers.buffers.wrapping_add(index * LINK_BUFFER_SIZE);
+        let entry = opcode::Recv::new(fd, buffer, LINK_BUFFER_SIZE as u32)
+            .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
+            .build()
+            .user_data(data);
+        // SAFETY: the entry points into the link's buffer (`index` is within the allocation,
+        // just checked), leaked, so valid whenever the kernel writes to it. No other receive
+        // into it is in flight and nothing reads it until this one completes (the caller's
+        // part, above).
         unsafe { self.push(entry) }
     }
 }
