@@ -841,15 +841,10 @@ fn the_first_bytes_of_a_slow_body_reach_the_client_before_its_end(binary: &str) 
     let _ = std::fs::remove_file(&gate);
 }
 
-/// A client that does not read a 256 MiB answer: the edge stops reading the upstream once a
-/// window of it waits (upstream.py notes when its sends find no room), holding a few MiB, not
-/// the body; other clients are served meanwhile, a large answer too, though the one worker
-/// keeps a single upstream connection (another opens beside the one held); and the client
-/// gets the whole body once it reads.
-fn a_client_that_does_not_read_holds_a_bounded_part_of_its_answer(binary: &str) {
-    let upstream = Upstream::start();
-    let statics = BigFile::new("edge-slow");
-    // Deadlines far off: the test waits on the upstream's state, however long that takes.
+/// The edge on one worker with `conns` upstream connections and deadlines far off: a test
+/// waits on the upstream's state, however long that takes.
+fn patient_edge(binary: &str, upstream: &Upstream, statics: &BigFile, conns: u64) -> Server {
+    let conns = conns.to_string();
     let far = [
         "--send-timeout",
         "600000",
@@ -858,9 +853,53 @@ fn a_client_that_does_not_read_holds_a_bounded_part_of_its_answer(binary: &str) 
         "--threads",
         "1",
         "--upstream-conns",
-        "1",
+        &conns,
     ];
-    let server = edge(binary, &upstream.address(), &statics, &far);
+    edge(binary, &upstream.address(), statics, &far)
+}
+
+/// The bytes the kernel holds on the established TCP connections to `port`, at both ends:
+/// what waits to be sent (or acknowledged) where `port` is the local one, and what waits to be
+/// read where it is the remote one (`tx_queue` and `rx_queue` of /proc/net/tcp and tcp6).
+fn queued_towards(port: u16) -> u64 {
+    const ESTABLISHED: &str = "01";
+    let port_of = |address: &str| u16::from_str_radix(address.rsplit(':').next()?, 16).ok();
+    let mut queued = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [_, local, remote, state, queues, ..] = fields[..] else {
+                continue;
+            };
+            let (tx, rx) = queues.split_once(':').unwrap();
+            let (tx, rx) = (
+                u64::from_str_radix(tx, 16).unwrap(),
+                u64::from_str_radix(rx, 16).unwrap(),
+            );
+            if state != ESTABLISHED {
+                continue;
+            }
+            if port_of(local) == Some(port) {
+                queued += tx;
+            }
+            if port_of(remote) == Some(port) {
+                queued += rx;
+            }
+        }
+    }
+    queued
+}
+
+/// A client that does not read a 256 MiB answer: the edge stops reading the upstream once a
+/// window of it waits (upstream.py notes when its sends find no room), holding a few MiB, not
+/// the body; other clients are served meanwhile, a large answer too, though the one worker
+/// keeps a single upstream connection (another opens beside the one held); and the client
+/// gets the whole body once it reads.
+fn a_client_that_does_not_read_holds_a_bounded_part_of_its_answer(binary: &str) {
+    let upstream = Upstream::start();
+    let statics = BigFile::new("edge-slow");
+    let server = patient_edge(binary, &upstream, &statics, 1);
     assert_eq!(get(server.port, "/other").0, 200);
     let before = rss_kib(server.pid());
     let len: usize = 256 << 20;
@@ -920,6 +959,58 @@ fn a_connection_paused_for_the_budget_still_streams_its_body(binary: &str) {
     let (version, status, _, body) = curl(&["--http2", &url]);
     assert_eq!((version.as_str(), status), ("2", 200));
     assert!(body == expected, "over HTTP/2: {} bytes", body.len());
+}
+
+/// Clients that do not read their answers: each holds in the edge what its pipe may (a window,
+/// and the read under way when the window filled) and what its connection's unsent output may
+/// (256 KiB, HTTP/1.1's mark), however much the upstream has sent. The edge holds what the
+/// upstream sent less what the kernel holds on both sides (sockets' buffers, which autotuning
+/// grows to MiBs): a backend that reads on past a full window (a multishot receive draining
+/// the socket into completions before its cancel lands) holds hundreds of KiB more per client.
+/// Several clients, so that what each holds past its bound adds up.
+fn clients_that_do_not_read_hold_a_window_and_a_read_each(binary: &str) {
+    const CLIENTS: u64 = 8;
+    const WINDOW: u64 = 256 << 10;
+    const UNSENT: u64 = 256 << 10;
+    // A read (io_uring's are at most 64 KiB) and the answers' heads, with room to spare.
+    const READ_AND_SLACK: u64 = 72 << 10;
+    let upstream = Upstream::start();
+    let statics = BigFile::new("edge-held");
+    // An upstream connection each.
+    let server = patient_edge(binary, &upstream, &statics, CLIENTS);
+    let request = format!("GET /zeros?bytes={} HTTP/1.1\r\nHost: a\r\n\r\n", 64 << 20);
+    let clients: Vec<TcpStream> = (0..CLIENTS)
+        .map(|_| {
+            let mut client = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            client.write_all(request.as_bytes()).unwrap();
+            client
+        })
+        .collect();
+    // Settled once the upstream has sent nothing for a second (each answer stalls after a
+    // window and the sockets' buffers at least).
+    let started = Instant::now();
+    let mut sent = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now: u64 = get(upstream.port, "/zeros-sent").2.parse().unwrap();
+        if now == sent && sent >= CLIENTS * (WINDOW + UNSENT) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the upstream never stalled"
+        );
+        sent = now;
+    }
+    let in_kernel = queued_towards(upstream.port) + queued_towards(server.port);
+    let held = sent.saturating_sub(in_kernel);
+    let bound = CLIENTS * (WINDOW + UNSENT + READ_AND_SLACK);
+    assert!(
+        held < bound,
+        "the edge holds {held} bytes of {CLIENTS} answers, over {bound} (the upstream sent \
+         {sent}, the kernel holds {in_kernel})"
+    );
+    drop(clients);
 }
 
 /// The upstream resets its connection within a body whose head was passed on (upstream.py's
@@ -993,6 +1084,7 @@ test_both_binaries!(gnosis, gnosis_uring;
     streams_bodies_past_what_was_buffered_whole_over_each_protocol,
     the_first_bytes_of_a_slow_body_reach_the_client_before_its_end,
     a_client_that_does_not_read_holds_a_bounded_part_of_its_answer,
+    clients_that_do_not_read_hold_a_window_and_a_read_each,
     an_upstream_reset_within_a_body_is_never_a_whole_answer,
     a_connection_paused_for_the_budget_still_streams_its_body,
 );

@@ -26,6 +26,7 @@ Paths:
     /zeros?bytes=N     200, N zero bytes with a Content-Length; notes whether its client (the
                        edge) stopped taking them: a send found no room for a second
     /stalled           200, "yes" once a /zeros found no room for a second, else "no"
+    /zeros-sent        200, how many bytes of /zeros bodies the kernel has taken so far
     /gate?file=PATH    200, chunked: "first part" at once, then, once PATH exists (the test
                        makes it when it has seen the first part), "the rest" and the end
     /gate-reset?file=PATH  200 with a Content-Length of 100000: "first part", then, once PATH
@@ -47,6 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 served = 0
 served_lock = threading.Lock()
 stalled = threading.Event()
+zeros_sent = 0
 
 
 def lines(start, count):
@@ -96,7 +98,7 @@ def answer(status, fields, body):
 
 
 def serve(conn):
-    global served
+    global served, zeros_sent
     buffer = b""
     try:
         while True:
@@ -172,13 +174,25 @@ def serve(conn):
                 total = int(parse_qs(urlsplit(target).query)["bytes"][0])
                 conn.sendall(answer("200 OK", [("Content-Length", str(total))], b""))
                 block = bytes(1 << 16)
-                for start in range(0, total, len(block)):
+                start = 0
+                while start < total:
                     _, writable, _ = select.select([], [conn], [], 1.0)
                     if not writable:
                         stalled.set()
-                    conn.sendall(block[:total - start])
+                        continue
+                    # Not blocking: each byte the kernel took is counted at once.
+                    try:
+                        sent = conn.send(block[:total - start], socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        continue
+                    start += sent
+                    with served_lock:
+                        zeros_sent += sent
             elif path == "/stalled":
                 data = b"yes" if stalled.is_set() else b"no"
+                conn.sendall(answer("200 OK", [("Content-Type", "text/plain")] + length(data), data))
+            elif path == "/zeros-sent":
+                data = str(zeros_sent).encode()
                 conn.sendall(answer("200 OK", [("Content-Type", "text/plain")] + length(data), data))
             elif path in ("/gate", "/gate-reset"):
                 gate = parse_qs(urlsplit(target).query)["file"][0]
