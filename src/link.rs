@@ -10,11 +10,13 @@
 //! connection is, and what its events are delivered to (`K`), is the connection's: it
 //! implements [`Conn`] and [`Driven`].
 
+mod input;
 pub mod poll;
 
 use std::io;
 use std::time::{Duration, Instant};
 
+pub use self::input::Input;
 pub use crate::sys::Address;
 
 /// The pacing of a pool's connects after consecutive failures (an upstream's, Redis's): from

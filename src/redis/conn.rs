@@ -9,12 +9,8 @@ use std::time::Instant;
 
 use super::protocol::{decode, encode_command, Value};
 use super::{Around, Event, Failure, Refused, Settings, Sink};
-use crate::link::{self, Address, Driven, Step};
+use crate::link::{self, Address, Driven, Input, Step};
 
-/// The input's first size: a batch of small replies (a cached item is a few hundred bytes).
-const INPUT_INITIAL: usize = 16 * 1024;
-/// `read_buffer` offers at least this much room, moving or growing the input.
-const MIN_READ_ROOM: usize = 4 * 1024;
 /// The input a connection keeps once empty; what a large reply grew it to is freed.
 const INPUT_KEPT: usize = 64 * 1024;
 
@@ -58,10 +54,8 @@ pub struct Conn {
     output: Vec<u8>,
     /// Oldest first, as their replies come; each deadline is later than the one before.
     in_flight: VecDeque<InFlight>,
-    /// Received; `input[start..end]` not read yet.
-    input: Vec<u8>,
-    start: usize,
-    end: usize,
+    /// Received, not read yet.
+    input: Input,
 }
 
 impl Conn {
@@ -77,9 +71,7 @@ impl Conn {
             setup_given: false,
             output: Vec::new(),
             in_flight: VecDeque::new(),
-            input: Vec::new(),
-            start: 0,
-            end: 0,
+            input: Input::default(),
         }
     }
 
@@ -163,18 +155,13 @@ impl Conn {
         self.setup_left = 0;
         self.setup_given = false;
         self.output.clear();
-        self.start = 0;
-        self.end = 0;
-        if self.input.len() > INPUT_KEPT {
-            self.input = Vec::new();
-        }
+        self.input.clear(INPUT_KEPT);
     }
 
     /// Reads every reply the input holds, each its oldest command's (or the set-up's).
     fn read<S: Sink>(&mut self, now: Instant, around: &mut Around<'_, S>) {
-        while self.start < self.end {
-            let input = &self.input[self.start..self.end];
-            let (value, used) = match decode(input, &self.settings.limits) {
+        while !self.input.is_empty() {
+            let (value, used) = match decode(self.input.unread(), &self.settings.limits) {
                 Ok(Some(reply)) => reply,
                 Ok(None) => break,
                 Err(error) => return self.give_up(Failure::Protocol(error), now, around),
@@ -182,14 +169,14 @@ impl Conn {
             // Out-of-band data and metadata (RESP3's, never sent to a RESP2 client) are no
             // command's reply.
             if matches!(value, Value::Push(_) | Value::Attribute(_)) {
-                self.start += used;
+                self.input.consume(used);
                 continue;
             }
             if self.setup_left > 0 {
                 if value.error().is_some() {
                     return self.give_up(Failure::SetupRefused, now, around);
                 }
-                self.start += used;
+                self.input.consume(used);
                 self.setup_left -= 1;
                 if self.setup_left == 0 {
                     self.phase = Phase::Open;
@@ -207,15 +194,9 @@ impl Conn {
                 None => Event::Reply(value),
             };
             (around.sink)(command.token, event);
-            self.start += used;
+            self.input.consume(used);
         }
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-            if self.input.len() > INPUT_KEPT {
-                self.input = Vec::new();
-            }
-        }
+        self.input.shrink(INPUT_KEPT);
     }
 }
 
@@ -236,18 +217,7 @@ impl link::Conn for Conn {
     /// Room after what is unread; what is unread is at most one reply in part, which the
     /// decoder bounds (`Limits::max_len`), so the input stays within twice that.
     fn read_buffer(&mut self) -> &mut [u8] {
-        if self.input.is_empty() {
-            self.input = vec![0; INPUT_INITIAL];
-        }
-        if self.input.len() - self.end < MIN_READ_ROOM {
-            self.input.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            if self.input.len() - self.end < MIN_READ_ROOM {
-                self.input.resize(self.input.len() * 2, 0);
-            }
-        }
-        &mut self.input[self.end..]
+        self.input.room()
     }
 
     fn take_output(&mut self, out: &mut Vec<u8>) {
@@ -306,7 +276,7 @@ impl<S: Sink> Driven<Around<'_, S>> for Conn {
             // Closed by the server: what it holds has no reply coming.
             return self.give_up(Failure::Unavailable, now, around);
         }
-        self.end += n;
+        self.input.filled(n);
         self.read(now, around);
     }
 

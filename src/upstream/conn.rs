@@ -11,12 +11,7 @@ use std::time::Instant;
 use super::{Around, Event, Failure, Queued, Response, Settings, Sink};
 use crate::h1::client::{Awaited, Event as Read, ResponseReader};
 use crate::http::{FieldLines, Pipe};
-use crate::link::{self, Address, Driven, Step};
-
-/// The input's first size; a response's head (at most `h1::MAX_HEAD`) and a read fit.
-const INPUT_INITIAL: usize = 16 * 1024;
-/// `read_buffer` offers at least this much room, moving or growing the input.
-const MIN_READ_ROOM: usize = 4 * 1024;
+use crate::link::{self, Address, Driven, Input, Step};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -73,10 +68,8 @@ pub struct Conn {
     requests: Vec<u8>,
     given: usize,
     in_flight: VecDeque<InFlight>,
-    /// Received; `input[start..end]` not read yet.
-    input: Vec<u8>,
-    start: usize,
-    end: usize,
+    /// Received, not read yet.
+    input: Input,
     reader: ResponseReader,
     /// The response being read: its status and fields, and its body's pipe.
     status: u16,
@@ -105,9 +98,7 @@ impl Conn {
             requests: Vec::new(),
             given: 0,
             in_flight: VecDeque::new(),
-            input: Vec::new(),
-            start: 0,
-            end: 0,
+            input: Input::default(),
             reader: ResponseReader::default(),
             status: 0,
             fields: Vec::new(),
@@ -272,7 +263,7 @@ impl Conn {
             around.backoff.failed(now);
         }
         // Bytes of the front response in: it began.
-        if self.end > self.start {
+        if !self.input.is_empty() {
             self.begin_front();
         }
         if self.passed {
@@ -330,9 +321,7 @@ impl Conn {
         self.phase = Phase::Idle;
         self.requests.clear();
         self.given = 0;
-        self.input = Vec::new();
-        self.start = 0;
-        self.end = 0;
+        self.input = Input::default();
         self.reader = ResponseReader::default();
         self.fields.clear();
         self.pipe = None;
@@ -355,8 +344,7 @@ impl Conn {
             };
             // A body its client left is read (the responses behind it follow) and dropped.
             let dropped = self.abandoned();
-            let input = &mut self.input[self.start..self.end];
-            let read = match self.reader.read(input, awaited, eof) {
+            let read = match self.reader.read(self.input.unread(), awaited, eof) {
                 Ok(read) => read,
                 // Closed before the response began (retried if it may be), malformed,
                 // smuggling-shaped, unsolicited, cut short: never passed on as whole.
@@ -386,7 +374,8 @@ impl Conn {
                 }
                 Some(Read::End { keep_alive }) => Some(Next::Ended { keep_alive }),
             };
-            self.start += read.used;
+            let used = read.used;
+            self.input.consume(used);
             match next {
                 None => break,
                 Some(Next::Begun) => self.begin_front(),
@@ -508,22 +497,7 @@ impl link::Conn for Conn {
     }
 
     fn read_buffer(&mut self) -> &mut [u8] {
-        if self.input.is_empty() {
-            self.input = vec![0; INPUT_INITIAL];
-        }
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-        if self.input.len() - self.end < MIN_READ_ROOM {
-            self.input.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            if self.input.len() - self.end < MIN_READ_ROOM {
-                self.input.resize(self.input.len() * 2, 0);
-            }
-        }
-        &mut self.input[self.end..]
+        self.input.room()
     }
 
     fn take_output(&mut self, out: &mut Vec<u8>) {
@@ -564,7 +538,7 @@ impl<S: Sink> Driven<Around<'_, S>> for Conn {
         if self.phase != Phase::Open {
             return;
         }
-        self.end += n;
+        self.input.filled(n);
         self.read(n == 0, now, around);
     }
 
