@@ -106,6 +106,27 @@ impl<S: Service, K> Core<S, K> {
         }
     }
 
+    /// Reads link `index`, of any kind.
+    fn link_view<T>(
+        &self,
+        index: usize,
+        pg: impl FnOnce(&Link<PgConn>) -> T,
+        up: impl FnOnce(&Link<crate::upstream::Conn>) -> T,
+        rd: impl FnOnce(&Link<redis::Conn>) -> T,
+    ) -> T {
+        match self.which(index) {
+            Which::Pg(i) => pg(self.worker.pool.link(i)),
+            Which::Upstream(i) => {
+                let upstream = self.worker.upstream.as_ref();
+                up(upstream.expect("an upstream link index").link(i))
+            }
+            Which::Redis(i) => {
+                let redis = self.worker.redis.as_ref();
+                rd(redis.expect("a Redis link index").link(i))
+            }
+        }
+    }
+
     /// What the backend must do with link `index`'s socket now, if anything: asked once
     /// per iteration, after the events and the timers.
     pub fn link_order(&mut self, index: usize) -> Option<LinkOrder> {
@@ -136,19 +157,12 @@ impl<S: Service, K> Core<S, K> {
     /// Whether the link's socket should be read now: an upstream link streaming a body its
     /// client has not taken says no (`Link::wants_input`), until the client takes some.
     pub fn link_wants_input(&self, index: usize) -> bool {
-        match self.which(index) {
-            Which::Pg(i) => self.worker.pool.link(i).wants_input(),
-            Which::Upstream(i) => self
-                .worker
-                .upstream
-                .as_ref()
-                .is_some_and(|upstream| upstream.link(i).wants_input()),
-            Which::Redis(i) => self
-                .worker
-                .redis
-                .as_ref()
-                .is_some_and(|redis| redis.link(i).wants_input()),
-        }
+        self.link_view(
+            index,
+            |link| link.wants_input(),
+            |link| link.wants_input(),
+            |link| link.wants_input(),
+        )
     }
 
     /// `n` bytes were read into [`Core::link_read_buffer`]; 0 is the peer's EOF.
@@ -196,19 +210,12 @@ impl<S: Service, K> Core<S, K> {
     /// Whether the link has bytes to send, for a backend that waits for room to send them;
     /// unlike [`Core::link_unsent`], it changes nothing.
     pub fn link_has_unsent(&self, index: usize) -> bool {
-        match self.which(index) {
-            Which::Pg(i) => self.worker.pool.link(i).has_unsent(),
-            Which::Upstream(i) => self
-                .worker
-                .upstream
-                .as_ref()
-                .is_some_and(|upstream| upstream.link(i).has_unsent()),
-            Which::Redis(i) => self
-                .worker
-                .redis
-                .as_ref()
-                .is_some_and(|redis| redis.link(i).has_unsent()),
-        }
+        self.link_view(
+            index,
+            |link| link.has_unsent(),
+            |link| link.has_unsent(),
+            |link| link.has_unsent(),
+        )
     }
 
     pub fn link_sent(&mut self, index: usize, n: usize) {
