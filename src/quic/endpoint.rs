@@ -303,20 +303,20 @@ impl Endpoint {
 
     /// The answer to the request of `ticket`, given later.
     pub fn answer(&mut self, ticket: Ticket, answer: Answer<'_>, date: &HttpDate, now: Instant) {
-        let handle = ConnectionHandle((ticket.slot & !QUIC_SLOT) as usize);
-        let Some(peer) = self
-            .peer(handle)
-            .filter(|p| p.generation == ticket.generation)
-        else {
-            return;
-        };
-        peer.answer(ticket.seq, answer, date, now);
-        self.transmit(handle, now, false);
+        self.on_ticket(ticket, now, |peer| {
+            peer.answer(ticket.seq, answer, date, now)
+        });
     }
 
     /// More of the piped body answering `ticket` is in (or it ended or failed): its
     /// stream takes what QUIC has room for.
     pub fn moved(&mut self, ticket: Ticket, now: Instant) {
+        self.on_ticket(ticket, now, |peer| peer.moved(now));
+    }
+
+    /// Runs `f` on the connection of `ticket`, if it is still the one that took it, and
+    /// sends what that wrote.
+    fn on_ticket(&mut self, ticket: Ticket, now: Instant, f: impl FnOnce(&mut Peer)) {
         let handle = ConnectionHandle((ticket.slot & !QUIC_SLOT) as usize);
         let Some(peer) = self
             .peer(handle)
@@ -324,7 +324,7 @@ impl Endpoint {
         else {
             return;
         };
-        peer.moved(now);
+        f(peer);
         self.transmit(handle, now, false);
     }
 
