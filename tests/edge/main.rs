@@ -10,7 +10,7 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{free_port, rss_kib, BigFile, Server};
@@ -777,13 +777,28 @@ fn read_until(stream: &mut impl Read, marker: &str) -> String {
 }
 
 /// curl over HTTP/2 to `url`, its body written as it comes (`-N`) to a pipe the test reads.
-fn curl_streaming(url: &str) -> Child {
-    Command::new("curl")
-        .args(["-sS", "-k", "-N", "--http2", "--max-time", "60", url])
+/// curl over HTTP/2 to upstream.py's `path` (/gate or /gate-reset) through the edge on
+/// `h2_tls_port`: its gate opened once curl has printed the first part. What curl printed,
+/// and how it ended.
+fn curl_through_gate(h2_tls_port: u16, path: &str) -> (String, Output) {
+    let gate = tempfile(&format!("gate-h2{}", path.replace('/', "-")));
+    let url = format!(
+        "https://127.0.0.1:{h2_tls_port}{path}?file={}",
+        gate.display()
+    );
+    let mut curl = Command::new("curl")
+        .args(["-sS", "-k", "-N", "--http2", "--max-time", "60", &url])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("curl runs")
+        .expect("curl runs");
+    let mut out = curl.stdout.take().unwrap();
+    let mut seen = read_until(&mut out, "first part");
+    std::fs::write(&gate, "").unwrap();
+    out.read_to_string(&mut seen).unwrap();
+    let output = curl.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&gate);
+    (seen, output)
 }
 
 /// A body the upstream sends a first part of, then the rest only once the client has seen
@@ -816,20 +831,9 @@ fn the_first_bytes_of_a_slow_body_reach_the_client_before_its_end(binary: &str) 
     );
     let _ = std::fs::remove_file(&gate);
 
-    let gate = tempfile("gate-h2");
-    let url = format!(
-        "https://127.0.0.1:{}/gate?file={}",
-        server.h2_tls_port,
-        gate.display()
-    );
-    let mut curl = curl_streaming(&url);
-    let mut out = curl.stdout.take().unwrap();
-    let mut seen = read_until(&mut out, "first part");
-    std::fs::write(&gate, "").unwrap();
-    out.read_to_string(&mut seen).unwrap();
-    assert!(curl.wait().unwrap().success());
+    let (seen, output) = curl_through_gate(server.h2_tls_port, "/gate");
+    assert!(output.status.success());
     assert_eq!(seen, "first part\nthe rest\n");
-    let _ = std::fs::remove_file(&gate);
 
     let gate = tempfile("gate-h3");
     let signal = format!("{} first part", gate.display());
@@ -1041,23 +1045,11 @@ fn an_upstream_reset_within_a_body_is_never_a_whole_answer(binary: &str) {
     assert_eq!(body, "first part\n");
     let _ = std::fs::remove_file(&gate);
 
-    let gate = tempfile("cut-h2");
-    let url = format!(
-        "https://127.0.0.1:{}/gate-reset?file={}",
-        server.h2_tls_port,
-        gate.display()
-    );
-    let mut curl = curl_streaming(&url);
-    let mut out = curl.stdout.take().unwrap();
-    let mut seen = read_until(&mut out, "first part");
-    std::fs::write(&gate, "").unwrap();
-    out.read_to_string(&mut seen).unwrap();
-    let output = curl.wait_with_output().unwrap();
+    let (seen, output) = curl_through_gate(server.h2_tls_port, "/gate-reset");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "curl took it for whole: {seen}");
     assert!(stderr.contains("INTERNAL_ERROR"), "{stderr}");
     assert_eq!(seen, "first part\n");
-    let _ = std::fs::remove_file(&gate);
 
     let gate = tempfile("cut-h3");
     let signal = format!("{} first part", gate.display());
