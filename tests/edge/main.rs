@@ -178,17 +178,7 @@ fn h3(port: u16, requests: &[&str]) -> Value {
 /// What `h3_client.py get PORT REQUEST...` printed, each request with the field lines
 /// `fields` (`name: value`, one a line).
 fn h3_with(port: u16, requests: &[&str], fields: &str) -> Value {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gnosis_tools/h3_client.py");
-    let output = Command::new("python3")
-        .env("H3_HEADERS", fields)
-        .arg(script)
-        .args(["get", &port.to_string()])
-        .args(requests)
-        .output()
-        .expect("python3 runs");
-    assert!(output.status.success(), "aioquic: {output:?}");
-    serde_json::from_slice(&output.stdout).unwrap()
+    h3_env(port, requests, &[("H3_HEADERS", fields)])
 }
 
 /// What `h3_client.py get PORT REQUEST...` printed, run with `env`.
