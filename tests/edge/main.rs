@@ -767,6 +767,18 @@ fn read_until(stream: &mut impl Read, marker: &str) -> String {
 }
 
 /// curl over HTTP/2 to `url`, its body written as it comes (`-N`) to a pipe the test reads.
+/// aioquic's client (`h3_client.py`) to upstream.py's `path` (/gate or /gate-reset) through
+/// the edge's HTTP/3 on `h3_port`: its gate opened once the client has seen the first part
+/// (`H3_SIGNAL`). What the client printed.
+fn h3_through_gate(h3_port: u16, path: &str) -> Value {
+    let gate = tempfile(&format!("gate-h3{}", path.replace('/', "-")));
+    let signal = format!("{} first part", gate.display());
+    let request = format!("GET:{path}?file={}", gate.display());
+    let answers = h3_env(h3_port, &[&request], &[("H3_SIGNAL", &signal)]);
+    let _ = std::fs::remove_file(&gate);
+    answers
+}
+
 /// curl over HTTP/2 to upstream.py's `path` (/gate or /gate-reset) through the edge on
 /// `h2_tls_port`: its gate opened once curl has printed the first part. What curl printed,
 /// and how it ended.
@@ -825,14 +837,10 @@ fn the_first_bytes_of_a_slow_body_reach_the_client_before_its_end(binary: &str) 
     assert!(output.status.success());
     assert_eq!(seen, "first part\nthe rest\n");
 
-    let gate = tempfile("gate-h3");
-    let signal = format!("{} first part", gate.display());
-    let request = format!("GET:/gate?file={}", gate.display());
-    let answers = h3_env(server.h3_port, &[&request], &[("H3_SIGNAL", &signal)]);
+    let answers = h3_through_gate(server.h3_port, "/gate");
     let answer = &answers["answers"][0];
     assert_eq!(h3_header(answer, ":status"), Some("200"), "{answers}");
     assert_eq!(answer["body"], "first part\nthe rest\n", "{answers}");
-    let _ = std::fs::remove_file(&gate);
 }
 
 /// The edge on one worker with `conns` upstream connections and deadlines far off: a test
@@ -1041,13 +1049,9 @@ fn an_upstream_reset_within_a_body_is_never_a_whole_answer(binary: &str) {
     assert!(stderr.contains("INTERNAL_ERROR"), "{stderr}");
     assert_eq!(seen, "first part\n");
 
-    let gate = tempfile("cut-h3");
-    let signal = format!("{} first part", gate.display());
-    let request = format!("GET:/gate-reset?file={}", gate.display());
-    let answers = h3_env(server.h3_port, &[&request], &[("H3_SIGNAL", &signal)]);
+    let answers = h3_through_gate(server.h3_port, "/gate-reset");
     let answer = &answers["answers"][0];
     assert_eq!(answer["reset"], 0x102, "H3_INTERNAL_ERROR: {answers}");
-    let _ = std::fs::remove_file(&gate);
 
     // The edge goes on serving.
     assert_eq!(get(server.port, "/other").0, 200);
