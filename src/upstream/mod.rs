@@ -1,9 +1,9 @@
 //! A worker's keep-alive HTTP/1.1 connections to the upstream of the edge (reverse-proxy)
 //! mode, without I/O: requests in (`Upstream::forward`), responses (a head, then a body
 //! through its pipe as it arrives) or failures out as events by token (`Sink`), the way
-//! `pg`'s pool hands out database answers. Each
-//! connection (`conn.rs`) is a link (`crate::link`) that the worker's backend moves the bytes
-//! of, beside the PostgreSQL ones.
+//! `pg`'s pool hands out database answers. Each connection (`conn.rs`) is a link
+//! (`crate::link`) that the worker's backend moves the bytes of, beside the PostgreSQL
+//! ones.
 //!
 //! A request goes to the open connection with the fewest in flight (pipelined, up to
 //! `Settings::depth`), or opens an idle one when every open one is busy; with all at depth
@@ -22,13 +22,13 @@
 //! than the upstream sends, and the connection is held: another opens in its place (up to
 //! `Settings::streams` beyond `Settings::connections`), so that slow clients reading large
 //! bodies never leave the others without a connection. One closes once it has nothing in
-//! flight and the pool has enough without it. Requests pipelined behind the body before its head came
-//! would wait on its client too: once its pipe is full, those that may be sent again are,
-//! on another connection (their responses here are dropped), and the others fail alone at
-//! their deadline (504) while the body goes on. A body that neither arrives nor is taken
-//! for `Settings::response_timeout` is abandoned: the connection closes, the client's
-//! answer is cut short (nginx, which does not pipeline, times out a stalled client's
-//! transfer the same way, `proxy_send_timeout`).
+//! flight and the pool has enough without it. Requests pipelined behind the body before
+//! its head came would wait on its client too: once its pipe is full, those that may be
+//! sent again are, on another connection (their responses here are dropped), and the
+//! others fail alone at their deadline (504) while the body goes on. A body that neither
+//! arrives nor is taken for `Settings::response_timeout` is abandoned: the connection
+//! closes, the client's answer is cut short (nginx, which does not pipeline, times out a
+//! stalled client's transfer the same way, `proxy_send_timeout`).
 
 mod conn;
 mod proxy;
@@ -213,14 +213,18 @@ impl Upstream {
     /// `settings.connections` connections to `address` and `settings.streams` more; the
     /// first opens at once, the others when requests need them.
     pub fn new(address: Address, settings: Settings) -> Upstream {
-        let count = settings.connections.max(1) + settings.streams;
+        let settings = Settings {
+            connections: settings.connections.max(1),
+            ..settings
+        };
+        let count = settings.connections + settings.streams;
         let mut links: Vec<Link> = (0..count)
             .map(|_| Link::with_capacity(Conn::new(address.clone(), settings), 0))
             .collect();
         links[0].conn_mut().start();
         Upstream {
             links,
-            live: settings.connections.max(1),
+            live: settings.connections,
             settings,
             queue: Queue::default(),
             resend: Vec::new(),
@@ -336,8 +340,7 @@ impl Upstream {
 
     /// Leaves out of `live` the idle spares at its end.
     fn shrink_live(&mut self) {
-        let pool = self.settings.connections.max(1);
-        while self.live > pool && self.links[self.live - 1].conn().is_idle() {
+        while self.live > self.settings.connections && self.links[self.live - 1].conn().is_idle() {
             self.live -= 1;
         }
     }
