@@ -425,8 +425,9 @@ impl<S: Service, K> Core<S, K> {
     /// connection `paused` for the budget answers nothing new, but what it has written
     /// still goes out: over TLS it is sealed here (HTTP/2's answers waiting for room follow
     /// it), HTTP/2 still reads its frames (windows, resets, pings), and piped bodies move
-    /// on under its lowered mark; that is how a paused connection gets back under its share. While the worker drains, the
-    /// connection is told so in its protocol each time (`core/drain.rs`).
+    /// on under its lowered mark; that is how a paused connection gets back under its
+    /// share. While the worker drains, the connection is told so in its protocol each time
+    /// (`core/drain.rs`).
     fn answer(&mut self, index: usize, may_write: bool, paused: bool) -> Next {
         let share = self.share();
         let draining = may_write && self.worker.drain_by.is_some();
