@@ -17,6 +17,7 @@
 //! holds none.
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::time::Instant;
 
 use super::{parse, Chunked, Framing, Parsed};
@@ -48,9 +49,8 @@ impl Piped {
         self.pipe.take_body(|bytes, last| {
             let len = bytes.len().min(room);
             if len > 0 && self.chunked {
-                let mut size = [0; 16];
-                out.extend_from_slice(hex(len, &mut size));
-                out.extend_from_slice(b"\r\n");
+                // Writing to a Vec cannot fail.
+                let _ = write!(out, "{len:x}\r\n");
                 out.extend_from_slice(&bytes[..len]);
                 out.extend_from_slice(b"\r\n");
             } else {
@@ -61,19 +61,6 @@ impl Piped {
             }
             len
         })
-    }
-}
-
-/// `n` in hexadecimal digits (a chunk's size), written into `digits`.
-fn hex(mut n: usize, digits: &mut [u8; 16]) -> &[u8] {
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b"0123456789abcdef"[n & 0xf];
-        n >>= 4;
-        if n == 0 {
-            return &digits[at..];
-        }
     }
 }
 
