@@ -45,6 +45,21 @@ struct InFlight {
     dropped: bool,
 }
 
+impl InFlight {
+    /// The request, its `bytes`, handed back to the pool to be placed again; `sent`: it
+    /// went out on this connection, so it counts as sent again from then on.
+    fn again(&self, bytes: &[u8], sent: bool) -> Queued {
+        Queued {
+            token: self.token,
+            head: self.head,
+            idempotent: self.idempotent,
+            retried: self.retried || sent,
+            deadline: self.deadline,
+            bytes: bytes.to_vec(),
+        }
+    }
+}
+
 /// What an event of the reader asks of the connection once it is read.
 enum Next {
     /// An interim response.
@@ -236,14 +251,7 @@ impl Conn {
                 continue;
             }
             request.dropped = true;
-            around.resend.push(Queued {
-                token: request.token,
-                head: request.head,
-                idempotent: true,
-                retried: true,
-                deadline: request.deadline,
-                bytes: bytes.to_vec(),
-            });
+            around.resend.push(request.again(bytes, true));
         }
     }
 
@@ -293,14 +301,7 @@ impl Conn {
             };
             match failure {
                 Some(failure) => (around.sink)(request.token, Event::Failed(failure)),
-                None => around.resend.push(Queued {
-                    token: request.token,
-                    head: request.head,
-                    idempotent: request.idempotent,
-                    retried: request.retried || !never_sent,
-                    deadline: request.deadline,
-                    bytes: bytes.to_vec(),
-                }),
+                None => around.resend.push(request.again(bytes, !never_sent)),
             }
         }
         self.close();
