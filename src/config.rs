@@ -284,11 +284,7 @@ const OPTIONS: &[Opt] = &[
         value: "N",
         help: "connections per thread the edge may open beyond those: one streaming an answer \
                its client reads slowly takes no request, so another opens in its place",
-        set: |config, text| {
-            let streams = text.parse();
-            let streams = streams.map_err(|_| format!("a whole number, not '{text}'"));
-            assign(&mut config.upstream_streams, streams)
-        },
+        set: |config, text| assign(&mut config.upstream_streams, count(text)),
         default: |config| config.upstream_streams.to_string(),
     },
     Opt {
@@ -655,6 +651,12 @@ fn field_names(text: &str) -> Result<Vec<String>, String> {
             false => Err(format!("field names separated by commas, not '{text}'")),
         })
         .collect()
+}
+
+/// A whole number, 0 included.
+fn count(text: &str) -> Result<usize, String> {
+    text.parse()
+        .map_err(|_| format!("a whole number, not '{text}'"))
 }
 
 /// A port, or 0 for none.
